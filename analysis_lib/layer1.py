@@ -20,7 +20,8 @@ import pandas as pd
 
 from .fileio import atomic_write_bytes, atomic_write_csv, atomic_write_json
 from .ingest.discover import fingerprint_file
-from .ingest.load import config_tag, load_rows, number_repetitions_frame, scan
+from .ingest.load import config_tag, has_metrics_cache, load_rows, number_repetitions_frame
+from .ingest.scan import scan
 from .metrics import CATEGORY_COLUMNS, MetricsConfig
 from .report.provenance import declared_baseline, is_simulated
 from .tools import DEFAULT_MCP_TOOLS
@@ -99,18 +100,22 @@ def analyse(
             keep = sorted(random.Random(seed).sample(keep, limit), key=lambda s: (s.run_id, s.task_id or "", s.path))
         return keep
 
-    scanned = scan(runs_dir, select)
+    cache_dir = cache_dir if cache else None
+    # Without a metrics cache to validate, fingerprints are left to the workers (they stat anyway).
+    scanned = scan(runs_dir, select, record_dir=cache_dir, fingerprints=has_metrics_cache(cache_dir))
     index = os.path.join(runs_dir, "index.json")
-    tag = scanned.digest(tasks, profiles, outcome, limit, seed, config_tag(config), fingerprint_file(index))
-    if cache and cache_dir is not None:
-        hit = _read_result(cache_dir, tag)
+
+    def result_tag() -> str:
+        return scanned.digest(tasks, profiles, outcome, limit, seed, config_tag(config), fingerprint_file(index))
+
+    if cache_dir is not None and scanned.complete:
+        hit = _read_result(cache_dir, result_tag())
         if hit is not None:
-            hit.n_sources = hit.cache_hits = len(scanned.keyed)
+            hit.n_sources = hit.cache_hits = len(scanned.sources)
             if out_dir is not None:
                 hit.files = write_outputs(hit, out_dir)
             return hit
-    loaded = load_rows(runs_dir, config=config, cache_dir=cache_dir if cache else None, workers=workers,
-                       progress=progress, scanned=scanned)
+    loaded = load_rows(runs_dir, config=config, cache_dir=cache_dir, workers=workers, progress=progress, scanned=scanned)
     df = number_repetitions_frame(loaded.frame)
     df["trial_path"] = [_relative(p, runs_dir) for p in df["trial_path"]]
     df = df.sort_values(["profile", "task_id", "repetition", "run_id"], kind="stable")
@@ -136,9 +141,9 @@ def analyse(
     summary["simulated"] = simulated
     aggregate = aggregate_metrics(df, simulated=simulated, seed=seed, summary=summary)
     result = Layer1Result(df, errors, summary, aggregate, simulated, loaded.n_sources, loaded.cache_hits)
-    if cache and cache_dir is not None:
+    if cache_dir is not None:
         try:
-            _write_result(cache_dir, tag, result)
+            _write_result(cache_dir, result_tag(), result)
         except Exception as exc:  # a cache that cannot be written only makes the next run slower
             print(f"warning: {cache_dir}: result cache not written ({type(exc).__name__}: {str(exc)[:120]})", file=sys.stderr)
     if out_dir is not None:
@@ -209,18 +214,23 @@ def _num(v: Any) -> float | None:
     return None if v is None or pd.isna(v) else float(v)
 
 
-RESULT_CACHE = "layer1_result.parquet"
+# Arrow IPC rather than parquet: this file is read whole on every unchanged re-run, and IPC needs no
+# decoding (2 ms against 8 ms for parquet at 2,000 trials); the per-trial cache stays parquet.
+RESULT_CACHE = "layer1_result.arrow"
 
 
 def _read_result(cache_dir: str | os.PathLike, tag: str) -> Layer1Result | None:
     """The whole Layer 1 result of an identical earlier run (same inputs, options and code version)."""
     path = os.path.join(os.fspath(cache_dir), RESULT_CACHE)
-    if not os.path.isfile(path):
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
         return None
     try:
-        import pyarrow.parquet as pq
+        import pyarrow as pa
 
-        table = pq.read_table(path)
+        table = pa.ipc.open_file(pa.BufferReader(data)).read_all()
         meta = table.schema.metadata or {}
         if meta.get(b"tag", b"").decode() != tag:
             return None
@@ -228,8 +238,7 @@ def _read_result(cache_dir: str | os.PathLike, tag: str) -> Layer1Result | None:
         return Layer1Result(
             metrics=table.to_pandas(),
             errors=pd.DataFrame(extra["errors"], columns=ERROR_COLUMNS),
-            summary=pd.DataFrame(extra["summary"]["rows"], columns=extra["summary"]["columns"]).astype(
-                dict(zip(extra["summary"]["columns"], extra["summary"]["dtypes"]))),
+            summary=pa.ipc.open_stream(meta[b"summary"]).read_all().to_pandas(),
             aggregate=extra["aggregate"],
             simulated=bool(extra["simulated"]),
         )
@@ -239,19 +248,18 @@ def _read_result(cache_dir: str | os.PathLike, tag: str) -> Layer1Result | None:
 
 def _write_result(cache_dir: str | os.PathLike, tag: str, result: Layer1Result) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(result.metrics, preserve_index=False)
-    extra = {
-        "errors": result.errors.values.tolist(),
-        "summary": {"columns": list(result.summary.columns), "rows": result.summary.values.tolist(),
-                    "dtypes": [str(t) for t in result.summary.dtypes]},
-        "aggregate": result.aggregate,
-        "simulated": result.simulated,
-    }
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), "tag": tag, "extra": orjson.dumps(extra)})
+    extra = {"errors": result.errors.values.tolist(), "aggregate": result.aggregate, "simulated": result.simulated}
+    summary = pa.Table.from_pandas(result.summary, preserve_index=False)
+    summary_sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(summary_sink, summary.schema) as writer:
+        writer.write_table(summary)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), "tag": tag, "extra": orjson.dumps(extra),
+                                           "summary": summary_sink.getvalue().to_pybytes()})
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd")
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
     atomic_write_bytes(os.path.join(os.fspath(cache_dir), RESULT_CACHE), sink.getvalue().to_pybytes())
 
 

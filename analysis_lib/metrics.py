@@ -39,7 +39,7 @@ import pandas as pd
 
 from . import pricing
 from .tools import DEFAULT_MCP_TOOLS, categorize, files_touched, is_search_call
-from .trial import Trajectory, Trial
+from .trial import Activity, FinalMetrics, Trajectory, Trial
 
 IDENTITY_COLUMNS = ["profile", "task_id", "repetition", "run_id", "trial_path"]
 METRIC_COLUMNS = [
@@ -85,53 +85,87 @@ def _seconds(a: datetime | None, b: datetime | None) -> float | None:
     return s if s >= 0 else None
 
 
+class UsageTotals:
+    """Sums a trajectory's usage by the rules above: agent steps outside copied context, each API
+    call (usage key) once; subagents added; ``final_metrics`` win where they say something."""
+
+    __slots__ = ("seen", "tin", "tout", "tcached", "cost", "any_usage", "any_cost")
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.tin = self.tout = self.tcached = 0
+        self.cost = 0.0
+        self.any_usage = self.any_cost = False
+
+    def step(self, usage_key: str | None, prompt: int | None, completion: int | None, cached: int | None,
+             cost: float | None) -> None:
+        """One agent step that is not copied context."""
+        if usage_key is not None:
+            if usage_key in self.seen:
+                return
+            self.seen.add(usage_key)
+        if prompt is not None or completion is not None:
+            self.any_usage = True
+            self.tin += prompt or 0
+            self.tout += completion or 0
+            self.tcached += cached or 0
+        if cost is not None:
+            self.any_cost = True
+            self.cost += cost
+
+    def subagent(self, st: dict[str, Any]) -> None:
+        if st["input"] is not None:
+            self.any_usage = True
+            self.tin += st["input"]
+            self.tout += st["output"] or 0
+            self.tcached += st["cached"] or 0
+        if st["cost"] is not None:
+            self.any_cost = True
+            self.cost += st["cost"]
+
+    def result(self, fm: FinalMetrics | None) -> dict[str, Any]:
+        out = {
+            "input": self.tin if self.any_usage else None,
+            "output": self.tout if self.any_usage else None,
+            "cached": self.tcached if self.any_usage else None,
+            "cost": self.cost if self.any_cost else None,
+        }
+        if fm is not None:
+            if fm.prompt_tokens is not None:
+                out["input"] = fm.prompt_tokens
+            if fm.completion_tokens is not None:
+                out["output"] = fm.completion_tokens
+            if fm.cached_tokens is not None:
+                out["cached"] = fm.cached_tokens
+            if fm.cost_usd is not None:
+                out["cost"] = fm.cost_usd
+        return out
+
+
 def trajectory_tokens(traj: Trajectory) -> dict[str, Any]:
     """Input (incl. cached), output, cached tokens and cost of a trajectory, per the rules above."""
-    seen: set[str] = set()
-    sums = {"in": 0, "out": 0, "cached": 0, "cost": 0.0}
-    any_usage = any_cost = False
+    totals = UsageTotals()
     for s in traj.steps:
-        if s.source != "agent" or s.is_copied_context:
-            continue
-        if s.usage_key is not None:
-            if s.usage_key in seen:
-                continue
-            seen.add(s.usage_key)
-        if s.prompt_tokens is not None or s.completion_tokens is not None:
-            any_usage = True
-            sums["in"] += s.prompt_tokens or 0
-            sums["out"] += s.completion_tokens or 0
-            sums["cached"] += s.cached_tokens or 0
-        if s.cost_usd is not None:
-            any_cost = True
-            sums["cost"] += s.cost_usd
+        if s.source == "agent" and not s.is_copied_context:
+            totals.step(s.usage_key, s.prompt_tokens, s.completion_tokens, s.cached_tokens, s.cost_usd)
     for sub in traj.subagents:
-        st = trajectory_tokens(sub)
-        if st["input"] is not None:
-            any_usage = True
-            sums["in"] += st["input"]
-            sums["out"] += st["output"] or 0
-            sums["cached"] += st["cached"] or 0
-        if st["cost"] is not None:
-            any_cost = True
-            sums["cost"] += st["cost"]
-    out = {
-        "input": sums["in"] if any_usage else None,
-        "output": sums["out"] if any_usage else None,
-        "cached": sums["cached"] if any_usage else None,
-        "cost": sums["cost"] if any_cost else None,
-    }
-    fm = traj.final_metrics
-    if fm is not None:
-        if fm.prompt_tokens is not None:
-            out["input"] = fm.prompt_tokens
-        if fm.completion_tokens is not None:
-            out["output"] = fm.completion_tokens
-        if fm.cached_tokens is not None:
-            out["cached"] = fm.cached_tokens
-        if fm.cost_usd is not None:
-            out["cost"] = fm.cost_usd
-    return out
+        totals.subagent(trajectory_tokens(sub))
+    return totals.result(traj.final_metrics)
+
+
+def activity(traj: Trajectory) -> Activity:
+    """The :class:`Activity` of a parsed trajectory (what the metrics read from it)."""
+    steps = [s for s in traj.steps if not s.is_copied_context]
+    stamps = [s.timestamp for s in steps if s.timestamp]
+    return Activity(
+        total_steps=len(steps),
+        agent_steps=sum(1 for s in steps if s.source == "agent"),
+        first_timestamp=stamps[0] if stamps else None,
+        last_timestamp=stamps[-1] if len(stamps) >= 2 else None,
+        tokens=trajectory_tokens(traj),
+        calls=list(_iter_calls(traj)),
+        model_name=traj.model_name,
+    )
 
 
 def _iter_calls(traj: Trajectory):
@@ -159,7 +193,7 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
         "started_at": trial.timing.started_at.isoformat() if trial.timing.started_at else None,
     }
     carried = trial.carried_metrics
-    traj = trial.trajectory
+    act = trial.activity if trial.activity is not None else (activity(trial.trajectory) if trial.trajectory else None)
 
     # Outcome
     reward = trial.reward if trial.reward is not None else carried.get("reward")
@@ -181,8 +215,8 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
 
     # Economics
     tin = tout = tcached = cost = None
-    if traj is not None:
-        tt = trajectory_tokens(traj)
+    if act is not None:
+        tt = act.tokens
         tin, tout, tcached, cost = tt["input"], tt["output"], tt["cached"], tt["cost"]
     hb = trial.metadata.get("harbor_tokens") or {}
     if tin is None and hb.get("n_input_tokens") is not None:
@@ -197,7 +231,7 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
         cost = carried.get("total_cost_usd")
     estimated = False
     if cost is None and tin is not None:
-        est = pricing.estimate_cost(m["model_name"] or (traj.model_name if traj else None), tin, tout or 0, tcached or 0)
+        est = pricing.estimate_cost(m["model_name"] or (act.model_name if act else None), tin, tout or 0, tcached or 0)
         if est is not None:
             cost, estimated = est, True
     m["total_input_tokens"], m["total_output_tokens"], m["total_cached_tokens"] = tin, tout, tcached
@@ -218,18 +252,16 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
     elapsed = _seconds(t.agent_started_at, t.agent_finished_at)
     if elapsed is None:
         elapsed = _seconds(t.started_at, t.finished_at)
-    if elapsed is None and traj is not None:
-        stamps = [s.timestamp for s in traj.steps if s.timestamp and not s.is_copied_context]
-        if len(stamps) >= 2:
-            elapsed = _seconds(_ts(stamps[0]), _ts(stamps[-1]))
+    if elapsed is None and act is not None and act.last_timestamp is not None:
+        elapsed = _seconds(_ts(act.first_timestamp), _ts(act.last_timestamp))
     if elapsed is None:
         elapsed = carried.get("elapsed_sec")
     m["elapsed_sec"] = elapsed
 
-    if traj is None:
+    if act is None:
         _carried_process(m, carried)
     else:
-        _process_metrics(m, traj, config)
+        _process_metrics(m, act, config)
 
     failed = m["success"] is False
     m["budget_exhaustion"] = bool(failed and (total_tokens or 0) > config.budget_exhaustion_tokens)
@@ -262,10 +294,9 @@ def _carried_process(m: dict, carried: dict) -> None:
     m["infinite_loop"] = None
 
 
-def _process_metrics(m: dict, traj: Trajectory, config: MetricsConfig) -> None:
-    steps = [s for s in traj.steps if not s.is_copied_context]
-    m["total_steps"] = len(steps)
-    agent_steps = sum(1 for s in steps if s.source == "agent")
+def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
+    m["total_steps"] = act.total_steps
+    agent_steps = act.agent_steps
     m["agent_steps"] = agent_steps
     names: Counter[str] = Counter()
     cats: Counter[str] = Counter()
@@ -281,7 +312,7 @@ def _process_metrics(m: dict, traj: Trajectory, config: MetricsConfig) -> None:
     mcp_names: set[str] = set()
     mcp_calls = 0
     n = 0
-    for call in _iter_calls(traj):
+    for call in act.calls:
         n += 1
         names[call.name] += 1
         cat = categorize(call.name, call.arguments, config.mcp_tools)
@@ -315,7 +346,7 @@ def _process_metrics(m: dict, traj: Trajectory, config: MetricsConfig) -> None:
     m["tool_calls_count"] = n
     m["unique_tools"] = len(names)
     m["tools_per_step"] = n / agent_steps if agent_steps else None
-    m["steps_per_minute"] = len(steps) / (m["elapsed_sec"] / 60) if m["elapsed_sec"] else None
+    m["steps_per_minute"] = act.total_steps / (m["elapsed_sec"] / 60) if m["elapsed_sec"] else None
     m["tool_distribution"] = orjson.dumps(dict(sorted(names.items()))).decode()
     m["tool_error_count"] = errors
     m["tool_success_rate"] = 1 - errors / n if n else None
@@ -352,8 +383,9 @@ def edited_files(traj: Trajectory, mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS)
     return list(out)
 
 
-def metrics_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Rows to a frame with the documented column order (identity, metrics, categories, context, extensions)."""
+def metrics_frame(rows: list[dict[str, Any]], *, sort: bool = True) -> pd.DataFrame:
+    """Rows to a frame with the documented column order (identity, metrics, categories, context, extensions),
+    sorted by profile, task, repetition and run unless ``sort`` is False (rows kept in the given order)."""
     base = IDENTITY_COLUMNS + METRIC_COLUMNS + CATEGORY_COLUMNS + CONTEXT_COLUMNS
     extra = sorted({k for r in rows for k in r} - set(base))
     df = pd.DataFrame(rows, columns=base + extra)
@@ -366,4 +398,6 @@ def metrics_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
                "grep_before_edit", "tool_misuse", "infinite_loop", "budget_exhaustion", "premature_stop", "context_omission")]
     for col in numeric:
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+    if not sort:
+        return df
     return df.sort_values(["profile", "task_id", "repetition", "run_id"], kind="stable").reset_index(drop=True)

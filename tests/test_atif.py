@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,56 @@ def test_equal_usage_of_other_producers_is_not_merged():
     steps = [agent_step(1, prompt=500, completion=20), agent_step(2, prompt=500, completion=20)]
     t = parse_trajectory(trajectory(steps, agent="gemini-cli"))
     assert trajectory_tokens(t)["input"] == 1000  # two real calls that happen to cost the same
+
+
+def _activity_fields(act):
+    calls = [(c.step_id, c.name, c.arguments, c.is_error, c.call_id) for c in act.calls]
+    return (act.total_steps, act.agent_steps, act.first_timestamp, act.last_timestamp, act.tokens, calls, act.model_name)
+
+
+def test_activity_path_agrees_with_the_full_reader_on_every_real_file(real_fixtures, sample_runs):
+    """The metrics-only path (no Step objects) reads what parse_trajectory + metrics.activity read."""
+    from analysis_lib.ingest.atif import read_activity
+    from analysis_lib.metrics import activity
+
+    files = _atif_files(real_fixtures) + sorted(sample_runs.glob("*/*/agent/trajectory.json"))
+    used = 0
+    for p in files:
+        got = read_activity(p)
+        if got is None:
+            continue  # subagents, continuations, odd types: the full reader takes these
+        used += 1
+        act, agent_name, warnings = got
+        full = read_trajectory(p)
+        assert _activity_fields(act) == _activity_fields(activity(full)), p
+        assert (agent_name, warnings) == (full.agent_name, full.warnings), p
+    assert used >= 8 + 200
+
+
+def test_activity_path_rules_on_constructed_trajectories():
+    """Usage dedupe, copied context, a one-timestamp trajectory and errored results, hand-checked."""
+    from analysis_lib.ingest.atif import read_activity
+    from analysis_lib.metrics import activity
+
+    steps = [
+        agent_step(1, [("Bash", {"command": "ls"})], prompt=900, completion=30, cached=800,
+                   results=[{"content": "bash: foo: command not found"}], timestamp="2026-01-01T00:00:00Z"),
+        agent_step(2, [("Read", {"file_path": "a.py"})], prompt=900, completion=30, cached=800),  # same call, split
+        agent_step(3, prompt=1000, completion=40, extra={"message_id": "m3"}),
+        agent_step(4, prompt=1000, completion=40, extra={"message_id": "m3"}),  # the same message id again
+        agent_step(5, [("Edit", {"file_path": "a.py"})], prompt=50, completion=5, is_copied_context=True),
+    ]
+    doc = trajectory(steps)
+    doc["steps"][2]["metrics"]["extra"] = {"request_id": None, "service_tier": "standard"}
+    for variant in (doc, trajectory([agent_step(1, prompt=10, completion=1)], agent="gemini-cli")):
+        with tempfile.TemporaryDirectory() as tmp:
+            p = Path(tmp) / "t.json"
+            p.write_text(json.dumps(variant))
+            act = read_activity(p)[0]
+            assert _activity_fields(act) == _activity_fields(activity(read_trajectory(p)))
+    act = activity(parse_trajectory(doc))
+    # Steps: user + 4 agent steps (the copied one is not counted); one timestamp gives no span.
+    assert (act.total_steps, act.agent_steps, act.first_timestamp, act.last_timestamp) == (5, 4, "2026-01-01T00:00:00Z", None)
+    # 900 once (steps 1-2 are one Claude Code call), 1000 once (one message id): copied context excluded.
+    assert (act.tokens["input"], act.tokens["output"], act.tokens["cached"]) == (1900, 70, 800)
+    assert [(c.name, c.is_error) for c in act.calls] == [("Bash", True), ("Read", False)]

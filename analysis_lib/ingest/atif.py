@@ -17,8 +17,9 @@ import msgspec
 import orjson
 
 from ..fileio import loads_lenient, read_bytes, read_json
+from ..metrics import UsageTotals
 from ..tools import result_is_error
-from ..trial import FinalMetrics, InputError, Step, ToolCall, Trajectory
+from ..trial import Activity, FinalMetrics, InputError, Step, ToolCall, Trajectory
 
 KNOWN_MINOR = 8  # ATIF-v1.8 is the newest version this reader was checked against
 _VERSION = re.compile(r"^ATIF-v(\d+)\.(\d+)")
@@ -279,19 +280,34 @@ def _dedupe_repeated_usage(steps: list[Step], agent_name: str | None = None) -> 
     (prompt, completion, cached) triples and no distinguishing id are treated as the same call.
     Other producers write one step per call, so equal counts there are distinct calls.
     """
-    by_blocks = bool(agent_name) and "claude" in str(agent_name).lower()
-    prev_key = None
-    prev_triple = None
+    rule = _RepeatedUsage(agent_name)
     for s in steps:
         if s.source != "agent" or s.prompt_tokens is None:
-            prev_triple = None
-            continue
-        triple = (s.prompt_tokens, s.completion_tokens, s.cached_tokens)
-        if s.usage_key is None and by_blocks and prev_triple == triple and any(triple):
-            s.usage_key = prev_key
-        elif s.usage_key is None:
-            s.usage_key = f"step-{s.step_id}"
-        prev_key, prev_triple = s.usage_key, triple
+            rule.reset()
+        else:
+            s.usage_key = rule.key(s.step_id, s.usage_key, (s.prompt_tokens, s.completion_tokens, s.cached_tokens))
+
+
+class _RepeatedUsage:
+    """The rule of :func:`_dedupe_repeated_usage`, one step at a time (shared with the activity path)."""
+
+    __slots__ = ("by_blocks", "prev_key", "prev_triple")
+
+    def __init__(self, agent_name: Any) -> None:
+        self.by_blocks = bool(agent_name) and "claude" in str(agent_name).lower()
+        self.prev_key: str | None = None
+        self.prev_triple: tuple | None = None
+
+    def reset(self) -> None:
+        self.prev_triple = None
+
+    def key(self, step_id: int, key: str | None, triple: tuple) -> str:
+        if key is None and self.by_blocks and self.prev_triple == triple and any(triple):
+            key = self.prev_key
+        elif key is None:
+            key = f"step-{step_id}"
+        self.prev_key, self.prev_triple = key, triple
+        return key
 
 
 def _attach_subagents(traj: Trajectory, obj: dict, raw_steps: list, path: str, depth: int) -> None:
@@ -477,6 +493,46 @@ class _FDoc(msgspec.Struct):
 _DECODER = msgspec.json.Decoder(_FDoc)
 
 
+def _match_results(calls: list[ToolCall], results: list[_FResult], step_id: int, warnings: list[str],
+                   unmatched: list[str] | None) -> bool:
+    """Give each tool call its result text and error mark; False when a result needs the lenient reader."""
+    single = calls[0] if len(calls) == 1 and len(results) == 1 else None
+    by_id = {c.call_id: c for c in calls} if len(calls) > 1 else None
+    for r in results:
+        if r.subagent_trajectory_ref:
+            return False  # references need the lenient reader's resolution
+        content = r.content
+        text = content if type(content) is str else content_text(content)
+        n = len(text)
+        if n > HUGE_OUTPUT_CHARS:
+            warnings.append(f"step {step_id}: observation of {n / 1e6:.0f} M characters truncated to {OUTPUT_KEEP_CHARS}")
+        sid = r.source_call_id
+        if sid is None:
+            call = single
+        elif by_id is None:
+            call = calls[0] if calls and calls[0].call_id == str(sid) else None
+        else:
+            call = by_id.get(str(sid))
+        if call is not None:
+            call.output = text if n <= OUTPUT_KEEP_CHARS else text[:OUTPUT_KEEP_CHARS]
+            call.output_chars = n
+            marks = {"is_error": r.is_error, "status": r.status} if (r.is_error is not None or r.status) else None
+            call.is_error = result_is_error(call.name, text, r.extra if type(r.extra) is dict else None, marks)
+        elif unmatched is not None:
+            unmatched.append(text[:OUTPUT_KEEP_CHARS])
+    return True
+
+
+def _calls(fcalls: list[_FCall], step_id: int) -> list[ToolCall]:
+    out = []
+    for c in fcalls:
+        args = c.arguments
+        cid = c.tool_call_id
+        out.append(ToolCall(step_id, str(c.function_name or c.name or "unknown"),
+                            args if type(args) is dict else decode_arguments(args), None if cid is None else str(cid)))
+    return out
+
+
 def _fast_parse(data: bytes, path: str) -> Trajectory | None:
     try:
         doc = _DECODER.decode(data)
@@ -525,41 +581,120 @@ def _fast_parse(data: bytes, path: str) -> Trajectory | None:
                         key = mextra.get("message_id") or mextra.get("request_id")
             if key:
                 step.usage_key = str(key)
-        calls = step.tool_calls
         if fs.tool_calls:
-            for c in fs.tool_calls:
-                args = c.arguments
-                cid = c.tool_call_id
-                calls.append(ToolCall(step_id, str(c.function_name or c.name or "unknown"),
-                                      args if type(args) is dict else decode_arguments(args),
-                                      None if cid is None else str(cid)))
+            step.tool_calls = _calls(fs.tool_calls, step_id)
+        calls = step.tool_calls
         obs = fs.observation
-        if obs is not None and obs.results:
-            results = obs.results
-            single = calls[0] if len(calls) == 1 and len(results) == 1 else None
-            by_id = {c.call_id: c for c in calls} if len(calls) > 1 else None
-            for r in results:
-                if r.subagent_trajectory_ref:
-                    return None  # references need the lenient reader's resolution
-                content = r.content
-                text = content if type(content) is str else content_text(content)
-                n = len(text)
-                if n > HUGE_OUTPUT_CHARS:
-                    warnings.append(f"step {step_id}: observation of {n / 1e6:.0f} M characters truncated to {OUTPUT_KEEP_CHARS}")
-                sid = r.source_call_id
-                if sid is None:
-                    call = single
-                elif by_id is None:
-                    call = calls[0] if calls and calls[0].call_id == str(sid) else None
-                else:
-                    call = by_id.get(str(sid))
-                if call is not None:
-                    call.output = text if n <= OUTPUT_KEEP_CHARS else text[:OUTPUT_KEEP_CHARS]
-                    call.output_chars = n
-                    marks = {"is_error": r.is_error, "status": r.status} if (r.is_error is not None or r.status) else None
-                    call.is_error = result_is_error(call.name, text, r.extra if type(r.extra) is dict else None, marks)
-                else:
-                    step.observations.append(text[:OUTPUT_KEEP_CHARS])
+        if obs is not None and obs.results and not _match_results(calls, obs.results, step_id, warnings, step.observations):
+            return None
         steps.append(step)
     _dedupe_repeated_usage(steps, traj.agent_name)
     return traj
+
+
+# --- Activity path ---------------------------------------------------------------------------
+# For the metrics alone (the ingest hot path), the same typed decode without messages and step
+# objects: counts, usage totals, timestamps and tool calls come straight out of the decoded
+# structs, by the rules that parse_trajectory + metrics.activity apply (tests compare the two on
+# every real file). Anything the fast path would hand to the lenient reader returns None here too.
+
+
+class _UsageIds(msgspec.Struct):
+    message_id: Any = None
+    request_id: Any = None
+
+
+class _AMetrics(msgspec.Struct):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    cost_usd: float | None = None
+    extra: _UsageIds | None = None
+
+
+class _AStep(msgspec.Struct):
+    step_id: int | None = None
+    source: str | None = None
+    timestamp: str | None = None
+    metrics: _AMetrics | None = None
+    tool_calls: list[_FCall] | None = None
+    observation: _FObs | None = None
+    is_copied_context: bool | None = None
+    extra: _UsageIds | None = None
+
+
+class _ADoc(msgspec.Struct):
+    schema_version: str
+    steps: list[_AStep]
+    agent: _FAgent | None = None
+    final_metrics: dict | None = None
+    continued_trajectory_ref: Any = None
+    subagent_trajectories: Any = None
+
+
+_ACTIVITY_DECODER = msgspec.json.Decoder(_ADoc)
+
+
+def read_activity(path: str | os.PathLike) -> tuple[Activity, Any, list[str]] | None:
+    """``(activity, agent name, warnings)`` of an ATIF file, or None when it needs the full reader."""
+    data = read_bytes(path, "trajectory")
+    try:
+        doc = _ACTIVITY_DECODER.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return None
+    m = _VERSION.match(doc.schema_version)
+    if not m or m.group(1) != "1" or doc.continued_trajectory_ref or doc.subagent_trajectories:
+        return None
+    warnings: list[str] = []
+    if int(m.group(2)) > KNOWN_MINOR:
+        warnings.append(f"{doc.schema_version} is newer than ATIF-v1.{KNOWN_MINOR}; read leniently, unknown fields ignored")
+    agent = doc.agent or _FAgent()
+    totals = UsageTotals()
+    rule = _RepeatedUsage(agent.name)
+    calls: list[ToolCall] = []
+    n_steps = agent_steps = n_stamps = 0
+    first = last = None
+    for index, fs in enumerate(doc.steps):
+        step_id = fs.step_id if fs.step_id is not None else index + 1
+        source = fs.source or "agent"
+        copied = bool(fs.is_copied_context)
+        fm = fs.metrics
+        if fm is not None:
+            ids, mids = fs.extra, fm.extra
+            key = (ids.message_id or ids.request_id) if ids is not None else None
+            if not key and mids is not None:
+                key = mids.message_id or mids.request_id
+            key = str(key) if key else None
+            if source != "agent" or fm.prompt_tokens is None:
+                rule.reset()
+            else:
+                key = rule.key(step_id, key, (fm.prompt_tokens, fm.completion_tokens, fm.cached_tokens))
+            if source == "agent" and not copied:
+                totals.step(key, fm.prompt_tokens, fm.completion_tokens, fm.cached_tokens, fm.cost_usd)
+        else:
+            rule.reset()
+        step_calls = _calls(fs.tool_calls, step_id) if fs.tool_calls else []
+        obs = fs.observation
+        if obs is not None and obs.results and not _match_results(step_calls, obs.results, step_id, warnings, None):
+            return None
+        if copied:
+            continue
+        n_steps += 1
+        if source == "agent":
+            agent_steps += 1
+        if fs.timestamp:
+            n_stamps += 1
+            if first is None:
+                first = fs.timestamp
+            last = fs.timestamp
+        calls.extend(step_calls)
+    act = Activity(
+        total_steps=n_steps,
+        agent_steps=agent_steps,
+        first_timestamp=first,
+        last_timestamp=last if n_stamps >= 2 else None,
+        tokens=totals.result(_final_metrics(doc.final_metrics)),
+        calls=calls,
+        model_name=agent.model_name,
+    )
+    return act, agent.name, warnings

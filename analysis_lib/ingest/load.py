@@ -23,8 +23,9 @@ import pandas as pd
 from .. import __version__
 from ..metrics import MetricsConfig, metrics_frame, trial_metrics
 from ..trial import IngestError, Trial
-from .discover import TrialSource, discover, fingerprint
+from .discover import TrialSource, discover
 from .read import read_source
+from .scan import Fingerprint, Scan, fingerprint, save_record, scan
 
 CACHE_FILE = "metrics_cache.parquet"
 KEY_COLUMN = "_source_key"
@@ -42,39 +43,14 @@ class LoadResult:
     cache_hits: int = 0
 
 
-@dataclass
-class Scan:
-    """Discovered sources with their cache keys and fingerprints, and discovery errors."""
+def rows_for_source(src: TrialSource, config: MetricsConfig = MetricsConfig()) -> tuple[list[dict], list[tuple], tuple]:
+    """Fingerprint one source, read it and compute its metric rows (runs in a worker process).
 
-    keyed: list[tuple[TrialSource, str, str]]
-    errors: list[IngestError]
-
-    def digest(self, *extra: object) -> str:
-        """One hash of every source's key and fingerprint (plus ``extra``): equal means unchanged inputs."""
-        h = hashlib.sha256()
-        for _, key, fp in self.keyed:
-            h.update(f"{key}\0{fp}\n".encode())
-        for e in self.errors:
-            h.update(f"{e.path}\0{e.message}\n".encode())
-        h.update(repr(extra).encode())
-        return h.hexdigest()
-
-
-def scan(runs_dir: str | os.PathLike, select: Callable[[list[TrialSource]], list[TrialSource]] | None = None) -> Scan:
-    """Discover the sources under ``runs_dir`` and fingerprint their files (no parsing)."""
-    sources, errors = discover(runs_dir)
-    if select is not None:
-        sources = select(sources)
-    return Scan([(src, source_key(src), fingerprint(src)) for src in sources], errors)
-
-
-def source_key(src: TrialSource) -> str:
-    return f"{src.kind}|{src.path}|{src.profile}|{src.repetition}|{src.run_id}"
-
-
-def rows_for_source(src: TrialSource, config: MetricsConfig = MetricsConfig()) -> tuple[list[dict], list[tuple]]:
-    """Read one source and compute its metric rows (runs in a worker process)."""
-    trials, errors = read_source(src)
+    The fingerprint is taken before reading: a file changed while it is read leaves a
+    fingerprint that no longer matches, so the next run reads it again.
+    """
+    fp = fingerprint(src)
+    trials, errors = read_source(src, fp, light=True)
     rows = []
     for t in trials:
         try:
@@ -83,7 +59,7 @@ def rows_for_source(src: TrialSource, config: MetricsConfig = MetricsConfig()) -
             rows.append(row)
         except Exception as exc:  # one bad trial must not stop the rest
             errors.append(IngestError(t.trial_path, "metrics", f"{type(exc).__name__}: {str(exc)[:200]}"))
-    return rows, [(e.path, e.stage, e.message, e.severity) for e in errors]
+    return rows, [(e.path, e.stage, e.message, e.severity) for e in errors], (fp.text, fp.entries, fp.files)
 
 
 def _extension_columns(trial: Trial) -> dict[str, Any]:
@@ -101,7 +77,7 @@ def _codecanvas_metrics():
     return codecanvas_metrics
 
 
-def _work(args: tuple[TrialSource, MetricsConfig]) -> tuple[list[dict], list[tuple]]:
+def _work(args: tuple[TrialSource, MetricsConfig]) -> tuple[list[dict], list[tuple], tuple]:
     return rows_for_source(*args)
 
 
@@ -113,68 +89,85 @@ def load_rows(
     workers: int | None = None,
     progress: bool = False,
     select: Callable[[list[TrialSource]], list[TrialSource]] | None = None,
-    scanned: "Scan | None" = None,
+    scanned: Scan | None = None,
 ) -> LoadResult:
     """Discover and read every trial under ``runs_dir`` into the metrics table (cached, in parallel).
 
     With an unchanged runs folder the whole table comes back from the parquet cache without
-    parsing anything; otherwise only the sources whose files changed are read again.
+    parsing anything; otherwise only the sources whose files changed are read again. The
+    fingerprints ``scanned`` lacks are filled in (the workers take them while reading).
     """
     if scanned is None:
-        scanned = scan(runs_dir, select)
-    keyed, errors = scanned.keyed, list(scanned.errors)
-    sources = [src for src, _, _ in keyed]
+        scanned = scan(runs_dir, select, record_dir=cache_dir, fingerprints=has_metrics_cache(cache_dir))
+    errors = list(scanned.errors)
+    keys = scanned.keys
     cached_frame, cached_meta = _read_cache(cache_dir, config)
-    valid = {k for _, k, fp in keyed if cached_meta.get(k, (None,))[0] == fp}
-    todo = [(src, k, fp) for src, k, fp in keyed if k not in valid]
-    computed = _compute(todo, config, workers, progress)
+    if cached_meta:  # validating cached rows needs every fingerprint now
+        for i, fp in enumerate(scanned.fingerprints):
+            if fp is None:
+                scanned.set_fingerprint(i, fingerprint(scanned.sources[i]))
+    fps = scanned.fingerprints
+    valid = {k for k, fp in zip(keys, fps) if fp is not None and cached_meta.get(k, (None,))[0] == fp.text}
+    todo = [i for i, k in enumerate(keys) if k not in valid]
+    computed = _compute([scanned.sources[i] for i in todo], config, workers, progress)
     meta: dict[str, tuple[str, list]] = {k: cached_meta[k] for k in valid}
     new_rows: list[dict] = []
-    for (src, key, fp), (rows, errs) in zip(todo, computed):
+    for i, (rows, errs, (text, entries, files)) in zip(todo, computed):
+        key = keys[i]
         for r in rows:
             r[KEY_COLUMN] = key
         new_rows.extend(rows)
-        meta[key] = (fp, [list(e) for e in errs])
+        scanned.set_fingerprint(i, Fingerprint(text, entries, files))
+        meta[key] = (text, [list(e) for e in errs])
     parts = []
     if cached_frame is not None and valid:
         parts.append(cached_frame if len(valid) == len(cached_meta) else cached_frame[cached_frame[KEY_COLUMN].isin(valid)])
     if new_rows or not parts:
-        fresh = metrics_frame(new_rows)
+        fresh = metrics_frame(new_rows, sort=False)
         if KEY_COLUMN not in fresh:
             fresh[KEY_COLUMN] = pd.Series(dtype=object)
         parts.append(fresh)
     frame = parts[0] if len(parts) == 1 else _concat(parts)
-    order = {k: i for i, (_, k, _) in enumerate(keyed)}
-    for _, key, _ in keyed:
+    order = {k: i for i, k in enumerate(keys)}
+    for key in keys:
         errors.extend(IngestError(*e) for e in meta[key][1])
-    if cache_dir is not None and todo:
-        # Keep what a narrower selection (--profiles, --tasks) did not look at, for the next full run.
-        others = set(cached_meta) - set(order)
-        to_write = frame
-        if others and cached_frame is not None:
-            to_write = _concat([frame, cached_frame[cached_frame[KEY_COLUMN].isin(others)]])
-            meta.update({k: cached_meta[k] for k in others})
+    if cache_dir is not None:
         try:
-            _write_cache(cache_dir, config, to_write, meta)
+            if todo:
+                # Keep what a narrower selection (--profiles, --tasks) did not look at, for the next full run.
+                others = set(cached_meta) - set(order)
+                to_write = frame
+                if others and cached_frame is not None:
+                    to_write = _concat([frame, cached_frame[cached_frame[KEY_COLUMN].isin(others)]])
+                    meta.update({k: cached_meta[k] for k in others})
+                _write_cache(cache_dir, config, to_write, meta)
+            save_record(cache_dir, scanned)
         except Exception as exc:  # a cache that cannot be written only makes the next run slower
             print(f"warning: {cache_dir}: metrics cache not written ({type(exc).__name__}: {str(exc)[:120]})", file=sys.stderr)
-    frame = frame.assign(_order=frame[KEY_COLUMN].map(order)).sort_values("_order", kind="stable")
-    frame = frame.drop(columns=[KEY_COLUMN, "_order"]).reset_index(drop=True)
-    return LoadResult(frame=frame, errors=errors, n_sources=len(sources), cache_hits=len(valid))
+    # Discovery order (a cold run reads in that order already: sorting a wide frame costs tens of ms).
+    position = frame[KEY_COLUMN].map(order)
+    if not position.is_monotonic_increasing:
+        frame = frame.iloc[position.argsort(kind="stable")]
+    frame = frame.drop(columns=[KEY_COLUMN]).reset_index(drop=True)
+    return LoadResult(frame=frame, errors=errors, n_sources=len(scanned.sources), cache_hits=len(valid))
+
+
+def has_metrics_cache(cache_dir: str | os.PathLike | None) -> bool:
+    return cache_dir is not None and os.path.isfile(os.path.join(os.fspath(cache_dir), CACHE_FILE))
 
 
 def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
     cols = list(dict.fromkeys(c for p in parts for c in p.columns))
-    return metrics_frame(pd.concat([p.reindex(columns=cols) for p in parts], ignore_index=True).to_dict("records"))
+    return metrics_frame(pd.concat([p.reindex(columns=cols) for p in parts], ignore_index=True).to_dict("records"), sort=False)
 
 
-def _compute(todo, config, workers, progress) -> list[tuple[list[dict], list[tuple]]]:
+def _compute(todo: list[TrialSource], config, workers, progress) -> list[tuple[list[dict], list[tuple], tuple]]:
     if not todo:
         return []
     n_workers = workers if workers is not None else (os.cpu_count() or 1)
     bar = _progress(len(todo), progress)
     out: list = []
-    args = [(src, config) for src, _, _ in todo]
+    args = [(src, config) for src in todo]
     if n_workers <= 1 or len(todo) < 8:
         for a in args:
             out.append(_work(a))

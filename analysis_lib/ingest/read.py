@@ -6,17 +6,22 @@ import os
 
 from ..fileio import read_json
 from ..trial import IngestError, InputError, Timing, Trial
-from .atif import parse_trajectory, read_trajectory
+from .atif import parse_trajectory, read_activity, read_trajectory
 from .ctrf import read_ctrf
 from .discover import TrialSource
+from .scan import Fingerprint
 from .harbor import profile_from_agent, read_reward_json, read_reward_txt, trial_result_fields
 
 
-def read_source(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
-    """Trials of one source and the errors met reading it (a bad file never raises out)."""
+def read_source(src: TrialSource, fp: Fingerprint | None = None, *, light: bool = False) -> tuple[list[Trial], list[IngestError]]:
+    """Trials of one source and the errors met reading it (a bad file never raises out).
+
+    ``fp``, the source's fingerprint taken just before, saves asking again which files exist.
+    ``light``: for the metrics only; a trial may then carry an ``activity`` instead of its trajectory.
+    """
     try:
         if src.kind == "trial_dir":
-            return read_trial_dir(src)
+            return read_trial_dir(src, fp, light=light)
         if src.kind == "atif_file":
             return _read_atif_file(src)
         if src.kind == "transcript":
@@ -77,14 +82,23 @@ def _file_trial(src: TrialSource, traj, task: str, fmt: str, *, default_profile:
     return [trial], [IngestError(src.path, "trajectory", w, "warning") for w in traj.warnings]
 
 
-def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
-    """A run-layout or Harbor trial folder: result.json, trajectory, CTRF, reward, CodeCanvas."""
+def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bool = False) -> tuple[list[Trial], list[IngestError]]:
+    """A run-layout or Harbor trial folder: result.json, trajectory, CTRF, reward, CodeCanvas.
+
+    With ``light`` the trajectory is read as an :class:`Activity` where the ATIF fast path allows
+    (not for CodeCanvas trials, whose metrics need the edit calls' steps).
+    """
     d = src.path
+    if fp is not None:
+        isfile, isdir = fp.isfile, fp.isdir
+    else:
+        isfile = lambda rel: os.path.isfile(os.path.join(d, rel))  # noqa: E731
+        isdir = lambda rel: os.path.isdir(os.path.join(d, rel))  # noqa: E731
     errors: list[IngestError] = []
     paths: dict[str, str] = {}
     res: dict = {}
     rp = os.path.join(d, "result.json")
-    if os.path.isfile(rp):
+    if isfile("result.json"):
         paths["result"] = rp
         try:
             obj = read_json(rp, "result")
@@ -96,21 +110,30 @@ def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
             errors.append(exc.error)
 
     trajectory = None
+    act = None
+    traj_agent = traj_model = None
     tp = os.path.join(d, "agent", "trajectory.json")
-    if os.path.isfile(tp):
+    if isfile("agent/trajectory.json"):
         paths["trajectory"] = tp
         try:
-            trajectory = read_trajectory(tp)
-            errors.extend(IngestError(tp, "trajectory", w, "warning") for w in trajectory.warnings)
+            got = read_activity(tp) if light and not isdir("agent/sessions/codecanvas") else None
+            if got is not None:
+                act, traj_agent, warnings = got
+                traj_model = act.model_name
+            else:
+                trajectory = read_trajectory(tp)
+                traj_agent, traj_model, warnings = trajectory.agent_name, trajectory.model_name, trajectory.warnings
+            errors.extend(IngestError(tp, "trajectory", w, "warning") for w in warnings)
         except InputError as exc:
             errors.append(exc.error)
-    elif os.path.isfile(os.path.join(d, "agent", "claude-code.txt")):
+    elif isfile("agent/claude-code.txt"):
         sp = os.path.join(d, "agent", "claude-code.txt")
         paths["trajectory"] = sp
         try:
             from .claude_code import stream_json_to_atif
 
             trajectory = parse_trajectory(stream_json_to_atif(sp), sp)
+            traj_agent, traj_model = trajectory.agent_name, trajectory.model_name
         except ImportError:
             errors.append(IngestError(sp, "convert", "stream-json conversion is not available in this version"))
         except InputError as exc:
@@ -118,7 +141,7 @@ def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
 
     tests = None
     cp = os.path.join(d, "verifier", "ctrf.json")
-    if os.path.isfile(cp):
+    if isfile("verifier/ctrf.json"):
         paths["ctrf"] = cp
         try:
             tests = read_ctrf(cp)
@@ -128,7 +151,7 @@ def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
     reward = res.get("reward")
     for name, reader in (("reward.txt", read_reward_txt), ("reward.json", read_reward_json)):
         p = os.path.join(d, "verifier", name)
-        if os.path.isfile(p):
+        if isfile("verifier/" + name):
             paths["reward"] = p
             if reward is None:
                 try:
@@ -137,17 +160,16 @@ def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
                     errors.append(exc.error)
             break
 
-    cc = os.path.join(d, "agent", "sessions", "codecanvas")
-    if os.path.isdir(cc):
-        paths["codecanvas"] = cc
+    if isdir("agent/sessions/codecanvas"):
+        paths["codecanvas"] = os.path.join(d, "agent", "sessions", "codecanvas")
 
     if not paths:
         errors.append(IngestError(d, "discover", "trial folder holds no result.json, trajectory, CTRF or reward"))
         return [], errors
 
     task_id = src.task_id or res.get("task_name") or os.path.basename(d).split("__")[0]
-    agent_name = res.get("agent_name") or (trajectory.agent_name if trajectory else None)
-    model_name = res.get("model_name") or (trajectory.model_name if trajectory else None)
+    agent_name = res.get("agent_name") or traj_agent
+    model_name = res.get("model_name") or traj_model
     profile = src.profile or profile_from_agent(agent_name, model_name, res.get("agent_import_path"))
     trial = Trial(
         profile=profile,
@@ -157,6 +179,7 @@ def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
         trial_path=d,
         source_format=src.source_format,
         trajectory=trajectory,
+        activity=act,
         tests=tests,
         reward=reward,
         timing=Timing(

@@ -1,0 +1,258 @@
+"""What is under a runs folder, and whether it changed since the last look.
+
+A scan is discovery plus a fingerprint per source: size and mtime of every file the source is
+read from and the mtime of every folder holding them, so that a file that appears (a late
+``reward.txt``) changes the fingerprint as surely as a file rewritten in place. The record of a
+scan is kept beside the metrics cache. A re-run checks it with one ``stat`` per recorded entry
+instead of walking and listing every folder again, which is what makes an unchanged re-run cheap;
+any difference in what discovery looked at sends it back to a full walk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat as _stat
+from dataclasses import dataclass, field
+from typing import Callable
+
+import orjson
+
+from ..fileio import atomic_write_bytes
+from ..trial import IngestError
+from .discover import Looked, TrialSource, discover, fingerprint_file
+
+# Entries of a trial folder that its trial is read from, parents before children ("" = the folder).
+# A folder's mtime changes when an entry is added, removed or renamed in it: that covers new files.
+TRIAL_ENTRIES = (
+    "",
+    "result.json",
+    "agent",
+    "agent/trajectory.json",
+    "agent/claude-code.txt",
+    "agent/sessions",
+    "agent/sessions/codecanvas",
+    "agent/sessions/codecanvas/state.json",
+    "verifier",
+    "verifier/ctrf.json",
+    "verifier/reward.txt",
+    "verifier/reward.json",
+)
+_PARENT = {rel: rel.rpartition("/")[0] for rel in TRIAL_ENTRIES if rel}
+RECORD_FILE = "scan_record.json"
+RECORD_FORMAT = 1
+
+
+@dataclass(slots=True)
+class Fingerprint:
+    """Size and mtime of the entries a source is read from; ``files`` tells which entries are regular files."""
+
+    text: str
+    entries: tuple[str, ...]
+    files: frozenset[str] = frozenset()
+
+    def isfile(self, rel: str) -> bool:
+        return rel in self.files
+
+    def isdir(self, rel: str) -> bool:
+        return rel in self.entries and rel not in self.files
+
+
+def _entry(rel: str, st: os.stat_result) -> str:
+    return f"{rel}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def fingerprint(src: TrialSource) -> Fingerprint:
+    """Stat every entry ``src`` may be read from (children of a missing folder are skipped)."""
+    if src.kind == "trial_dir":
+        rels = TRIAL_ENTRIES
+    elif src.kind == "tb1_run":
+        rels = _tb1_entries(src.path)
+    else:
+        rels = ("",)
+    base = src.path
+    parts: list[str] = []
+    present: list[str] = []
+    files: set[str] = set()
+    dirs: set[str] = set()
+    for rel in rels:
+        parent = _PARENT.get(rel) if src.kind == "trial_dir" else None
+        if parent is not None and parent not in dirs:
+            continue
+        try:
+            st = os.stat(base + "/" + rel if rel else base)
+        except OSError:
+            continue
+        parts.append(_entry(rel, st))
+        present.append(rel)
+        if _stat.S_ISDIR(st.st_mode):
+            dirs.add(rel)
+        elif _stat.S_ISREG(st.st_mode):
+            files.add(rel)
+    return Fingerprint("|".join(parts) if parts else "missing", tuple(present), frozenset(files))
+
+
+def recheck(path: str, entries: tuple[str, ...] | list[str]) -> str | None:
+    """The fingerprint text of exactly ``entries`` again, or None when one of them is gone."""
+    parts = []
+    for rel in entries:
+        try:
+            st = os.stat(path + "/" + rel if rel else path)
+        except OSError:
+            return None
+        parts.append(_entry(rel, st))
+    return "|".join(parts) if parts else "missing"
+
+
+def _tb1_entries(path: str) -> tuple[str, ...]:
+    """A TB1 run: its files, and two levels of task and trial folders with their results.json."""
+    rels = ["", "run_metadata.json", "results.json"]
+    try:
+        with os.scandir(path) as it:
+            tasks = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return tuple(rels)
+    for t in tasks:
+        rels.append(t)
+        try:
+            with os.scandir(os.path.join(path, t)) as it:
+                trials = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+        for name in trials:
+            rels += [f"{t}/{name}", f"{t}/{name}/results.json"]
+    return tuple(rels)
+
+
+def source_key(src: TrialSource) -> str:
+    return f"{src.kind}|{src.path}|{src.profile}|{src.repetition}|{src.run_id}"
+
+
+@dataclass
+class Scan:
+    """Discovered sources, their cache keys and fingerprints (None: not taken yet), and discovery errors."""
+
+    runs_dir: str
+    sources: list[TrialSource]
+    keys: list[str]
+    fingerprints: list[Fingerprint | None]
+    errors: list[IngestError]
+    looked: Looked | None = None
+    # True when this scan differs from the recorded one (it must be recorded again).
+    changed: bool = True
+    all_sources: list[TrialSource] = field(default_factory=list)
+    all_fingerprints: list[Fingerprint | None] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return all(fp is not None for fp in self.fingerprints)
+
+    def digest(self, *extra: object) -> str:
+        """One hash of every source's key and fingerprint (plus ``extra``): equal means unchanged inputs."""
+        h = hashlib.sha256()
+        for key, fp in zip(self.keys, self.fingerprints):
+            h.update(f"{key}\0{fp.text if fp else None}\n".encode())
+        for e in self.errors:
+            h.update(f"{e.path}\0{e.message}\n".encode())
+        h.update(repr(extra).encode())
+        return h.hexdigest()
+
+    def set_fingerprint(self, i: int, fp: Fingerprint) -> None:
+        self.fingerprints[i] = fp
+        self.changed = True
+
+
+def scan(
+    runs_dir: str | os.PathLike,
+    select: Callable[[list[TrialSource]], list[TrialSource]] | None = None,
+    *,
+    record_dir: str | os.PathLike | None = None,
+    fingerprints: bool = True,
+) -> Scan:
+    """Discover the sources under ``runs_dir`` and fingerprint them (no parsing).
+
+    With ``record_dir`` the record of the last scan is tried first: when every folder and file
+    it looked at is unchanged, discovery is not run again. ``fingerprints=False`` leaves the
+    fingerprints of a fresh discovery to be taken later (by the workers that read the sources).
+    """
+    runs_dir = os.fspath(runs_dir)
+    found = _from_record(runs_dir, record_dir) if record_dir is not None else None
+    if found is None:
+        looked = Looked()
+        sources, errors = discover(runs_dir, looked)
+        fps: list[Fingerprint | None] = [fingerprint(s) if fingerprints else None for s in sources]
+        result = Scan(runs_dir, sources, [], fps, errors, looked=looked, changed=True)
+    else:
+        result = found
+    result.all_sources, result.all_fingerprints = result.sources, result.fingerprints
+    if select is not None:
+        keep = select(result.sources)
+        position = {id(s): i for i, s in enumerate(result.sources)}
+        result.fingerprints = [result.fingerprints[position[id(s)]] for s in keep]
+        result.sources = keep
+    result.keys = [source_key(s) for s in result.sources]
+    return result
+
+
+def save_record(record_dir: str | os.PathLike, scanned: Scan) -> None:
+    """Keep what this scan looked at and found, for the next run to check instead of walking again."""
+    if scanned.looked is None or not scanned.changed:
+        return
+    # The fingerprints of the selected sources were filled in place of the full list's.
+    by_id = {id(s): fp for s, fp in zip(scanned.sources, scanned.fingerprints)}
+    fps = [by_id.get(id(s), fp) for s, fp in zip(scanned.all_sources, scanned.all_fingerprints)]
+    if any(fp is None for fp in fps):
+        return
+    rec = {
+        "format": RECORD_FORMAT,
+        "code": _code_version(),
+        "runs_dir": scanned.runs_dir,
+        "folders": scanned.looked.folders,
+        "files": scanned.looked.files,
+        "sources": [[s.kind, s.path, s.run_id, s.profile, s.task_id, s.repetition, s.source_format, s.meta] for s in scanned.all_sources],
+        "fingerprints": [[fp.text, fp.entries, sorted(fp.files)] for fp in fps],
+        "errors": [[e.path, e.stage, e.message, e.severity] for e in scanned.errors],
+    }
+    atomic_write_bytes(os.path.join(os.fspath(record_dir), RECORD_FILE), orjson.dumps(rec))
+
+
+def _from_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
+    """The recorded scan when nothing it looked at changed; None means: walk again."""
+    path = os.path.join(os.fspath(record_dir), RECORD_FILE)
+    try:
+        with open(path, "rb") as fh:
+            rec = orjson.loads(fh.read())
+        if rec.get("format") != RECORD_FORMAT or rec.get("code") != _code_version() or rec.get("runs_dir") != runs_dir:
+            return None
+        for folder, mtime in rec["folders"]:
+            if os.stat(folder).st_mtime_ns != mtime:
+                return None
+        for file, fp in rec["files"]:
+            if fingerprint_file(file) != fp:
+                return None
+        sources = [TrialSource(k, p, r, pr, t, rep, f, m) for k, p, r, pr, t, rep, f, m in rec["sources"]]
+        recorded = rec["fingerprints"]
+        if len(recorded) != len(sources):
+            return None
+        fps: list[Fingerprint | None] = []
+        changed = False
+        for src, (text, entries, files), now in zip(sources, recorded, (recheck(s.path, r[1]) for s, r in zip(sources, recorded))):
+            if now == text:
+                fps.append(Fingerprint(text, tuple(entries), frozenset(files)))
+                continue
+            # A trial folder whose own listing is unchanged is still the same source: only its files changed.
+            if src.kind != "trial_dir" or now is None or now.split("|", 1)[0] != text.split("|", 1)[0]:
+                return None
+            fps.append(fingerprint(src))
+            changed = True
+        errors = [IngestError(*e) for e in rec["errors"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no record, or one this version cannot use: walk again
+    looked = Looked([tuple(f) for f in rec["folders"]], [tuple(f) for f in rec["files"]])
+    return Scan(runs_dir, sources, [], fps, errors, looked=looked, changed=changed)
+
+
+def _code_version() -> str:
+    from .load import code_version
+
+    return code_version()
