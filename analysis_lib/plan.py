@@ -324,6 +324,13 @@ class PlanCheck:
                 "plan_changed_after_analysis": self.changed, "warnings": self.warnings}
 
 
+def lock_path(runs: str | os.PathLike) -> Path:
+    """Where the plan record of a runs folder lives: ``<runs>/analysis_plan.lock.json``; for a single
+    results file (mcpbr, Inspect log), ``<file>.analysis_plan.lock.json`` beside it."""
+    p = Path(runs)
+    return p.with_name(p.name + "." + LOCK_NAME) if p.is_file() else p / LOCK_NAME
+
+
 def check_plan(runs_dir: str | os.PathLike, plan: AnalysisPlan, source: str = PLAN_FILE.as_posix(), *,
                record: bool = True, now: datetime | None = None) -> PlanCheck:
     """Compare ``plan`` with the record in ``runs_dir/analysis_plan.lock.json``; write the record when absent.
@@ -334,7 +341,7 @@ def check_plan(runs_dir: str | os.PathLike, plan: AnalysisPlan, source: str = PL
     """
     sha = plan_hash(plan)
     check = PlanCheck(plan, sha, source)
-    lock = Path(runs_dir) / LOCK_NAME
+    lock = lock_path(runs_dir)
     if lock.exists():
         try:
             rec = read_json(lock, "plan")
@@ -366,6 +373,16 @@ def check_plan(runs_dir: str | os.PathLike, plan: AnalysisPlan, source: str = PL
         return check
     check.recorded, check.recorded_now = rec, True
     return check
+
+
+SIDECAR_NAME = "analysis_plan.json"
+
+
+def write_sidecar(out_dir: str | os.PathLike, check: PlanCheck) -> Path:
+    """``out_dir/analysis_plan.json``: the plan hash of every CSV written in that folder by the analysis."""
+    return atomic_write_json(Path(out_dir) / SIDECAR_NAME, {
+        **check.sidecar(), "covers": "every CSV file this analysis wrote in this folder (JSON and Markdown outputs "
+                                     "carry the hash themselves)"})
 
 
 # --------------------------------------------------------------------------- running the plan
