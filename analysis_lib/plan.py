@@ -472,7 +472,8 @@ def run_plan(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, s
 
     Tests, intervals and effect sizes come from :mod:`analysis_lib.stats` with the plan's pairing
     and bootstrap; p-values are adjusted within each tier and profile pair by the tier's
-    correction, and ``significant`` is ``p_adjusted < alpha``. Exploratory rows carry intervals
+    correction (a planned test without a p-value counts as p = 1, so the family keeps its declared
+    size), and ``significant`` is ``p_adjusted < alpha``. Exploratory rows carry intervals
     and no p-value. ``refused`` maps a column (e.g. ``success``) to the reason it must not be
     analysed (missing evaluations): its rows carry only that reason. A planned metric absent from
     ``metrics`` gets a row saying so. Returns ``PLAN_COLUMNS``.
@@ -508,7 +509,11 @@ def run_plan(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, s
     for tier in ("primary", "secondary"):
         method = getattr(plan.tiers, tier).correction
         for (a, b), idx in out[out["tier"] == tier].groupby(["profile_a", "profile_b"], sort=False).groups.items():
-            out.loc[idx, "p_adjusted"] = adjust_p(out.loc[idx, "p_value"].to_numpy(float), method)
+            p = out.loc[idx, "p_value"].to_numpy(float)
+            # A planned test that could not run (refused, no data) still counts in its family, as p = 1:
+            # the family keeps its pre-registered size and the correction never gets weaker.
+            adj = adjust_p(np.where(np.isnan(p), 1.0, p), method)
+            out.loc[idx, "p_adjusted"] = np.where(np.isnan(p), np.nan, adj)
     formal = out["tier"] != "exploratory"
     sig = pd.Series(pd.NA, index=out.index, dtype="boolean")
     has_p = formal & out["p_adjusted"].notna()

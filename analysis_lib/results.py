@@ -95,7 +95,8 @@ def evaluation_table(obj: dict) -> pd.DataFrame:
         reason = None
         if outcome not in VERDICTS:
             reason = ev.get("error") or {"pending": "not run yet", "skipped_budget": "not run (budget stop)"}.get(
-                t.get("status"), outcome or "no evaluation recorded")
+                t.get("status")) or {"not_evaluated": "no evaluator verdict (not evaluated)",
+                                     "evaluation_error": "the evaluator failed"}.get(outcome, "no evaluation recorded")
         rows.append({"condition": t.get("condition"), "task_id": t.get("task_id"), "run": t.get("run"),
                      "pair": t.get("pair"), "status": t.get("status"), "outcome": outcome,
                      "verdict": {"passed": True, "failed": False}.get(outcome), "reason": reason,
@@ -372,7 +373,7 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
                                 f"{str(check.recorded.get('analysis_plan_sha256'))[:12]}, now {check.short}); see {output}")
     if refused_reason:
         outcome.messages.append(f"error: accuracy analysis refused: {refused_reason}; missing:")
-        outcome.messages += [f"  {r.condition} / {r.task_id} / run {r.run}: {r.outcome or r.status} ({r.reason})"
+        outcome.messages += [f"  {r.condition} / {r.task_id} / run {r.run}: {r.outcome or r.status}: {r.reason}"
                              for r in missing.itertuples()]
     return outcome
 

@@ -148,9 +148,10 @@ def test_run_plan_refuses_a_column_and_keeps_the_rest(latent):
     assert rr["note"] == "refused: evaluations missing" and np.isnan(rr["p_value"]) and rr["n_pairs"] == 0
     tok = table[table["metric_id"] == "total_tokens"].iloc[0]
     assert tok["p_value"] < 0.05 and tok["difference"] < 0  # -30 % tokens injected for codecanvas
-    # With one primary p-value missing, Holm adjusts over the two that remain.
+    # The refused test still counts in the Holm family (as p = 1): the correction is over three tests, not two.
     prim = table[(table["tier"] == "primary") & table["p_value"].notna()]
-    np.testing.assert_allclose(prim["p_adjusted"], stats.holm(prim["p_value"]))
+    np.testing.assert_allclose(prim["p_adjusted"], stats.holm([*prim["p_value"], 1.0])[:2])
+    assert (prim["p_adjusted"] > stats.holm(prim["p_value"]) - 1e-15).all()
 
 
 def test_record_once_then_detect_a_changed_plan_with_its_diff(tmp_path):
