@@ -1109,7 +1109,8 @@ def simulate(out_dir: str | os.PathLike, seed: int, n_tasks: int = 24, repetitio
             "agent": {"name": AGENT_NAME, "version": AGENT_VERSION, "model_name": MODEL},
         }
         (tmp / "index.json").write_bytes(_dumps(index))
-        (tmp / "README.md").write_text(_readme(seed, n_tasks, repetitions, profiles, effects is not None and eff == Effects.null()))
+        null = effects is not None and eff == Effects.null(n_infra_errors=eff.n_infra_errors)
+        (tmp / "README.md").write_text(_readme(seed, n_tasks, repetitions, profiles, null, eff.n_infra_errors))
         tmp.chmod(0o755)
         if out.exists():
             shutil.rmtree(out)
@@ -1196,7 +1197,7 @@ def write_full_run(runs_dir: str | os.PathLike, output: str | os.PathLike | None
     return atomic_write_json(out, obj)
 
 
-def _readme(seed: int, n_tasks: int, repetitions: int, profiles: tuple[str, ...], null: bool) -> str:
+def _readme(seed: int, n_tasks: int, repetitions: int, profiles: tuple[str, ...], null: bool, n_infra: int = 1) -> str:
     return (f"# {NOTE}\n\n"
             f"Simulated agent runs written by `{SIMULATOR}` (seed {seed}): {len(profiles)} profiles "
             f"({', '.join(profiles)}) x {n_tasks} tasks x {repetitions} repetitions.\n"
@@ -1204,7 +1205,8 @@ def _readme(seed: int, n_tasks: int, repetitions: int, profiles: tuple[str, ...]
             "`index.json` lists every injected effect with its description and the population values\n"
             "(`true_effects`) that the statistics should recover. Nothing here measures a real agent.\n\n"
             f"Regenerate: `python -m analysis_lib simulate --seed {seed} --out DIR --tasks {n_tasks} "
-            f"--repetitions {repetitions}{' --null-effects' if null else ''}`\n")
+            f"--repetitions {repetitions}{' --null-effects' if null else ''}"
+            f"{f' --infra-errors {n_infra}' if n_infra != 1 else ''}`\n")
 
 
 def cli(argv: list[str] | None = None) -> int:
@@ -1219,12 +1221,19 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--repetitions", type=int, default=3, metavar="R", help="repetitions per profile and task (default 3)")
     p.add_argument("--null-effects", action="store_true", help="no profile effect at all (exchangeable profiles)")
     p.add_argument("--force", action="store_true", help="replace an earlier simulator output in DIR")
+    p.add_argument("--infra-errors", type=int, metavar="N", help="trials with an infrastructure error (default 1; "
+                   "0 gives every trial a verdict)")
     p.add_argument("--full-run", metavar="JSON", help="also write a benchmark runner's full_run.json for these runs "
                    "(input of `python -m analysis_lib results`)")
     args = p.parse_args(argv)
     try:
-        out = simulate(args.out, args.seed, args.tasks, args.repetitions, Effects.null() if args.null_effects else None,
-                       force=args.force)
+        eff = Effects.null() if args.null_effects else None
+        if args.infra_errors is not None:
+            if args.infra_errors < 0:
+                raise ValueError(f"--infra-errors must be >= 0, got {args.infra_errors}")
+            eff = (eff or Effects())
+            eff.n_infra_errors = args.infra_errors
+        out = simulate(args.out, args.seed, args.tasks, args.repetitions, eff, force=args.force)
     except (FileExistsError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -129,3 +129,17 @@ def test_bad_inputs_give_one_clear_line(tmp_path, capsys):
     lonely.write_text(json.dumps({"trials": [], "manifest": {"name": "nowhere"}}))
     assert cli([str(lonely), "--plan", str(PLAN)]) == 2
     assert "runs folder not found" in capsys.readouterr().err and not (tmp_path / "R.md").exists()
+
+
+def test_simulate_cli_writes_a_full_run_that_results_reads(tmp_path):
+    from analysis_lib import simulate as sim
+
+    full = tmp_path / "results" / "full_run.json"
+    assert sim.cli(["--seed", "2", "--out", str(tmp_path / "runs"), "--tasks", "4", "--repetitions", "1",
+                    "--infra-errors", "0", "--full-run", str(full)]) == 0
+    obj = json.loads(full.read_text())
+    assert obj["simulated"] is True and obj["runs_dir"] == "../runs" and obj["seed"] == 2
+    assert len(obj["trials"]) == 12 and all(t["outcome"] in ("passed", "failed") for t in obj["trials"])
+    assert "--infra-errors 0" in (tmp_path / "runs" / "README.md").read_text()
+    assert cli([str(full), "--output", str(tmp_path / "R.md"), "--no-record", "--plan", str(PLAN)]) == 0
+    assert not (tmp_path / "runs" / P.LOCK_NAME).exists()  # --no-record
