@@ -216,7 +216,7 @@ def _design_section(obj: dict, plan: plan_mod.AnalysisPlan, baseline: str, n_tas
             f"{plan.bootstrap.confidence:.0%}, seed {plan.bootstrap.seed}. Alpha {plan.alpha}.", ""]
 
 
-def _budget_section(obj: dict, ev: pd.DataFrame) -> list[str]:
+def _budget_section(obj: dict) -> list[str]:
     b = obj.get("budget") if isinstance(obj.get("budget"), dict) else {}
     proj = obj.get("projection") if isinstance(obj.get("projection"), dict) else {}
     costs = pd.to_numeric(pd.Series([t.get("cost_usd") for t in obj.get("trials", []) if isinstance(t, dict)]), errors="coerce")
@@ -278,7 +278,7 @@ def results_report(obj: dict, ev: pd.DataFrame, table: pd.DataFrame, metrics: pd
             if descr:
                 out += ["Per profile (trials):", "", _table(["column", "profile", "trials", "mean", "median", "IQR"], descr), ""]
     out += _env_section(obj)
-    out += _budget_section(obj, ev)
+    out += _budget_section(obj)
     if figures:
         out += ["## Figures", ""]
         out += [f"- `{name}`: {caption}" for name, caption in figures] + [""]
