@@ -202,3 +202,28 @@ def test_committed_sample_carries_its_record_for_the_current_plan(sample_runs):
     assert rec["analysis_plan_sha256"] == P.plan_hash(P.load_plan(PLAN)), (
         "params/analysis_plan.yaml changed after the sample was analysed: a deliberate change needs the sample's "
         "record re-made (delete runs/sample/analysis_plan.lock.json and run the analysis)")
+
+
+def test_layer1_and_comparisons_carry_the_hash_and_flag_a_changed_plan(tmp_path):
+    from analysis_lib.layer1 import analyse
+
+    from builders import small_runs
+
+    runs = small_runs(tmp_path / "runs", n_tasks=4)
+    d = _plan_dict()
+    d["alpha"] = 0.01
+    earlier = P.parse_plan(d, "params/analysis_plan.yaml")
+    assert P.check_plan(runs, earlier).recorded_now  # the data were first analysed under another plan
+    out = tmp_path / "out"
+    result = analyse(runs, out, cache=False, workers=1)
+    check = result.plan_check
+    current = P.plan_hash(P.load_plan(PLAN))
+    assert check.sha256 == current and check.changed
+    agg = json.loads((out / "aggregate_metrics.json").read_text())
+    assert agg["analysis_plan_sha256"] == current and agg["analysis_plan_changed"] is True
+    side = json.loads((out / "analysis_plan.json").read_text())
+    assert side["analysis_plan_sha256"] == current and side["recorded_sha256"] == P.plan_hash(earlier)
+    compare.run_comparisons(result.metrics, out, plan_check=check, n_boot=200)
+    head = (out / "comparison_report.md").read_text().splitlines()
+    assert head[0].startswith("> **plan changed after data was analysed:**") and "+alpha: 0.05" in head
+    assert any(f"sha256 `{current}`" in line for line in head[:20])
