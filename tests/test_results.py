@@ -143,3 +143,32 @@ def test_simulate_cli_writes_a_full_run_that_results_reads(tmp_path):
     assert "--infra-errors 0" in (tmp_path / "runs" / "README.md").read_text()
     assert cli([str(full), "--output", str(tmp_path / "R.md"), "--no-record", "--plan", str(PLAN)]) == 0
     assert not (tmp_path / "runs" / P.LOCK_NAME).exists()  # --no-record
+
+
+def test_real_runner_output_with_scripted_agents(tmp_path, monkeypatch, capsys):
+    """The runner's own full_run.json (scripted claude, real subprocesses): found, checked, reported, not simulated."""
+    from analysis_lib.bench import environment as bench_env
+    from analysis_lib.bench.runner import run_full
+
+    from bench_support import manifest_obj, setup_bench, write_manifest
+
+    b = setup_bench(tmp_path)
+    for k, v in b["env"].items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(bench_env, "_version_cache", {})
+    monkeypatch.chdir(tmp_path)
+    m = write_manifest(b, manifest_obj(b, {"fix-a": "solved", "fix-b": "fail", "fix-c": "garbage"}))
+    run_full(m, 1, 4, 50.0, output=tmp_path / "results" / "full_run.json", runs_dir=tmp_path / "runs", quiet=True)
+    # The copy at --output does not sit in the runs folder: without --runs-dir it cannot be placed.
+    assert cli(["results/full_run.json", "--plan", str(PLAN)]) == 2
+    assert "runs folder not found" in capsys.readouterr().err
+    assert cli(["results/full_run.json", "--runs-dir", "runs", "--output", "R.md", "--plan", str(PLAN)]) == 1
+    err = capsys.readouterr().err
+    assert "accuracy analysis refused: 2 of 6 scheduled trials" in err and "fix-c / run 1: evaluation_error" in err
+    text = (tmp_path / "R.md").read_text()
+    assert "SIMULATED" not in text and "schedule seed **4**" in text and "| phase budget | $50.00 |" in text
+    assert "`claude-test-model-20260101`" in text and "| spent | $1.50 (3.0 % of the budget) |" in text
+    # The runner's own copy inside the runs folder is found without --runs-dir, and the plan was recorded once.
+    assert cli(["runs/full_run.json", "--output", "R2.md", "--plan", str(PLAN)]) == 1
+    assert (tmp_path / "R2.md").read_text() == text.replace("`results/full_run.json`", "`runs/full_run.json`")
+    assert json.loads((tmp_path / "runs" / P.LOCK_NAME).read_text())["analysis_plan_sha256"] == P.plan_hash(P.load_plan(PLAN))
