@@ -7,6 +7,7 @@ Subcommands live beside the concept they drive; each module exposes ``cli(argv) 
     paper      the papermill pipeline (analysis_lib.pipeline)
     bench      benchmark runner (analysis_lib.bench.cli)
     codecanvas CodeCanvas metrics, comparison and vision analysis (analysis_lib.codecanvas)
+    results    pre-registered RESULTS.md of a benchmark run's full_run.json (analysis_lib.results)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ SUBCOMMANDS = {
     "paper": "analysis_lib.pipeline",
     "bench": "analysis_lib.bench.cli",
     "codecanvas": "analysis_lib.codecanvas",
+    "results": "analysis_lib.results",
 }
 
 

@@ -48,6 +48,8 @@ class Layer1Result:
     n_sources: int = 0
     cache_hits: int = 0
     files: list[Path] = field(default_factory=list)
+    # The analysis plan and its record beside the runs (analysis_lib.plan.PlanCheck), None without a plan.
+    plan_check: Any = None
 
 
 def _relative(path: str, root: str) -> str:
@@ -112,6 +114,7 @@ def analyse(
         hit = _read_result(cache_dir, result_tag())
         if hit is not None:
             hit.n_sources = hit.cache_hits = len(scanned.sources)
+            hit.plan_check = plan_check(runs_dir, record=out_dir is not None)
             if out_dir is not None:
                 hit.files = write_outputs(hit, out_dir)
             return hit
@@ -146,9 +149,22 @@ def analyse(
             _write_result(cache_dir, result_tag(), result)
         except Exception as exc:  # a cache that cannot be written only makes the next run slower
             print(f"warning: {cache_dir}: result cache not written ({type(exc).__name__}: {str(exc)[:120]})", file=sys.stderr)
+    result.plan_check = plan_check(runs_dir, record=out_dir is not None)
     if out_dir is not None:
         result.files = write_outputs(result, out_dir)
     return result
+
+
+def plan_check(runs_dir: str | os.PathLike, *, record: bool = True):
+    """The default analysis plan checked against (and, with ``record``, recorded beside) the runs; None
+    with one warning line when the plan cannot be read, so that Layer 1 still runs."""
+    from .plan import PlanError, check_plan, load_plan
+
+    try:
+        return check_plan(runs_dir, load_plan(), record=record)
+    except PlanError as exc:
+        print(f"warning: {exc}; outputs carry no plan hash", file=sys.stderr)
+        return None
 
 
 def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -264,14 +280,26 @@ def _write_result(cache_dir: str | os.PathLike, tag: str, result: Layer1Result) 
 
 
 def write_outputs(result: Layer1Result, out_dir: str | os.PathLike) -> list[Path]:
-    """The four Layer 1 files, each written atomically."""
+    """The four Layer 1 files, each written atomically, and the plan sidecar ``analysis_plan.json``.
+
+    The plan hash is inside the JSON (``analysis_plan_sha256``); the CSVs carry it through the sidecar
+    written beside them (docs/analysis-plan.md).
+    """
     out = Path(out_dir)
+    check = result.plan_check
+    aggregate = result.aggregate
+    if check is not None:
+        aggregate = {**aggregate, "analysis_plan_sha256": check.sha256, "analysis_plan_changed": check.changed}
     files = [
         atomic_write_csv(out / "metrics_detail.csv", result.metrics),
         atomic_write_csv(out / "metrics_summary.csv", result.summary),
-        atomic_write_json(out / "aggregate_metrics.json", result.aggregate),
+        atomic_write_json(out / "aggregate_metrics.json", aggregate),
         atomic_write_csv(out / "errors.csv", result.errors),
     ]
+    if check is not None:
+        from .plan import write_sidecar
+
+        files.append(write_sidecar(out, check))
     if "informed_editing_score" in result.metrics and result.metrics["informed_editing_score"].notna().any():
         from .codecanvas import write_codecanvas_outputs
 
@@ -309,6 +337,12 @@ def run_cli(args: argparse.Namespace) -> int:
     )
     for e in result.errors.itertuples(index=False):
         print(f"{e.severity}: {e.path}: {e.stage}: {e.message}", file=sys.stderr)
+    if result.plan_check is not None and not args.list:
+        for w in result.plan_check.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        if result.plan_check.changed:
+            print("warning: plan changed after data was analysed: the analysis plan differs from the one recorded in "
+                  f"{args.runs_dir}; reports open with the diff", file=sys.stderr)
     if args.list:
         print_trial_list(result.metrics)
         return 0 if len(result.metrics) else 1
@@ -355,7 +389,7 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
         print(f"error: --baseline {baseline!r} is not a profile here; profiles present: {profiles}", file=sys.stderr)
         return 2
     run_comparisons(result.metrics, args.output, compare=tuple(args.compare) if args.compare else None,
-                    baseline=baseline, seed=args.seed, simulated=result.simulated)
+                    baseline=baseline, seed=args.seed, simulated=result.simulated, plan_check=result.plan_check)
     return 0
 
 

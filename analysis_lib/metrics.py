@@ -21,6 +21,13 @@ Definitions (also in the README's metric reference; one id everywhere):
   before. ``backtrack_count``: edits of a file the trial already edited.
   ``exploration_breadth``: |files read or edited|. ``grep_before_edit``: a search call came
   before the first edit (empty when nothing was edited).
+- Exploratory (pre-registered in ``params/analysis_plan.yaml``): ``mcp_calls_by_tool`` (JSON
+  object MCP tool name -> calls, and one ``mcp_calls__<tool>`` column per MCP tool seen, see
+  :func:`mcp_column`); ``time_to_first_edit_sec`` (first step's timestamp to the timestamp of the
+  step holding the first edit, root trajectory) and ``steps_to_first_edit`` (1-based position of
+  that step among the root trajectory's steps, copied context excluded), both empty when the root
+  trajectory never edits; ``duplicate_reads`` (reads of a file already read with no edit of it
+  in between). Formats without a trajectory leave them empty.
 - Flags: ``tool_misuse`` (> 30 % of calls errored), ``infinite_loop`` (a streak of more than
   5 identical consecutive calls), ``budget_exhaustion`` (failed with > 80k tokens),
   ``premature_stop`` (failed with < 10 steps), ``context_omission`` (reserved, empty).
@@ -29,6 +36,7 @@ Definitions (also in the README's metric reference; one id everywhere):
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -49,10 +57,13 @@ METRIC_COLUMNS = [
     "total_steps", "agent_steps", "tool_calls_count", "unique_tools", "tools_per_step", "steps_per_minute", "elapsed_sec",
     "tool_distribution", "tool_success_rate", "tool_error_count", "mcp_tools_used", "mcp_tool_calls", "native_tool_calls",
     "loop_count", "backtrack_count", "exploration_breadth", "files_read", "files_edited", "grep_before_edit",
+    "mcp_calls_by_tool", "time_to_first_edit_sec", "steps_to_first_edit", "duplicate_reads",
     "tool_misuse", "infinite_loop", "budget_exhaustion", "premature_stop", "context_omission",
 ]
 CONTEXT_COLUMNS = ["source_format", "agent_name", "model_name", "started_at", "infra_error", "exception"]
 CATEGORY_COLUMNS = ["calls_read", "calls_search", "calls_edit", "calls_execute", "calls_mcp", "calls_other"]
+# Prefix of the per-MCP-tool call count columns (one per tool seen; see mcp_column).
+MCP_TOOL_PREFIX = "mcp_calls__"
 
 
 @dataclass(frozen=True)
@@ -157,13 +168,18 @@ def activity(traj: Trajectory) -> Activity:
     """The :class:`Activity` of a parsed trajectory (what the metrics read from it)."""
     steps = [s for s in traj.steps if not s.is_copied_context]
     stamps = [s.timestamp for s in steps if s.timestamp]
+    calls = list(_iter_calls(traj))
+    call_steps: list[tuple[int, str | None] | None] = [(i, s.timestamp) for i, s in enumerate(steps, start=1) for _ in s.tool_calls]
+    call_steps += [None] * (len(calls) - len(call_steps))  # subagents' calls come last
     return Activity(
         total_steps=len(steps),
         agent_steps=sum(1 for s in steps if s.source == "agent"),
         first_timestamp=stamps[0] if stamps else None,
         last_timestamp=stamps[-1] if len(stamps) >= 2 else None,
         tokens=trajectory_tokens(traj),
-        calls=list(_iter_calls(traj)),
+        calls=calls,
+        call_steps=call_steps,
+        first_step_timestamp=steps[0].timestamp if steps else None,
         model_name=traj.model_name,
     )
 
@@ -288,6 +304,9 @@ def _carried_process(m: dict, carried: dict) -> None:
     for k in ("mcp_tools_used", "mcp_tool_calls", "native_tool_calls", "loop_count", "backtrack_count",
               "exploration_breadth", "files_read", "files_edited", "grep_before_edit"):
         m[k] = carried.get(k)
+    # Per-tool MCP counts, first edit and re-reads need the ordered calls of a trajectory.
+    for k in ("mcp_calls_by_tool", "time_to_first_edit_sec", "steps_to_first_edit", "duplicate_reads"):
+        m[k] = None
     for k in CATEGORY_COLUMNS:
         m[k] = None
     m["tool_misuse"] = bool(calls and errs is not None and errs / calls > 0.30)
@@ -311,6 +330,11 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
     grep_before_edit = None
     mcp_names: set[str] = set()
     mcp_calls = 0
+    mcp_by_tool: Counter[str] = Counter()
+    first_edit = None  # index of the first call that edits a file
+    # Files read since their last edit: reading one again is a duplicate read.
+    read_unchanged: set[str] = set()
+    duplicate_reads = 0
     n = 0
     for call in act.calls:
         n += 1
@@ -320,6 +344,7 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
         if cat == "mcp":
             mcp_calls += 1
             mcp_names.add(call.name)
+            mcp_by_tool[call.name] += 1
         if call.is_error:
             errors += 1
         # Dict equality ignores key order: the same canonical arguments.
@@ -334,9 +359,18 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
         if is_search_call(call.name, call.arguments, cat):
             searched = True
         reads, edits = files_touched(call.name, call.arguments, cat)
-        read_files.update(_norm(p) for p in reads)
+        for p in reads:
+            p = _norm(p)
+            read_files.add(p)
+            if p in read_unchanged:
+                duplicate_reads += 1
+            else:
+                read_unchanged.add(p)
+        if edits and first_edit is None:
+            first_edit = n - 1
         for p in edits:
             p = _norm(p)
+            read_unchanged.discard(p)
             if p in edited_files:
                 backtracks += 1
             else:
@@ -359,10 +393,36 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
     m["files_read"] = len(read_files)
     m["files_edited"] = len(edited_files)
     m["grep_before_edit"] = grep_before_edit
+    m["mcp_calls_by_tool"] = orjson.dumps(dict(sorted(mcp_by_tool.items()))).decode()
+    for name, count in mcp_by_tool.items():
+        col = mcp_column(name)
+        m[col] = m.get(col, 0) + count  # two raw names may map onto one column id
+    m["time_to_first_edit_sec"], m["steps_to_first_edit"] = _first_edit(act, first_edit)
+    m["duplicate_reads"] = duplicate_reads
     m["tool_misuse"] = bool(n and errors / n > config.tool_misuse_error_rate)
     m["infinite_loop"] = bool(n and max_streak > config.infinite_loop_streak)
     for c in ("read", "search", "edit", "execute", "mcp", "other"):
         m[f"calls_{c}"] = cats.get(c, 0)
+
+
+def _first_edit(act: Activity, index: int | None) -> tuple[float | None, int | None]:
+    """Seconds from the first step to the step holding call ``index``, and that step's 1-based position.
+
+    Only the root trajectory's steps count: an edit made by a subagent has no position there.
+    """
+    where = act.call_steps[index] if index is not None else None
+    if where is None:
+        return None, None
+    position, stamp = where
+    return _seconds(_ts(act.first_step_timestamp), _ts(stamp)), position
+
+
+def mcp_column(name: str) -> str:
+    """Column id of an MCP tool's call count: ``mcp_calls__`` + the name without its ``mcp__`` prefix,
+    lower-cased, other characters than ``[a-z0-9_]`` as ``_`` (``mcp__codegraph__search_code`` ->
+    ``mcp_calls__codegraph__search_code``)."""
+    base = name[5:] if name.startswith("mcp__") else name
+    return MCP_TOOL_PREFIX + re.sub(r"[^a-z0-9_]", "_", base.lower())
 
 
 def _norm(path: str) -> str:
@@ -394,8 +454,13 @@ def metrics_frame(rows: list[dict[str, Any]], *, sort: bool = True) -> pd.DataFr
         df[col] = df[col].astype("boolean")
     for col in ("repetition",):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+    # A trial with per-tool MCP counts made 0 calls of the MCP tools that only other trials used.
+    has_counts = df["mcp_calls_by_tool"].notna()
+    for col in (c for c in extra if c.startswith(MCP_TOOL_PREFIX)):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64").mask(has_counts & df[col].isna(), 0.0)
     numeric = [c for c in METRIC_COLUMNS + CATEGORY_COLUMNS if c not in ("success", "tool_distribution", "cost_estimated",
-               "grep_before_edit", "tool_misuse", "infinite_loop", "budget_exhaustion", "premature_stop", "context_omission")]
+               "grep_before_edit", "tool_misuse", "infinite_loop", "budget_exhaustion", "premature_stop", "context_omission",
+               "mcp_calls_by_tool")]
     for col in numeric:
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
     if not sort:

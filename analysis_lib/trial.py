@@ -99,6 +99,10 @@ class Activity:
     tokens: dict[str, Any] = field(default_factory=dict)
     # Tool calls in order (root steps, then subagents), copied context excluded.
     calls: list[ToolCall] = field(default_factory=list)
+    # Per call: (1-based position of its step among the root steps, that step's timestamp); None
+    # for a subagent's call. With first_step_timestamp (of the first root step): time to first edit.
+    call_steps: list[tuple[int, str | None] | None] = field(default_factory=list)
+    first_step_timestamp: str | None = None
     model_name: str | None = None
 
 

@@ -155,7 +155,8 @@ def test_equal_usage_of_other_producers_is_not_merged():
 
 def _activity_fields(act):
     calls = [(c.step_id, c.name, c.arguments, c.is_error, c.call_id) for c in act.calls]
-    return (act.total_steps, act.agent_steps, act.first_timestamp, act.last_timestamp, act.tokens, calls, act.model_name)
+    return (act.total_steps, act.agent_steps, act.first_timestamp, act.last_timestamp, act.tokens, calls, act.call_steps,
+            act.first_step_timestamp, act.model_name)
 
 
 def test_activity_path_agrees_with_the_full_reader_on_every_real_file(real_fixtures, sample_runs):

@@ -17,7 +17,9 @@ from builders import small_runs
 
 FILES = ["metrics_detail.csv", "metrics_summary.csv", "aggregate_metrics.json", "errors.csv",
          # issue 3: with two or more profiles the comparisons are written beside the Layer 1 files
-         "comparisons.csv", "comparison_report.md"]
+         "comparisons.csv", "comparison_report.md",
+         # issue 8: the analysis plan sidecar (plan hash of the CSVs)
+         "analysis_plan.json"]
 
 
 def cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:

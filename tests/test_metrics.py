@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime, timezone
 
@@ -168,3 +169,72 @@ def test_carried_metrics_for_formats_without_trajectory():
     m = trial_metrics(_trial(None, reward=None, carried=carried))
     assert m["success"] is True and m["total_tokens"] == 1050 and m["tool_calls_count"] == 7
     assert m["unique_tools"] == 2 and m["elapsed_sec"] == 60.0
+
+
+# Exploratory metrics (params/analysis_plan.yaml): a hand-traced session.
+#   step 1 (user, 00:00:00)
+#   step 2 (00:00:10): Read a.py, Read b.py                      -> first reads
+#   step 3 (00:00:30): Read a.py, cat b.py, search_code          -> 2 duplicate reads
+#   step 4 (00:01:40): Edit a.py, search_code, canvas            -> first edit: 100 s, step 4
+#   step 5 (00:02:00): Read a.py, Read b.py, sed -n 1,5p a.py     -> Read a.py follows its edit: not a
+#                                                                    duplicate; b.py and the sed re-read are
+EXPLORE = [
+    ([("Read", {"file_path": "a.py"}), ("Read", {"file_path": "b.py"})], "2026-01-01T00:00:10Z"),
+    ([("Read", {"file_path": "./a.py"}), ("Bash", {"command": "cat b.py"}),
+      ("mcp__codegraph__search_code", {"query": "x"})], "2026-01-01T00:00:30Z"),
+    ([("Edit", {"file_path": "a.py", "old_string": "x", "new_string": "y"}),
+      ("mcp__codegraph__search_code", {"query": "y"}), ("mcp__codecanvas__canvas", {"action": "read"})],
+     "2026-01-01T00:01:40Z"),
+    ([("Read", {"file_path": "a.py"}), ("Read", {"file_path": "b.py"}), ("Bash", {"command": "sed -n 1,5p a.py"})],
+     "2026-01-01T00:02:00Z"),
+]
+
+
+def _explore_doc(steps=EXPLORE):
+    doc = trajectory([agent_step(i, calls, timestamp=ts) for i, (calls, ts) in enumerate(steps, start=1)])
+    doc["steps"][0]["timestamp"] = "2026-01-01T00:00:00Z"
+    return doc
+
+
+def test_exploratory_metrics_hand_checked():
+    m = trial_metrics(_trial(_explore_doc()))
+    assert json.loads(m["mcp_calls_by_tool"]) == {"mcp__codecanvas__canvas": 1, "mcp__codegraph__search_code": 2}
+    assert m["mcp_calls__codegraph__search_code"] == 2 and m["mcp_calls__codecanvas__canvas"] == 1
+    assert m["time_to_first_edit_sec"] == 100.0
+    assert m["steps_to_first_edit"] == 4  # user step 1, agent steps 2-4
+    # a.py and b.py (cat) in step 3: 2; step 5: Read a.py is the first read since its edit (not one), Read b.py
+    # is (3), and sed -n re-reads a.py with no edit since that Read (4).
+    assert m["duplicate_reads"] == 4
+    assert m["mcp_tool_calls"] == 3
+
+
+def test_first_edit_and_duplicate_reads_edge_cases():
+    # No edit at all: both first-edit metrics empty; without any MCP call the JSON object is empty.
+    no_edit = _explore_doc([([("Read", {"file_path": "a.py"}), ("Read", {"file_path": "a.py"})], "2026-01-01T00:00:05Z")])
+    m = trial_metrics(_trial(no_edit))
+    assert m["time_to_first_edit_sec"] is None and m["steps_to_first_edit"] is None
+    assert m["duplicate_reads"] == 1 and m["mcp_calls_by_tool"] == "{}"
+    assert not any(k.startswith("mcp_calls__") for k in m)
+    # A shell edit counts as the first edit; without a timestamp on the first step the time is empty.
+    shell = trajectory([agent_step(1, [("Bash", {"command": "echo x > out.txt"})], timestamp="2026-01-01T00:00:05Z")])
+    m = trial_metrics(_trial(shell))
+    assert m["steps_to_first_edit"] == 2 and m["time_to_first_edit_sec"] is None
+    # Formats without a trajectory leave every exploratory metric empty.
+    m = trial_metrics(_trial(None, reward=1.0, carried={"tool_calls_count": 3}))
+    assert all(m[k] is None for k in ("mcp_calls_by_tool", "time_to_first_edit_sec", "steps_to_first_edit",
+                                      "duplicate_reads"))
+
+
+def test_mcp_tool_columns_are_zero_for_trials_that_did_not_call_them():
+    from analysis_lib.metrics import metrics_frame, mcp_column
+
+    assert mcp_column("mcp__code-graph__Search.Code") == "mcp_calls__code_graph__search_code"
+    with_mcp = trial_metrics(_trial(_explore_doc()))
+    without = trial_metrics(_trial(trajectory([agent_step(1, [("Read", {"file_path": "a.py"})])])))
+    without["task_id"] = "u"
+    carried = trial_metrics(_trial(None, reward=1.0, carried={"tool_calls_count": 3}))
+    carried["task_id"] = "v"
+    df = metrics_frame([with_mcp, without, carried]).set_index("task_id")
+    assert df.loc["t", "mcp_calls__codegraph__search_code"] == 2
+    assert df.loc["u", "mcp_calls__codegraph__search_code"] == 0  # a trajectory without that tool: 0 calls
+    assert math.isnan(df.loc["v", "mcp_calls__codegraph__search_code"])  # no trajectory: unknown

@@ -652,8 +652,9 @@ def read_activity(path: str | os.PathLike) -> tuple[Activity, Any, list[str]] | 
     totals = UsageTotals()
     rule = _RepeatedUsage(agent.name)
     calls: list[ToolCall] = []
+    call_steps: list[tuple[int, str | None] | None] = []
     n_steps = agent_steps = n_stamps = 0
-    first = last = None
+    first = last = first_step = None
     for index, fs in enumerate(doc.steps):
         step_id = fs.step_id if fs.step_id is not None else index + 1
         source = fs.source or "agent"
@@ -680,6 +681,8 @@ def read_activity(path: str | os.PathLike) -> tuple[Activity, Any, list[str]] | 
         if copied:
             continue
         n_steps += 1
+        if n_steps == 1:
+            first_step = fs.timestamp
         if source == "agent":
             agent_steps += 1
         if fs.timestamp:
@@ -687,7 +690,9 @@ def read_activity(path: str | os.PathLike) -> tuple[Activity, Any, list[str]] | 
             if first is None:
                 first = fs.timestamp
             last = fs.timestamp
-        calls.extend(step_calls)
+        if step_calls:
+            calls.extend(step_calls)
+            call_steps.extend([(n_steps, fs.timestamp)] * len(step_calls))
     act = Activity(
         total_steps=n_steps,
         agent_steps=agent_steps,
@@ -695,6 +700,8 @@ def read_activity(path: str | os.PathLike) -> tuple[Activity, Any, list[str]] | 
         last_timestamp=last if n_stamps >= 2 else None,
         tokens=totals.result(_final_metrics(doc.final_metrics)),
         calls=calls,
+        call_steps=call_steps,
+        first_step_timestamp=first_step,
         model_name=agent.model_name,
     )
     return act, agent.name, warnings

@@ -1,0 +1,229 @@
+"""The analysis plan: strict reading, canonical hash, the record beside the runs, and running it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from analysis_lib import compare, plan as P, stats
+from analysis_lib.simulate import Effects, simulate_metrics
+
+ROOT = Path(__file__).resolve().parents[1]
+PLAN = ROOT / "params" / "analysis_plan.yaml"
+
+
+def _write(tmp_path: Path, text: str, name: str = "plan.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _plan_dict() -> dict:
+    return yaml.safe_load(PLAN.read_text())
+
+
+def test_default_plan_declares_the_three_tiers_of_the_methodology():
+    plan = P.load_plan(PLAN)
+    tiers = {t: [(m.id, m.test) for m in getattr(plan.tiers, t).metrics] for t in P.TIERS}
+    assert tiers["primary"] == [("resolve_rate", "mcnemar_exact"), ("total_tokens", "wilcoxon_signed_rank"),
+                                ("cost_per_task", "wilcoxon_signed_rank")]
+    assert [i for i, _ in tiers["secondary"]] == ["wall_clock", "tool_call_count", "files_explored"]
+    assert tiers["exploratory"] == [("mcp_calls_by_tool", "descriptive"), ("time_to_first_edit", "descriptive"),
+                                    ("duplicate_reads", "descriptive")]
+    assert (plan.tiers.primary.correction, plan.tiers.secondary.correction) == ("holm", "fdr_bh")
+    assert plan.alpha == 0.05 and plan.bootstrap.n_resamples == 10_000 and plan.pairing.unit == "task"
+    # Metric ids map onto metrics_detail.csv columns.
+    assert [P.metric_info(i).column for i in ("resolve_rate", "total_tokens", "cost_per_task", "wall_clock",
+                                              "tool_call_count", "files_explored", "time_to_first_edit")] == [
+        "success", "total_tokens", "total_cost_usd", "elapsed_sec", "tool_calls_count", "exploration_breadth",
+        "time_to_first_edit_sec"]
+
+
+def test_hash_is_of_the_parsed_plan_not_of_the_bytes(tmp_path):
+    base = P.plan_hash(P.load_plan(PLAN))
+    d = _plan_dict()
+    # Comments, layout, key order and explicitly written defaults do not change the hash ...
+    reordered = {k: d[k] for k in reversed(list(d))}
+    reordered["bootstrap"]["method"] = "percentile"
+    text = "# another comment\n" + yaml.safe_dump(reordered, default_flow_style=True)
+    assert P.plan_hash(P.load_plan(_write(tmp_path, text))) == base
+    d.pop("pairing")  # all defaults
+    d["bootstrap"] = {"n_resamples": 10000}
+    assert P.plan_hash(P.load_plan(_write(tmp_path, yaml.safe_dump(d), "defaults.yaml"))) == base
+    # ... a value does.
+    d["alpha"] = 0.01
+    assert P.plan_hash(P.load_plan(_write(tmp_path, yaml.safe_dump(d), "alpha.yaml"))) != base
+    assert len(base) == 64 and int(base, 16) >= 0
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda d: d.update(alpah=0.05), "bad.yaml: invalid analysis plan: alpah: unknown key"),
+    (lambda d: d["tiers"]["primary"]["metrics"][1].update(id="total_tokenz"),
+     "bad.yaml: invalid analysis plan: tiers.primary.metrics[1].id: unknown metric 'total_tokenz'"),
+    (lambda d: d["tiers"]["primary"]["metrics"][1].update(test="t_test"),
+     "bad.yaml: invalid analysis plan: tiers.primary.metrics[1].test: unknown value 't_test'"),
+    (lambda d: d["tiers"]["primary"]["metrics"][1].update(test="mcnemar_exact"),
+     "tiers.primary.metrics[1]: test mcnemar_exact needs a binary metric, but total_tokens is continuous"),
+    (lambda d: d["tiers"]["exploratory"]["metrics"][1].update(test="wilcoxon_signed_rank"),
+     "tiers.exploratory.metrics[1].test: exploratory metrics are described, not tested"),
+    (lambda d: d["tiers"]["secondary"].update(correction="bonferoni"),
+     "tiers.secondary.correction: unknown value 'bonferoni'"),
+    (lambda d: d["tiers"]["secondary"]["metrics"].append({"id": "total_tokens", "test": "wilcoxon_signed_rank"}),
+     "tiers.secondary.metrics[3].id: total_tokens is already planned in the primary tier"),
+    (lambda d: d.update(alpha="0.05"), "alpha: Input should be a valid number"),
+    (lambda d: d["pairing"].update(unit="trial"), "pairing.unit: unknown value 'trial'"),
+])
+def test_malformed_plan_gives_one_line_naming_the_file_and_the_key(tmp_path, edit, expected):
+    d = _plan_dict()
+    edit(d)
+    with pytest.raises(P.PlanError) as exc:
+        P.load_plan(_write(tmp_path, yaml.safe_dump(d), "bad.yaml"))
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith("bad.yaml: ") and expected in msg, msg
+    assert str(tmp_path) not in msg  # no machine path: the file as the user named it
+
+
+def test_yaml_errors_duplicate_keys_and_missing_file(tmp_path):
+    with pytest.raises(P.PlanError, match=r"^dup.yaml: invalid analysis plan: line 2: duplicate key 'alpha'$"):
+        P.load_plan(_write(tmp_path, "alpha: 0.05\nalpha: 0.01\n", "dup.yaml"))
+    with pytest.raises(P.PlanError, match=r"^syntax.yaml: invalid analysis plan: line \d+: "):
+        P.load_plan(_write(tmp_path, "tiers: [primary\n", "syntax.yaml"))
+    with pytest.raises(P.PlanError, match=r"top level must be a mapping"):
+        P.load_plan(_write(tmp_path, "- 1\n", "list.yaml"))
+    with pytest.raises(P.PlanError, match=r"absent.yaml: cannot read the analysis plan"):
+        P.load_plan(Path("absent.yaml"))
+
+
+def test_benjamini_hochberg_matches_statsmodels_and_a_hand_computed_case():
+    from statsmodels.stats.multitest import multipletests
+
+    # By hand: sorted p = 0.01, 0.03, 0.04 (m = 3): 0.01*3/1 = 0.03, 0.03*3/2 = 0.045, 0.04*3/3 = 0.04;
+    # step-up minimum from the top: 0.04, 0.04, 0.03.
+    np.testing.assert_allclose(P.adjust_p([0.01, 0.04, 0.03], "fdr_bh"), [0.03, 0.04, 0.04])
+    rng = np.random.default_rng(1)
+    p = rng.uniform(size=9) ** 2
+    np.testing.assert_allclose(P.adjust_p(p, "fdr_bh"), multipletests(p, method="fdr_bh")[1], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(P.adjust_p(p, "holm"), stats.holm(p))
+    out = P.adjust_p([0.02, np.nan, 0.01], "fdr_bh")
+    assert np.isnan(out[1]) and out[0] == pytest.approx(0.02) and out[2] == pytest.approx(0.02)
+    with pytest.raises(ValueError, match="correction must be"):
+        P.adjust_p([0.1], "bonferroni")
+
+
+@pytest.fixture(scope="module")
+def latent():
+    return simulate_metrics(11, n_tasks=16, repetitions=3)
+
+
+def test_run_plan_primary_tier_equals_compare_and_tiers_follow_the_plan(latent):
+    plan = P.load_plan(PLAN)
+    pairs = compare.profile_pairs(latent["profile"].unique(), baseline="text")
+    table = P.run_plan(latent, plan, pairs)
+    ref, _ = compare.compare_profiles(latent, "text", "codecanvas", n_boot=plan.bootstrap.n_resamples, seed=plan.bootstrap.seed)
+    mine = table[(table["profile_b"] == "codecanvas") & (table["tier"] == "primary")].set_index("column")
+    ref = ref.set_index("metric").loc[["success", "total_tokens", "total_cost_usd"]]
+    for col in ("p_value", "ci_low", "ci_high", "effect_size", "a_value", "b_value", "difference"):
+        np.testing.assert_allclose(mine[col].to_numpy(float), ref[col].to_numpy(float), rtol=1e-12)
+    np.testing.assert_allclose(mine["p_adjusted"].to_numpy(float), ref["p_holm"].to_numpy(float), rtol=1e-12)
+    sec = table[(table["tier"] == "secondary") & (table["profile_b"] == "codegraph")]
+    np.testing.assert_allclose(sec["p_adjusted"], P.adjust_p(sec["p_value"], "fdr_bh"))
+    # The latent frame has no exploratory columns: each planned one says so instead of vanishing.
+    expl = table[table["tier"] == "exploratory"]
+    assert expl["p_value"].isna().all() and expl["significant"].isna().all()
+    assert set(expl["note"]) == {"no MCP tool was called in these runs",
+                                 "column 'time_to_first_edit_sec' is not in the metrics table",
+                                 "column 'duplicate_reads' is not in the metrics table"}
+    assert list(table.columns) == P.PLAN_COLUMNS
+
+
+def test_run_plan_refuses_a_column_and_keeps_the_rest(latent):
+    plan = P.load_plan(PLAN)
+    table = P.run_plan(latent, plan, [("text", "codecanvas")], refused={"success": "refused: evaluations missing"})
+    rr = table[table["metric_id"] == "resolve_rate"].iloc[0]
+    assert rr["note"] == "refused: evaluations missing" and np.isnan(rr["p_value"]) and rr["n_pairs"] == 0
+    tok = table[table["metric_id"] == "total_tokens"].iloc[0]
+    assert tok["p_value"] < 0.05 and tok["difference"] < 0  # -30 % tokens injected for codecanvas
+    # The refused test still counts in the Holm family (as p = 1): the correction is over three tests, not two.
+    prim = table[(table["tier"] == "primary") & table["p_value"].notna()]
+    np.testing.assert_allclose(prim["p_adjusted"], stats.holm([*prim["p_value"], 1.0])[:2])
+    assert (prim["p_adjusted"] > stats.holm(prim["p_value"]) - 1e-15).all()
+
+
+def test_record_once_then_detect_a_changed_plan_with_its_diff(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    plan = P.load_plan(PLAN)
+    first = P.check_plan(runs, plan)
+    lock = runs / P.LOCK_NAME
+    rec = json.loads(lock.read_text())
+    assert first.recorded_now and not first.changed and rec["analysis_plan_sha256"] == P.plan_hash(plan)
+    assert rec["plan"] == plan.model_dump(mode="json") and rec["tool_version"] and rec["recorded_at"].endswith("Z")
+    again = P.check_plan(runs, plan)
+    assert not again.recorded_now and not again.changed and again.banner() == []
+    d = _plan_dict()
+    d["alpha"] = 0.01
+    d["tiers"]["secondary"]["metrics"].pop()
+    other = P.parse_plan(d, "params/analysis_plan.yaml")
+    changed = P.check_plan(runs, other, "params/analysis_plan.yaml")
+    assert changed.changed and json.loads(lock.read_text()) == rec  # the record is never replaced
+    banner = "\n".join(changed.banner())
+    assert banner.startswith("> **plan changed after data was analysed:**")
+    assert "-alpha: 0.05\n+alpha: 0.01" in banner and "-    - id: files_explored" in banner
+
+
+def test_read_only_runs_and_unreadable_record_warn_instead_of_failing(tmp_path):
+    plan = P.load_plan(PLAN)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        # root writes into a 0o555 folder anyway: then a runs "folder" below a file stands in for it.
+        target = ro if not os.access(ro, os.W_OK) else _write(tmp_path, "x", "a_file") / "runs"
+        check = P.check_plan(target, plan)
+        assert not check.recorded_now and len(check.warnings) == 1 and "plan record not written" in check.warnings[0]
+        assert check.sha256 == P.plan_hash(plan) and not check.changed
+    finally:
+        ro.chmod(0o755)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / P.LOCK_NAME).write_text("{not json")
+    check = P.check_plan(bad, plan)
+    assert "unreadable plan record" in check.warnings[0] and (bad / P.LOCK_NAME).read_text() == "{not json"
+    assert check.banner()[0].startswith("> **analysis plan warning:**")
+
+
+def test_committed_sample_carries_its_record_for_the_current_plan(sample_runs):
+    rec = json.loads((sample_runs / P.LOCK_NAME).read_text())
+    assert rec["analysis_plan_sha256"] == P.plan_hash(P.load_plan(PLAN)), (
+        "params/analysis_plan.yaml changed after the sample was analysed: a deliberate change needs the sample's "
+        "record re-made (delete runs/sample/analysis_plan.lock.json and run the analysis)")
+
+
+def test_layer1_and_comparisons_carry_the_hash_and_flag_a_changed_plan(tmp_path):
+    from analysis_lib.layer1 import analyse
+
+    from builders import small_runs
+
+    runs = small_runs(tmp_path / "runs", n_tasks=4)
+    d = _plan_dict()
+    d["alpha"] = 0.01
+    earlier = P.parse_plan(d, "params/analysis_plan.yaml")
+    assert P.check_plan(runs, earlier).recorded_now  # the data were first analysed under another plan
+    out = tmp_path / "out"
+    result = analyse(runs, out, cache=False, workers=1)
+    check = result.plan_check
+    current = P.plan_hash(P.load_plan(PLAN))
+    assert check.sha256 == current and check.changed
+    agg = json.loads((out / "aggregate_metrics.json").read_text())
+    assert agg["analysis_plan_sha256"] == current and agg["analysis_plan_changed"] is True
+    side = json.loads((out / "analysis_plan.json").read_text())
+    assert side["analysis_plan_sha256"] == current and side["recorded_sha256"] == P.plan_hash(earlier)
+    compare.run_comparisons(result.metrics, out, plan_check=check, n_boot=200)
+    head = (out / "comparison_report.md").read_text().splitlines()
+    assert head[0].startswith("> **plan changed after data was analysed:**") and "+alpha: 0.05" in head
+    assert any(f"sha256 `{current}`" in line for line in head[:20])
