@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from ._gc import paused
 from .fileio import atomic_write_bytes, atomic_write_csv, atomic_write_json
 from .ingest.discover import fingerprint_file
 from .ingest.load import config_tag, has_metrics_cache, load_rows, number_repetitions_frame
@@ -85,6 +86,13 @@ def analyse(
     ``outcome`` is ``"succeeded"``, ``"failed"`` or None; ``limit`` draws a seeded random sample
     of that many trials. Nothing is written when ``out_dir`` is None.
     """
+    with paused():  # bulk objects, no cycles: see analysis_lib._gc
+        return _analyse(runs_dir, out_dir, tasks=tasks, profiles=profiles, outcome=outcome, limit=limit, seed=seed,
+                        config=config, cache=cache, cache_dir=cache_dir, workers=workers, progress=progress)
+
+
+def _analyse(runs_dir, out_dir, *, tasks, profiles, outcome, limit, seed, config, cache, cache_dir, workers,
+             progress) -> Layer1Result:
     if outcome not in (None, "succeeded", "failed"):
         raise ValueError(f"outcome must be 'succeeded', 'failed' or None, not {outcome!r}")
     runs_dir = os.fspath(runs_dir)
@@ -152,6 +160,7 @@ def analyse(
     result.plan_check = plan_check(runs_dir, record=out_dir is not None)
     if out_dir is not None:
         result.files = write_outputs(result, out_dir)
+    loaded.wait()
     return result
 
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable
 
+import numpy as np
 import orjson
 import pandas as pd
 
@@ -443,26 +444,40 @@ def edited_files(traj: Trajectory, mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS)
     return list(out)
 
 
+_BOOL_COLUMNS = frozenset({"success", "infra_error", "cost_estimated", "grep_before_edit", "tool_misuse", "infinite_loop",
+                           "budget_exhaustion", "premature_stop"})
+_NUMERIC_COLUMNS = frozenset(c for c in METRIC_COLUMNS + CATEGORY_COLUMNS if c not in _BOOL_COLUMNS | {
+    "tool_distribution", "context_omission", "mcp_calls_by_tool"})
+
+
+def _column(name: str, values: list) -> Any:
+    """One column of the metrics table, typed (built column by column: 2x faster than from row dicts)."""
+    if name in _NUMERIC_COLUMNS or name.startswith(MCP_TOOL_PREFIX):
+        try:
+            return np.array(values, dtype="float64")  # None becomes NaN
+        except (TypeError, ValueError):
+            return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype("float64").to_numpy()
+    if name in _BOOL_COLUMNS:
+        try:
+            return pd.array(values, dtype="boolean")
+        except (TypeError, ValueError):
+            return pd.Series(values, dtype=object).astype("boolean").array
+    if name == "repetition":
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype("Int64").array
+    return values if values else np.array([], dtype=object)
+
+
 def metrics_frame(rows: list[dict[str, Any]], *, sort: bool = True) -> pd.DataFrame:
     """Rows to a frame with the documented column order (identity, metrics, categories, context, extensions),
     sorted by profile, task, repetition and run unless ``sort`` is False (rows kept in the given order)."""
     base = IDENTITY_COLUMNS + METRIC_COLUMNS + CATEGORY_COLUMNS + CONTEXT_COLUMNS
     extra = sorted({k for r in rows for k in r} - set(base))
-    df = pd.DataFrame(rows, columns=base + extra)
-    for col in ("success", "infra_error", "cost_estimated", "grep_before_edit", "tool_misuse", "infinite_loop",
-                "budget_exhaustion", "premature_stop"):
-        df[col] = df[col].astype("boolean")
-    for col in ("repetition",):
-        df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+    columns = base + extra
+    df = pd.DataFrame({c: _column(c, [r.get(c) for r in rows]) for c in columns}, columns=columns)
     # A trial with per-tool MCP counts made 0 calls of the MCP tools that only other trials used.
     has_counts = df["mcp_calls_by_tool"].notna()
     for col in (c for c in extra if c.startswith(MCP_TOOL_PREFIX)):
-        df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64").mask(has_counts & df[col].isna(), 0.0)
-    numeric = [c for c in METRIC_COLUMNS + CATEGORY_COLUMNS if c not in ("success", "tool_distribution", "cost_estimated",
-               "grep_before_edit", "tool_misuse", "infinite_loop", "budget_exhaustion", "premature_stop", "context_omission",
-               "mcp_calls_by_tool")]
-    for col in numeric:
-        df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+        df[col] = df[col].mask(has_counts & df[col].isna(), 0.0)
     if not sort:
         return df
     return df.sort_values(["profile", "task_id", "repetition", "run_id"], kind="stable").reset_index(drop=True)

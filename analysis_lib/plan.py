@@ -18,7 +18,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,7 +29,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from . import __version__, stats
+from . import __version__
 from .fileio import atomic_write_json, read_json
 from .metrics import CATEGORY_COLUMNS, MCP_TOOL_PREFIX, METRIC_COLUMNS
 from .trial import InputError
@@ -257,6 +256,9 @@ def load_plan(path: str | os.PathLike | None = None) -> AnalysisPlan:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PlanError(f"{source}: cannot read the analysis plan ({type(exc).__name__}: {exc.strerror or exc})") from None
+    key = (source, text)
+    if key in _LOADED:
+        return _LOADED[key]  # plans are frozen models: sharing one is safe
     try:
         obj = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
@@ -264,7 +266,15 @@ def load_plan(path: str | os.PathLike | None = None) -> AnalysisPlan:
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise PlanError(f"{source}: invalid analysis plan: {where}{problem}") from None
-    return parse_plan(obj, source)
+    plan = parse_plan(obj, source)
+    _LOADED.clear()  # one plan is in use at a time; keep the last
+    _LOADED[key] = plan
+    return plan
+
+
+# The last plan parsed, keyed by its source and text: every analysis reads the plan again, and
+# parsing YAML in pure Python costs more than the rest of an unchanged re-run's bookkeeping.
+_LOADED: dict[tuple, AnalysisPlan] = {}
 
 
 # --------------------------------------------------------------------------- integrity
@@ -414,7 +424,9 @@ def adjust_p(p_values, method: str) -> np.ndarray:
     if method == "none":
         return p.copy()
     if method == "holm":
-        return stats.holm(p)
+        from .stats import holm  # scipy: imported when a plan is run, not when it is read
+
+        return holm(p)
     if method == "fdr_bh":
         from statsmodels.stats.multitest import multipletests
 
@@ -431,6 +443,8 @@ def _relative(a: float, b: float) -> float:
 
 
 def _metric_row(trials: pd.DataFrame, column: str, kind: str, test: str, a: str, b: str, boot: Bootstrap) -> dict:
+    from . import stats  # scipy: imported when a plan is run, not when it is read (Layer 1 only reads it)
+
     binary = kind == "binary"
     pairs = stats.pair_tasks(trials, column, a, b, binary=binary)
     row: dict[str, Any] = {"column": column, "test": TEST_LABELS[test], "profile_a": a, "profile_b": b,

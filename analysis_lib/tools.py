@@ -263,10 +263,9 @@ def result_is_error(name: str, text: str, extra: dict[str, Any] | None = None, r
         if mark is not None:
             return mark
     n = len(text)
-    i = 0
-    while i < n and i < 80 and text[i] in " \t\r\n":
-        i += 1
-    if text[i:i + 40].lower().startswith(_ERROR_START):
+    head = text[:120]
+    i = min(80, len(head) - len(head.lstrip(" \t\r\n")))  # at most 80 leading blanks are skipped
+    if head[i:i + 40].lower().startswith(_ERROR_START):
         return True
     if _name_category(name, DEFAULT_MCP_TOOLS) not in ("execute", "other", "mcp"):
         return False  # exit codes and "command not found" are shell output: not looked for in a file read

@@ -188,6 +188,10 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
     if depth > 12:
         errors.append(IngestError(path, "discover", "folders nested too deep (> 12 levels); skipped"))
         return
+    # The common case, a trial folder, is told by one lstat without listing it (thousands of them).
+    if path != root and (_has_entry(path, "agent") or _has_entry(path, "verifier")):
+        sources.append(_trial_dir_source(root, path, index))
+        return
     mtime = None
     if looked is not None:
         try:
@@ -236,6 +240,14 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
                 continue
             if kind:
                 sources.append(_file_source(e.path, kind))
+
+
+def _has_entry(folder: str, name: str) -> bool:
+    try:
+        os.lstat(os.path.join(folder, name))
+    except OSError:
+        return False
+    return True
 
 
 def _trial_dir_source(root: str, path: str, index: dict) -> TrialSource:

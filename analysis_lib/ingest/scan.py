@@ -10,14 +10,17 @@ any difference in what discovery looked at sends it back to a full walk.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import stat as _stat
+from array import array
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Collection, Sequence
 
 import orjson
 
+from .._gc import paused
 from ..fileio import atomic_write_bytes
 from ..trial import IngestError
 from .discover import Looked, TrialSource, discover, fingerprint_file
@@ -40,26 +43,29 @@ TRIAL_ENTRIES = (
 )
 _PARENT = {rel: rel.rpartition("/")[0] for rel in TRIAL_ENTRIES if rel}
 RECORD_FILE = "scan_record.json"
-RECORD_FORMAT = 1
+RECORD_FORMAT = 5
 
 
 @dataclass(slots=True)
 class Fingerprint:
-    """Size and mtime of the entries a source is read from; ``files`` tells which entries are regular files."""
+    """The entries a source is read from that exist, their size and mtime (flat: size, mtime, ...),
+    and which of them are regular files."""
 
-    text: str
-    entries: tuple[str, ...]
-    files: frozenset[str] = frozenset()
+    entries: Sequence[str]
+    values: list[int]
+    files: Collection[str] = ()
+
+    @property
+    def text(self) -> str:
+        """``rel:size:mtime_ns|...`` (or ``missing``): the form kept in the metrics cache."""
+        v = self.values
+        return "|".join(f"{rel}:{v[2 * i]}:{v[2 * i + 1]}" for i, rel in enumerate(self.entries)) or "missing"
 
     def isfile(self, rel: str) -> bool:
         return rel in self.files
 
     def isdir(self, rel: str) -> bool:
         return rel in self.entries and rel not in self.files
-
-
-def _entry(rel: str, st: os.stat_result) -> str:
-    return f"{rel}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def fingerprint(src: TrialSource) -> Fingerprint:
@@ -71,7 +77,7 @@ def fingerprint(src: TrialSource) -> Fingerprint:
     else:
         rels = ("",)
     base = src.path
-    parts: list[str] = []
+    values: list[int] = []
     present: list[str] = []
     files: set[str] = set()
     dirs: set[str] = set()
@@ -83,25 +89,71 @@ def fingerprint(src: TrialSource) -> Fingerprint:
             st = os.stat(base + "/" + rel if rel else base)
         except OSError:
             continue
-        parts.append(_entry(rel, st))
+        values += (st.st_size, st.st_mtime_ns)
         present.append(rel)
         if _stat.S_ISDIR(st.st_mode):
             dirs.add(rel)
         elif _stat.S_ISREG(st.st_mode):
             files.add(rel)
-    return Fingerprint("|".join(parts) if parts else "missing", tuple(present), frozenset(files))
+    return Fingerprint(tuple(present), values, frozenset(files))
 
 
-def recheck(path: str, entries: tuple[str, ...] | list[str]) -> str | None:
-    """The fingerprint text of exactly ``entries`` again, or None when one of them is gone."""
-    parts = []
+def recheck(path: str, entries: Sequence[str]) -> list[int] | None:
+    """Size and mtime of exactly ``entries`` again (flat), or None when one of them is gone."""
+    values: list[int] = []
     for rel in entries:
         try:
             st = os.stat(path + "/" + rel if rel else path)
         except OSError:
             return None
-        parts.append(_entry(rel, st))
-    return "|".join(parts) if parts else "missing"
+        values += (st.st_size, st.st_mtime_ns)
+    return values
+
+
+def _unchanged(path: str, entries: Sequence[str], values: list[int], folders: _Folders) -> bool:
+    """Every recorded entry still has its recorded size and mtime (one stat each, stops at the first change)."""
+    if len(values) != 2 * len(entries):
+        return False
+    fd, name = folders.split(path)
+    i = 0
+    for rel in entries:
+        try:
+            st = os.stat(name + "/" + rel if rel else name, dir_fd=fd)
+        except OSError:
+            return False
+        if st.st_mtime_ns != values[i + 1] or st.st_size != values[i]:
+            return False
+        i += 2
+    return True
+
+
+class _Folders:
+    """Open parent folders, so that each stat walks a path relative to one (two components shorter
+    than from the root: about 0.2 µs each of the ~2.5 µs a stat costs, 10,000 times)."""
+
+    def __init__(self) -> None:
+        self.fds: dict[str, int | None] = {}
+        self.usable = os.stat in os.supports_dir_fd
+
+    def split(self, path: str) -> tuple[int | None, str]:
+        """(folder descriptor or None, the path to stat from it)."""
+        parent, _, name = path.rpartition("/")
+        if not self.usable or not parent:
+            return None, path
+        fd = self.fds.get(parent, -1)
+        if fd == -1:
+            try:
+                fd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                fd = None
+            self.fds[parent] = fd
+        return (fd, name) if fd is not None else (None, path)
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            if fd is not None:
+                os.close(fd)
+        self.fds.clear()
 
 
 def _tb1_entries(path: str) -> tuple[str, ...]:
@@ -149,11 +201,11 @@ class Scan:
 
     def digest(self, *extra: object) -> str:
         """One hash of every source's key and fingerprint (plus ``extra``): equal means unchanged inputs."""
-        h = hashlib.sha256()
-        for key, fp in zip(self.keys, self.fingerprints):
-            h.update(f"{key}\0{fp.text if fp else None}\n".encode())
-        for e in self.errors:
-            h.update(f"{e.path}\0{e.message}\n".encode())
+        h = hashlib.sha256(orjson.dumps([
+            self.keys,
+            [None if fp is None else [fp.entries, fp.values] for fp in self.fingerprints],
+            [[e.path, e.message] for e in self.errors],
+        ]))
         h.update(repr(extra).encode())
         return h.hexdigest()
 
@@ -203,21 +255,33 @@ def save_record(record_dir: str | os.PathLike, scanned: Scan) -> None:
     fps = [by_id.get(id(s), fp) for s, fp in zip(scanned.all_sources, scanned.all_fingerprints)]
     if any(fp is None for fp in fps):
         return
+    lists: dict[tuple, int] = {}
     rec = {
         "format": RECORD_FORMAT,
         "code": _code_version(),
         "runs_dir": scanned.runs_dir,
         "folders": scanned.looked.folders,
         "files": scanned.looked.files,
-        "sources": [[s.kind, s.path, s.run_id, s.profile, s.task_id, s.repetition, s.source_format, s.meta] for s in scanned.all_sources],
-        "fingerprints": [[fp.text, fp.entries, sorted(fp.files)] for fp in fps],
+        "sources": [[s.kind, _short(s.path, scanned.runs_dir), s.run_id, s.profile, s.task_id, s.repetition, s.source_format,
+                     s.meta] for s in scanned.all_sources],
+        # Most sources share one set of entries: each distinct list is stored once and referred to.
+        "fingerprints": [[lists.setdefault(tuple(fp.entries), len(lists)), lists.setdefault(tuple(sorted(fp.files)), len(lists))]
+                         for fp in fps],
+        # Every size and mtime in one int64 array (base64): parsing 10,000 JSON numbers costs more.
+        "values": base64.b64encode(array("q", [v for fp in fps for v in fp.values]).tobytes()).decode(),
         "errors": [[e.path, e.stage, e.message, e.severity] for e in scanned.errors],
     }
+    rec["entry_lists"] = [list(t) for t in lists]
     atomic_write_bytes(os.path.join(os.fspath(record_dir), RECORD_FILE), orjson.dumps(rec))
 
 
 def _from_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
     """The recorded scan when nothing it looked at changed; None means: walk again."""
+    with paused():  # thousands of small objects, no cycles (see analysis_lib._gc)
+        return _read_record(runs_dir, record_dir)
+
+
+def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
     path = os.path.join(os.fspath(record_dir), RECORD_FILE)
     try:
         with open(path, "rb") as fh:
@@ -230,26 +294,45 @@ def _from_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
         for file, fp in rec["files"]:
             if fingerprint_file(file) != fp:
                 return None
-        sources = [TrialSource(k, p, r, pr, t, rep, f, m) for k, p, r, pr, t, rep, f, m in rec["sources"]]
+        prefix = runs_dir.rstrip("/") + "/"
+        sources = [TrialSource(k, prefix + p[2:] if p.startswith("./") else p, r, pr, t, rep, f, m)
+                   for k, p, r, pr, t, rep, f, m in rec["sources"]]
         recorded = rec["fingerprints"]
         if len(recorded) != len(sources):
             return None
         fps: list[Fingerprint | None] = []
         changed = False
-        for src, (text, entries, files), now in zip(sources, recorded, (recheck(s.path, r[1]) for s, r in zip(sources, recorded))):
-            if now == text:
-                fps.append(Fingerprint(text, tuple(entries), frozenset(files)))
-                continue
-            # A trial folder whose own listing is unchanged is still the same source: only its files changed.
-            if src.kind != "trial_dir" or now is None or now.split("|", 1)[0] != text.split("|", 1)[0]:
-                return None
-            fps.append(fingerprint(src))
-            changed = True
+        lists = [tuple(x) for x in rec["entry_lists"]]
+        flat = array("q", base64.b64decode(rec["values"])).tolist()
+        at = 0
+        folders = _Folders()
+        try:
+            for src, (entries_at, files_at) in zip(sources, recorded):
+                entries, files = lists[entries_at], lists[files_at]
+                values = flat[at:at + 2 * len(entries)]
+                at += 2 * len(entries)
+                if _unchanged(src.path, entries, values, folders):
+                    fps.append(Fingerprint(entries, values, files))
+                    continue
+                # A trial folder whose own listing is unchanged is still the same source: only its files changed.
+                now = recheck(src.path, entries)
+                if src.kind != "trial_dir" or now is None or now[:2] != values[:2]:
+                    return None
+                fps.append(fingerprint(src))
+                changed = True
+        finally:
+            folders.close()
         errors = [IngestError(*e) for e in rec["errors"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None  # no record, or one this version cannot use: walk again
     looked = Looked([tuple(f) for f in rec["folders"]], [tuple(f) for f in rec["files"]])
     return Scan(runs_dir, sources, [], fps, errors, looked=looked, changed=changed)
+
+
+def _short(path: str, runs_dir: str) -> str:
+    """A source path relative to the runs folder ("./..."), which keeps the record small."""
+    prefix = runs_dir.rstrip("/") + "/"
+    return "./" + path[len(prefix):] if path.startswith(prefix) else path
 
 
 def _code_version() -> str:
