@@ -25,7 +25,9 @@ def _cmd(b: dict, manifest: Path, seed: int = 3, dry: bool = False) -> list[str]
 
 
 def _start_and_stop(b: dict, manifest: Path, sig: int, after: int) -> tuple[int, int]:
-    env = {**os.environ, **b["env"], "FAKE_CLAUDE_SLEEP": "0.4"}
+    # Each agent sleeps long enough that the signal lands mid-run even on a loaded CI machine (with
+    # 0.4 s, a test process starved for two seconds once saw the whole run finish before it signalled).
+    env = {**os.environ, **b["env"], "FAKE_CLAUDE_SLEEP": "1.0"}
     proc = subprocess.Popen(_cmd(b, manifest), cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     journal = b["tmp"] / "runs" / ".bench" / "journal"
     deadline = time.monotonic() + 60
