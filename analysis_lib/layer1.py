@@ -21,7 +21,7 @@ import pandas as pd
 from ._gc import paused
 from .fileio import atomic_write_bytes, atomic_write_csv, atomic_write_json
 from .ingest.discover import fingerprint_file
-from .ingest.load import config_tag, has_metrics_cache, load_rows, number_repetitions_frame
+from .ingest.load import SORT_COLUMNS, config_tag, has_metrics_cache, load_rows, number_repetitions_frame
 from .ingest.scan import scan
 from .metrics import CATEGORY_COLUMNS, MetricsConfig
 from .report.provenance import declared_baseline, is_simulated
@@ -55,7 +55,14 @@ class Layer1Result:
 
 def _relative(path: str, root: str) -> str:
     """Paths in outputs are relative to the runs folder, so no machine path leaks into results."""
-    root_dir = root if os.path.isdir(root) else os.path.dirname(root)
+    return _relative_to(path, _root_dir(root))
+
+
+def _root_dir(root: str) -> str:
+    return root if os.path.isdir(root) else os.path.dirname(root)
+
+
+def _relative_to(path: str, root_dir: str) -> str:
     prefix = root_dir.rstrip(os.sep) + os.sep
     if path.startswith(prefix):
         return path[len(prefix):]
@@ -128,8 +135,10 @@ def _analyse(runs_dir, out_dir, *, tasks, profiles, outcome, limit, seed, config
             return hit
     loaded = load_rows(runs_dir, config=config, cache_dir=cache_dir, workers=workers, progress=progress, scanned=scanned)
     df = number_repetitions_frame(loaded.frame)
-    df["trial_path"] = [_relative(p, runs_dir) for p in df["trial_path"]]
-    df = df.sort_values(["profile", "task_id", "repetition", "run_id"], kind="stable")
+    root_dir = _root_dir(runs_dir)
+    df["trial_path"] = [_relative_to(p, root_dir) for p in df["trial_path"]]
+    if df is not loaded.frame:  # repetitions were numbered: the order may have changed
+        df = df.sort_values(SORT_COLUMNS, kind="stable")
     if profiles:
         df = df[df["profile"].isin(profiles)]
     if tasks:
@@ -143,7 +152,7 @@ def _analyse(runs_dir, out_dir, *, tasks, profiles, outcome, limit, seed, config
         df = df.iloc[idx]
     df = df.reset_index(drop=True)
     errors = pd.DataFrame(
-        [(_relative(e.path, runs_dir), e.stage, e.severity, e.message) for e in loaded.errors], columns=ERROR_COLUMNS
+        [(_relative_to(e.path, root_dir), e.stage, e.severity, e.message) for e in loaded.errors], columns=ERROR_COLUMNS
     )
     simulated = is_simulated(runs_dir)
     # Every table made from simulated runs says so, row by row.

@@ -469,15 +469,47 @@ def _column(name: str, values: list) -> Any:
 
 def metrics_frame(rows: list[dict[str, Any]], *, sort: bool = True) -> pd.DataFrame:
     """Rows to a frame with the documented column order (identity, metrics, categories, context, extensions),
-    sorted by profile, task, repetition and run unless ``sort`` is False (rows kept in the given order)."""
+    sorted by profile, task, repetition and run unless ``sort`` is False (rows kept in the given order).
+
+    The ``mcp_calls__<tool>`` columns are derived from ``mcp_calls_by_tool`` (see :func:`mcp_column`).
+    """
+    names = [k for k in dict.fromkeys(k for r in rows for k in r) if not k.startswith(MCP_TOOL_PREFIX)]
+    return _typed_frame(names, {c: [r.get(c) for r in rows] for c in names}, len(rows), sort)
+
+
+def packed_metrics_frame(layout: tuple[str, ...], values: list[tuple], *, sort: bool = False) -> pd.DataFrame:
+    """:func:`metrics_frame` of rows given as value tuples of one column layout (how ingest workers send
+    them: transposing tuples in C is several times faster than reading 85 keys of 2,000 dicts)."""
+    names = [k for k in layout if not k.startswith(MCP_TOOL_PREFIX)]
+    columns = dict(zip(layout, map(list, zip(*values)))) if values else {k: [] for k in layout}
+    return _typed_frame(names, columns, len(values), sort)
+
+
+def _typed_frame(names: list[str], data: dict[str, list], n: int, sort: bool) -> pd.DataFrame:
     base = IDENTITY_COLUMNS + METRIC_COLUMNS + CATEGORY_COLUMNS + CONTEXT_COLUMNS
-    extra = sorted({k for r in rows for k in r} - set(base))
-    columns = base + extra
-    df = pd.DataFrame({c: _column(c, [r.get(c) for r in rows]) for c in columns}, columns=columns)
-    # A trial with per-tool MCP counts made 0 calls of the MCP tools that only other trials used.
-    has_counts = df["mcp_calls_by_tool"].notna()
-    for col in (c for c in extra if c.startswith(MCP_TOOL_PREFIX)):
-        df[col] = df[col].mask(has_counts & df[col].isna(), 0.0)
+    typed = {c: _column(c, data[c] if c in data else [None] * n) for c in base}
+    typed.update((c, _column(c, data[c])) for c in names if c not in typed)
+    typed.update(_mcp_tool_columns(data.get("mcp_calls_by_tool") or [None] * n))
+    columns = base + sorted(set(typed) - set(base))
+    df = pd.DataFrame(typed, columns=columns)
     if not sort:
         return df
     return df.sort_values(["profile", "task_id", "repetition", "run_id"], kind="stable").reset_index(drop=True)
+
+
+def _mcp_tool_columns(by_tool: list) -> dict[str, np.ndarray]:
+    """One ``mcp_calls__<tool>`` column per MCP tool in the ``mcp_calls_by_tool`` JSON objects: the calls of
+    that tool, 0 for a trial with per-tool counts that did not call it, NaN for one without counts."""
+    per_row: list[dict[str, float] | None] = []
+    for v in by_tool:
+        if isinstance(v, str):
+            counts: dict[str, float] = {}
+            for name, k in orjson.loads(v).items():
+                col = mcp_column(name)
+                counts[col] = counts.get(col, 0) + k  # two raw names may map onto one column id
+            per_row.append(counts)
+        else:
+            per_row.append(None)
+    tools = sorted({c for d in per_row if d for c in d})
+    nan = float("nan")
+    return {c: np.array([nan if d is None else d.get(c, 0) for d in per_row], dtype="float64") for c in tools}

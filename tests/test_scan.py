@@ -137,3 +137,19 @@ def test_warm_analysis_after_an_edit_reads_only_the_changed_trial(runs, tmp_path
     assert again.cache_hits == 5
     row = again.metrics[(again.metrics.profile == "mcp") & (again.metrics.task_id == "task-2")].iloc[0]
     assert row["tool_calls_count"] == 4
+
+
+def test_partly_cached_analysis_equals_a_cold_one(runs, tmp_path):
+    """Rows from the per-trial cache and newly read rows make the same table, in the same order, as a cold run."""
+    import pandas as pd
+
+    out = tmp_path / "out"
+    analyse(runs, out)
+    reward = next(runs.glob("*__base/task-0/verifier/reward.txt"))
+    reward.write_text("0\n" if reward.read_text().strip() == "1" else "1\n")
+    _bump(reward)
+    partial = analyse(runs, out)
+    assert partial.cache_hits == 5
+    cold = analyse(runs, tmp_path / "cold", cache=False)
+    pd.testing.assert_frame_equal(partial.metrics, cold.metrics)
+    pd.testing.assert_frame_equal(partial.summary, cold.summary)

@@ -496,6 +496,20 @@ _DECODER = msgspec.json.Decoder(_FDoc)
 def _match_results(calls: list[ToolCall], results: list[_FResult], step_id: int, warnings: list[str],
                    unmatched: list[str] | None) -> bool:
     """Give each tool call its result text and error mark; False when a result needs the lenient reader."""
+    if len(results) == 1 and len(calls) == 1:  # the common step: one call, its result
+        r, call = results[0], calls[0]
+        sid = r.source_call_id
+        if not r.subagent_trajectory_ref and (sid is None or call.call_id == str(sid)):
+            content = r.content
+            text = content if type(content) is str else content_text(content)
+            n = len(text)
+            if n > HUGE_OUTPUT_CHARS:
+                warnings.append(f"step {step_id}: observation of {n / 1e6:.0f} M characters truncated to {OUTPUT_KEEP_CHARS}")
+            call.output = text if n <= OUTPUT_KEEP_CHARS else text[:OUTPUT_KEEP_CHARS]
+            call.output_chars = n
+            marks = {"is_error": r.is_error, "status": r.status} if (r.is_error is not None or r.status) else None
+            call.is_error = result_is_error(call.name, text, r.extra if type(r.extra) is dict else None, marks)
+            return True
     single = calls[0] if len(calls) == 1 and len(results) == 1 else None
     by_id = {c.call_id: c for c in calls} if len(calls) > 1 else None
     for r in results:
@@ -528,8 +542,10 @@ def _calls(fcalls: list[_FCall], step_id: int) -> list[ToolCall]:
     for c in fcalls:
         args = c.arguments
         cid = c.tool_call_id
-        out.append(ToolCall(step_id, str(c.function_name or c.name or "unknown"),
-                            args if type(args) is dict else decode_arguments(args), None if cid is None else str(cid)))
+        name = c.function_name or c.name or "unknown"
+        out.append(ToolCall(step_id, name if type(name) is str else str(name),
+                            args if type(args) is dict else decode_arguments(args),
+                            cid if cid is None or type(cid) is str else str(cid)))
     return out
 
 
@@ -691,8 +707,10 @@ def read_activity(path: str | os.PathLike) -> tuple[Activity, Any, list[str]] | 
                 first = fs.timestamp
             last = fs.timestamp
         if step_calls:
-            calls.extend(step_calls)
-            call_steps.extend([(n_steps, fs.timestamp)] * len(step_calls))
+            calls += step_calls
+            where = (n_steps, fs.timestamp)
+            for _ in step_calls:
+                call_steps.append(where)
     act = Activity(
         total_steps=n_steps,
         agent_steps=agent_steps,

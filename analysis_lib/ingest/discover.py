@@ -244,28 +244,34 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
 
 def _has_entry(folder: str, name: str) -> bool:
     try:
-        os.lstat(os.path.join(folder, name))
+        os.lstat(folder + os.sep + name)
     except OSError:
         return False
     return True
 
 
 def _trial_dir_source(root: str, path: str, index: dict) -> TrialSource:
-    parent = os.path.dirname(path)
-    run_id = os.path.basename(parent)
-    task_id = os.path.basename(path)
-    entry = index.get(run_id)
-    m = _RUN_DIR.match(run_id)
-    if entry or m:
-        profile = (entry or {}).get("profile") or (m.group("profile") if m else None)
-        rep = (entry or {}).get("repetition")
-        return TrialSource(
-            kind="trial_dir", path=path, run_id=run_id, profile=profile, task_id=task_id,
-            repetition=int(rep) if isinstance(rep, int) else None, source_format="run_layout",
-            meta={"run_started": (entry or {}).get("started_at") or (m.group("ts") if m else None)},
-        )
+    parent, _, task_id = path.rpartition(os.sep)
+    run_id = parent.rpartition(os.sep)[2]
+    run = _run_folder(run_id, index)
+    if run is not None:
+        profile, rep, started = run
+        return TrialSource(kind="trial_dir", path=path, run_id=run_id, profile=profile, task_id=task_id, repetition=rep,
+                           source_format="run_layout", meta={"run_started": started})
     # Harbor job folder: profile and task come from the trial's result.json when read.
     return TrialSource(kind="trial_dir", path=path, run_id=run_id, task_id=None, source_format="harbor")
+
+
+def _run_folder(run_id: str, index: dict) -> tuple[str | None, int | None, str | None] | None:
+    """(profile, repetition, start) of a run-layout folder name (with its index.json entry), else None."""
+    entry = index.get(run_id)
+    m = _RUN_DIR.match(run_id)
+    if not (entry or m):
+        return None
+    rep = (entry or {}).get("repetition")
+    return ((entry or {}).get("profile") or (m.group("profile") if m else None),
+            int(rep) if isinstance(rep, int) else None,
+            (entry or {}).get("started_at") or (m.group("ts") if m else None))
 
 
 def _number_run_layout_repetitions(sources: list[TrialSource], index: dict) -> None:

@@ -110,20 +110,20 @@ def recheck(path: str, entries: Sequence[str]) -> list[int] | None:
     return values
 
 
-def _unchanged(path: str, entries: Sequence[str], values: list[int], folders: _Folders) -> bool:
-    """Every recorded entry still has its recorded size and mtime (one stat each, stops at the first change)."""
-    if len(values) != 2 * len(entries):
-        return False
+def _unchanged(path: str, entries: Sequence[str], values: list[int], at: int, folders: _Folders) -> bool:
+    """Every entry still has the size and mtime recorded at ``values[at:]`` (one stat each, stops at the
+    first change). The hot loop of an unchanged re-run: 10,000 calls of stat for 2,000 trials."""
     fd, name = folders.split(path)
-    i = 0
-    for rel in entries:
-        try:
-            st = os.stat(name + "/" + rel if rel else name, dir_fd=fd)
-        except OSError:
-            return False
-        if st.st_mtime_ns != values[i + 1] or st.st_size != values[i]:
-            return False
-        i += 2
+    stat = os.stat
+    prefix = name + "/"
+    try:
+        for rel in entries:
+            st = stat(prefix + rel if rel else name, dir_fd=fd)
+            if st.st_mtime_ns != values[at + 1] or st.st_size != values[at]:
+                return False
+            at += 2
+    except OSError:
+        return False
     return True
 
 
@@ -304,22 +304,25 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
         changed = False
         lists = [tuple(x) for x in rec["entry_lists"]]
         flat = array("q", base64.b64decode(rec["values"])).tolist()
+        if len(flat) != 2 * sum(len(lists[e]) for e, _ in recorded):
+            return None
         at = 0
         folders = _Folders()
         try:
             for src, (entries_at, files_at) in zip(sources, recorded):
-                entries, files = lists[entries_at], lists[files_at]
-                values = flat[at:at + 2 * len(entries)]
-                at += 2 * len(entries)
-                if _unchanged(src.path, entries, values, folders):
-                    fps.append(Fingerprint(entries, values, files))
-                    continue
-                # A trial folder whose own listing is unchanged is still the same source: only its files changed.
-                now = recheck(src.path, entries)
-                if src.kind != "trial_dir" or now is None or now[:2] != values[:2]:
-                    return None
-                fps.append(fingerprint(src))
-                changed = True
+                entries = lists[entries_at]
+                end = at + 2 * len(entries)
+                values = flat[at:end]
+                if _unchanged(src.path, entries, flat, at, folders):
+                    fps.append(Fingerprint(entries, values, lists[files_at]))
+                else:
+                    # A trial folder whose own listing is unchanged is still the same source: only its files changed.
+                    now = recheck(src.path, entries)
+                    if src.kind != "trial_dir" or now is None or now[:2] != values[:2]:
+                        return None
+                    fps.append(fingerprint(src))
+                    changed = True
+                at = end
         finally:
             folders.close()
         errors = [IngestError(*e) for e in rec["errors"]]
