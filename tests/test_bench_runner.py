@@ -43,7 +43,10 @@ def test_full_run_writes_the_run_layout(bench):
     assert sorted(r["run_id"] for r in index["runs"]) == dirs
     assert {(r["profile"], r["repetition"]) for r in index["runs"]} == {(c, r) for c in ("text", "codegraph") for r in (1, 2)}
     out = json.loads((bench["tmp"] / "results" / "full_run.json").read_text())
-    assert out == json.loads((runs / "full_run.json").read_text())
+    inside = json.loads((runs / "full_run.json").read_text())
+    # Both copies say where the trials are, relative to themselves (no machine path).
+    assert inside.pop("runs_dir") == "." and out.pop("runs_dir") == "../runs"
+    assert out == inside
     assert out["seed"] == 1 and len(out["schedule"]) == 8 and out["environment"]["pinned"]["model"] == "claude-test-model-20260101"
     for t in out["trials"]:
         d = runs / t["trial_dir"]

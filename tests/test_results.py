@@ -159,10 +159,9 @@ def test_real_runner_output_with_scripted_agents(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     m = write_manifest(b, manifest_obj(b, {"fix-a": "solved", "fix-b": "fail", "fix-c": "garbage"}))
     run_full(m, 1, 4, 50.0, output=tmp_path / "results" / "full_run.json", runs_dir=tmp_path / "runs", quiet=True)
-    # The copy at --output does not sit in the runs folder: without --runs-dir it cannot be placed.
-    assert cli(["results/full_run.json", "--plan", str(PLAN)]) == 2
-    assert "runs folder not found" in capsys.readouterr().err
-    assert cli(["results/full_run.json", "--runs-dir", "runs", "--output", "R.md", "--plan", str(PLAN)]) == 1
+    # The copy at --output names the runs folder relative to itself: found without --runs-dir.
+    assert json.loads((tmp_path / "results" / "full_run.json").read_text())["runs_dir"] == "../runs"
+    assert cli(["results/full_run.json", "--output", "R.md", "--plan", str(PLAN)]) == 1
     err = capsys.readouterr().err
     assert "accuracy analysis refused: 2 of 6 scheduled trials" in err and "fix-c / run 1: evaluation_error" in err
     text = (tmp_path / "R.md").read_text()

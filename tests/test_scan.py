@@ -153,3 +153,12 @@ def test_partly_cached_analysis_equals_a_cold_one(runs, tmp_path):
     cold = analyse(runs, tmp_path / "cold", cache=False)
     pd.testing.assert_frame_equal(partial.metrics, cold.metrics)
     pd.testing.assert_frame_equal(partial.summary, cold.summary)
+
+
+@pytest.mark.parametrize("content", [b"[1, 2, 3]", b'{"format": 5, "code": null}', b"\xff\xfe not json", b""])
+def test_any_damaged_record_means_a_walk_not_an_error(runs, tmp_path, content):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    good = _recorded_scan(runs, cache)
+    (cache / RECORD_FILE).write_bytes(content)
+    assert scan(runs, record_dir=cache).keys == good.keys

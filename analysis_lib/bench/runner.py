@@ -414,9 +414,14 @@ def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, s
         "trials": rows,
         "summary": _summary(rows),
     }
-    atomic_write_json(rc.runs_dir / "full_run.json", obj)
+    # runs_dir: where the trials are, relative to the file (no machine path), for `analysis_lib results`.
+    atomic_write_json(rc.runs_dir / "full_run.json", {**obj, "runs_dir": "."})
     if output is not None:
-        atomic_write_json(output, obj)
+        try:
+            rel = os.path.relpath(rc.runs_dir, Path(output).resolve().parent)
+        except ValueError:  # another drive (Windows): results needs --runs-dir
+            rel = None
+        atomic_write_json(output, {**obj, "runs_dir": rel} if rel else obj)
     runs = sorted({(r["condition"], r["run"]) for r in rows})
     atomic_write_json(rc.runs_dir / "index.json", {
         "simulated": False,

@@ -294,7 +294,7 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
         for file, fp in rec["files"]:
             if fingerprint_file(file) != fp:
                 return None
-        prefix = runs_dir.rstrip("/") + "/"
+        prefix = runs_dir.rstrip(os.sep) + os.sep
         sources = [TrialSource(k, prefix + p[2:] if p.startswith("./") else p, r, pr, t, rep, f, m)
                    for k, p, r, pr, t, rep, f, m in rec["sources"]]
         recorded = rec["fingerprints"]
@@ -326,15 +326,15 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
         finally:
             folders.close()
         errors = [IngestError(*e) for e in rec["errors"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # no record, or one this version cannot use: walk again
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return None  # no record, or a damaged one, or one this version cannot use: walk again
     looked = Looked([tuple(f) for f in rec["folders"]], [tuple(f) for f in rec["files"]])
     return Scan(runs_dir, sources, [], fps, errors, looked=looked, changed=changed)
 
 
 def _short(path: str, runs_dir: str) -> str:
     """A source path relative to the runs folder ("./..."), which keeps the record small."""
-    prefix = runs_dir.rstrip("/") + "/"
+    prefix = runs_dir.rstrip(os.sep) + os.sep
     return "./" + path[len(prefix):] if path.startswith(prefix) else path
 
 
