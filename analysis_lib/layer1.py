@@ -119,7 +119,8 @@ def _analyse(runs_dir, out_dir, *, tasks, profiles, outcome, limit, seed, config
 
     cache_dir = cache_dir if cache else None
     # Without a metrics cache to validate, fingerprints are left to the workers (they stat anyway).
-    scanned = scan(runs_dir, select, record_dir=cache_dir, fingerprints=has_metrics_cache(cache_dir))
+    narrowed = bool(tasks or profiles) or limit is not None
+    scanned = scan(runs_dir, select if narrowed else None, record_dir=cache_dir, fingerprints=has_metrics_cache(cache_dir))
     index = os.path.join(runs_dir, "index.json")
 
     def result_tag() -> str:
@@ -128,7 +129,7 @@ def _analyse(runs_dir, out_dir, *, tasks, profiles, outcome, limit, seed, config
     if cache_dir is not None and scanned.complete:
         hit = _read_result(cache_dir, result_tag())
         if hit is not None:
-            hit.n_sources = hit.cache_hits = len(scanned.sources)
+            hit.n_sources = hit.cache_hits = len(scanned.keys)
             hit.plan_check = plan_check(runs_dir, record=out_dir is not None)
             if out_dir is not None:
                 hit.files = write_outputs(hit, out_dir)

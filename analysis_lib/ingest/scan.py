@@ -43,7 +43,7 @@ TRIAL_ENTRIES = (
 )
 _PARENT = {rel: rel.rpartition("/")[0] for rel in TRIAL_ENTRIES if rel}
 RECORD_FILE = "scan_record.json"
-RECORD_FORMAT = 5
+RECORD_FORMAT = 6
 
 
 @dataclass(slots=True)
@@ -182,18 +182,37 @@ def source_key(src: TrialSource) -> str:
 
 @dataclass
 class Scan:
-    """Discovered sources, their cache keys and fingerprints (None: not taken yet), and discovery errors."""
+    """Discovered sources, their cache keys and fingerprints (None: not taken yet), and discovery errors.
+
+    A scan read back from its record builds its :class:`TrialSource` objects only when asked for
+    them: an unchanged re-run needs the keys and fingerprints alone.
+    """
 
     runs_dir: str
-    sources: list[TrialSource]
+    _sources: list[TrialSource] | None
     keys: list[str]
     fingerprints: list[Fingerprint | None]
     errors: list[IngestError]
     looked: Looked | None = None
     # True when this scan differs from the recorded one (it must be recorded again).
     changed: bool = True
-    all_sources: list[TrialSource] = field(default_factory=list)
     all_fingerprints: list[Fingerprint | None] = field(default_factory=list)
+    # The recorded sources (rows of the record) of a scan that has not built its objects yet.
+    _rows: list | None = None
+    _all: list[TrialSource] | None = None
+
+    @property
+    def sources(self) -> list[TrialSource]:
+        if self._sources is None:
+            prefix = self.runs_dir.rstrip(os.sep) + os.sep
+            self._sources = [TrialSource(k, prefix + p[2:] if p.startswith("./") else p, r, pr, t, rep, f, m)
+                             for k, p, r, pr, t, rep, f, m in self._rows]
+        return self._sources
+
+    @property
+    def all_sources(self) -> list[TrialSource]:
+        """Every discovered source, before a selection (--profiles, --tasks, --limit) narrowed them."""
+        return self._all if self._all is not None else self.sources
 
     @property
     def complete(self) -> bool:
@@ -233,16 +252,17 @@ def scan(
         looked = Looked()
         sources, errors = discover(runs_dir, looked)
         fps: list[Fingerprint | None] = [fingerprint(s) if fingerprints else None for s in sources]
-        result = Scan(runs_dir, sources, [], fps, errors, looked=looked, changed=True)
+        result = Scan(runs_dir, sources, [source_key(s) for s in sources], fps, errors, looked=looked, changed=True)
     else:
         result = found
-    result.all_sources, result.all_fingerprints = result.sources, result.fingerprints
+    result.all_fingerprints = result.fingerprints
     if select is not None:
-        keep = select(result.sources)
-        position = {id(s): i for i, s in enumerate(result.sources)}
+        every = result.sources
+        keep = select(every)
+        position = {id(s): i for i, s in enumerate(every)}
         result.fingerprints = [result.fingerprints[position[id(s)]] for s in keep]
-        result.sources = keep
-    result.keys = [source_key(s) for s in result.sources]
+        result._all, result._sources = every, keep
+        result.keys = [source_key(s) for s in keep]
     return result
 
 
@@ -264,6 +284,7 @@ def save_record(record_dir: str | os.PathLike, scanned: Scan) -> None:
         "files": scanned.looked.files,
         "sources": [[s.kind, _short(s.path, scanned.runs_dir), s.run_id, s.profile, s.task_id, s.repetition, s.source_format,
                      s.meta] for s in scanned.all_sources],
+        "keys": [source_key(s) for s in scanned.all_sources],
         # Most sources share one set of entries: each distinct list is stored once and referred to.
         "fingerprints": [[lists.setdefault(tuple(fp.entries), len(lists)), lists.setdefault(tuple(sorted(fp.files)), len(lists))]
                          for fp in fps],
@@ -295,10 +316,8 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
             if fingerprint_file(file) != fp:
                 return None
         prefix = runs_dir.rstrip(os.sep) + os.sep
-        sources = [TrialSource(k, prefix + p[2:] if p.startswith("./") else p, r, pr, t, rep, f, m)
-                   for k, p, r, pr, t, rep, f, m in rec["sources"]]
-        recorded = rec["fingerprints"]
-        if len(recorded) != len(sources):
+        rows, keys, recorded = rec["sources"], rec["keys"], rec["fingerprints"]
+        if not len(rows) == len(keys) == len(recorded):
             return None
         fps: list[Fingerprint | None] = []
         changed = False
@@ -309,18 +328,21 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
         at = 0
         folders = _Folders()
         try:
-            for src, (entries_at, files_at) in zip(sources, recorded):
+            for i, (row, (entries_at, files_at)) in enumerate(zip(rows, recorded)):
+                kind, short = row[0], row[1]
+                path = prefix + short[2:] if short.startswith("./") else short
                 entries = lists[entries_at]
                 end = at + 2 * len(entries)
                 values = flat[at:end]
-                if _unchanged(src.path, entries, flat, at, folders):
+                if _unchanged(path, entries, flat, at, folders):
                     fps.append(Fingerprint(entries, values, lists[files_at]))
                 else:
                     # A trial folder whose own listing is unchanged is still the same source: only its files changed.
-                    now = recheck(src.path, entries)
-                    if src.kind != "trial_dir" or now is None or now[:2] != values[:2]:
+                    now = recheck(path, entries)
+                    if kind != "trial_dir" or now is None or now[:2] != values[:2]:
                         return None
-                    fps.append(fingerprint(src))
+                    k, p, r, pr, t, rep, f, m = row
+                    fps.append(fingerprint(TrialSource(k, path, r, pr, t, rep, f, m)))
                     changed = True
                 at = end
         finally:
@@ -329,7 +351,7 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
         return None  # no record, or a damaged one, or one this version cannot use: walk again
     looked = Looked([tuple(f) for f in rec["folders"]], [tuple(f) for f in rec["files"]])
-    return Scan(runs_dir, sources, [], fps, errors, looked=looked, changed=changed)
+    return Scan(runs_dir, None, keys, fps, errors, looked=looked, changed=changed, _rows=rows)
 
 
 def _short(path: str, runs_dir: str) -> str:
