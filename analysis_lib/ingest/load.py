@@ -107,14 +107,9 @@ def _packed(result: tuple[list[dict], list[tuple], tuple]) -> tuple:
     return packed, errors, fp
 
 
-# The sources and configuration of the current parallel read. Forked workers inherit them, so a
-# task is just an index: pickling 2,000 sources for the pipe cost the parent ~0.05 s of CPU.
+# The sources and configuration of the current parallel read. Forked helpers inherit them, so a
+# task is just an index: pickling 2,000 sources for a pipe cost the parent ~0.05 s of CPU.
 _JOBS: tuple[list[TrialSource], MetricsConfig] | None = None
-
-
-def _work_at(i: int) -> tuple:
-    sources, config = _JOBS
-    return _packed(rows_for_source(sources[i], config))
 
 
 def load_rows(
@@ -233,39 +228,113 @@ def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return metrics_frame(pd.concat([p.reindex(columns=cols) for p in parts], ignore_index=True).to_dict("records"), sort=False)
 
 
-def _compute(todo: list[TrialSource], config, workers, progress) -> list[tuple[list[dict], list[tuple], tuple]]:
+def _compute(todo: list[TrialSource], config, workers, progress) -> list[tuple]:
+    """The packed rows, errors and fingerprint of every source, in order (in parallel when it pays)."""
     if not todo:
         return []
     n_workers = workers if workers is not None else (os.cpu_count() or 1)
     bar = _progress(len(todo), progress)
-    out: list = []
-    if n_workers <= 1 or len(todo) < 8:
-        for src in todo:
-            out.append(_packed(rows_for_source(src, config)))
-            bar.update(1)
-    else:
-        global _JOBS
-        fork = sys.platform != "win32"
-        ctx = mp.get_context("fork") if fork else mp.get_context()
-        # Few, large batches: each costs the parent a wake-up and a pipe round trip (measured: batches
-        # of 8 took twice the parent CPU of batches of 125), and trials cost about the same.
-        chunk = max(1, min(128, len(todo) // (n_workers * 8)))
-        # Forked workers inherit every object of the parent (pandas...). Freezing them keeps the
-        # cyclic collector from walking (and copying) those pages; parsed trials hold no cycles.
-        gc.freeze()
-        _JOBS = (todo, config)
-        try:
-            with ctx.Pool(n_workers, initializer=gc.disable) as pool:
-                tasks = pool.imap(_work_at, range(len(todo)), chunksize=chunk) if fork else \
-                    pool.imap(_work, [(src, config) for src in todo], chunksize=chunk)
-                for res in tasks:
+    try:
+        if n_workers <= 1 or len(todo) < 8:
+            out = []
+            for src in todo:
+                out.append(_packed(rows_for_source(src, config)))
+                bar.update(1)
+        elif sys.platform != "win32":
+            out = _read_forked(todo, config, n_workers, bar)
+        else:  # no fork: a pool of spawned workers, each task pickled
+            with mp.get_context().Pool(n_workers, initializer=gc.disable) as pool:
+                out = []
+                for res in pool.imap(_work, [(src, config) for src in todo], chunksize=max(1, len(todo) // (n_workers * 8))):
                     out.append(res)
                     bar.update(1)
-        finally:
-            _JOBS = None
-            gc.unfreeze()
-    bar.close()
+    finally:
+        bar.close()
     return out
+
+
+def _read_forked(todo: list[TrialSource], config: MetricsConfig, n_workers: int, bar) -> list[tuple]:
+    """Read ``todo`` with ``n_workers - 1`` forked helpers and this process, all taking batches of
+    indices from one shared counter.
+
+    The parent reads too, instead of only waiting: with a pool of as many workers as cores, its
+    bookkeeping competed with both workers. A helper that dies leaves its batch to the parent.
+    """
+    global _JOBS
+    n = len(todo)
+    chunk = max(1, min(64, n // (n_workers * 8)))
+    ctx = mp.get_context("fork")
+    counter = ctx.Value("q", 0)
+    out: list = [None] * n
+    helpers: list = []
+    # Forked helpers inherit every object of the parent (pandas...). Freezing them keeps the
+    # cyclic collector from walking (and copying) those pages; parsed trials hold no cycles.
+    gc.freeze()
+    _JOBS = (todo, config)
+    try:
+        for _ in range(n_workers - 1):
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_helper, args=(send, counter, n, chunk), daemon=True)
+            proc.start()
+            send.close()
+            helpers.append((proc, recv))
+        open_conns = [conn for _, conn in helpers]
+
+        def drain(block: bool) -> None:
+            for conn in list(open_conns):
+                while open_conns and (block or conn.poll()):
+                    try:
+                        msg = conn.recv()
+                    except (EOFError, OSError):
+                        msg = None  # the helper died: its missing batches are read below
+                    if msg is None:
+                        open_conns.remove(conn)
+                        break
+                    start, results = msg
+                    out[start:start + len(results)] = results
+                    bar.update(len(results))
+                    block = False
+
+        while (start := _take(counter, chunk)) < n:
+            for i in range(start, min(n, start + chunk)):
+                out[i] = _packed(rows_for_source(todo[i], config))
+                bar.update(1)
+                if i % 4 == 0 and open_conns:  # keep the helpers' pipes from filling up
+                    drain(block=False)
+        while open_conns:
+            drain(block=True)
+    finally:
+        _JOBS = None
+        for proc, conn in helpers:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+            conn.close()
+        gc.unfreeze()
+    for i, res in enumerate(out):
+        if res is None:
+            out[i] = _packed(rows_for_source(todo[i], config))
+    return out
+
+
+def _take(counter, chunk: int) -> int:
+    """Claim the next batch of indices: its first index."""
+    with counter.get_lock():
+        start = counter.value
+        counter.value = start + chunk
+    return start
+
+
+def _helper(conn, counter, n: int, chunk: int) -> None:
+    """A forked helper: read batches until none is left, send each batch's rows to the parent."""
+    gc.disable()
+    todo, config = _JOBS
+    try:
+        while (start := _take(counter, chunk)) < n:
+            conn.send((start, [_packed(rows_for_source(todo[i], config)) for i in range(start, min(n, start + chunk))]))
+        conn.send(None)
+    finally:
+        conn.close()
 
 
 class _NoBar:
