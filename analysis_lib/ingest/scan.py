@@ -110,23 +110,6 @@ def recheck(path: str, entries: Sequence[str]) -> list[int] | None:
     return values
 
 
-def _unchanged(path: str, entries: Sequence[str], values: list[int], at: int, folders: _Folders) -> bool:
-    """Every entry still has the size and mtime recorded at ``values[at:]`` (one stat each, stops at the
-    first change). The hot loop of an unchanged re-run: 10,000 calls of stat for 2,000 trials."""
-    fd, name = folders.split(path)
-    stat = os.stat
-    prefix = name + "/"
-    try:
-        for rel in entries:
-            st = stat(prefix + rel if rel else name, dir_fd=fd)
-            if st.st_mtime_ns != values[at + 1] or st.st_size != values[at]:
-                return False
-            at += 2
-    except OSError:
-        return False
-    return True
-
-
 class _Folders:
     """Open parent folders, so that each stat walks a path relative to one (two components shorter
     than from the root: about 0.2 µs each of the ~2.5 µs a stat costs, 10,000 times)."""
@@ -327,14 +310,27 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
             return None
         at = 0
         folders = _Folders()
+        stat = os.stat
         try:
-            for i, (row, (entries_at, files_at)) in enumerate(zip(rows, recorded)):
+            # The hot loop of an unchanged re-run (one stat per recorded entry, 10,000 at 2,000 trials):
+            # inline, each stat relative to an open parent folder, stopping at a source's first change.
+            for row, (entries_at, files_at) in zip(rows, recorded):
                 kind, short = row[0], row[1]
-                path = prefix + short[2:] if short.startswith("./") else short
+                path = prefix + short[2:] if short[:2] == "./" else short
                 entries = lists[entries_at]
                 end = at + 2 * len(entries)
+                fd, name = folders.split(path)
+                base, j = name + "/", at
+                try:
+                    for rel in entries:
+                        st = stat(base + rel if rel else name, dir_fd=fd)
+                        if st.st_mtime_ns != flat[j + 1] or st.st_size != flat[j]:
+                            break
+                        j += 2
+                except OSError:
+                    pass
                 values = flat[at:end]
-                if _unchanged(path, entries, flat, at, folders):
+                if j == end:
                     fps.append(Fingerprint(entries, values, lists[files_at]))
                 else:
                     # A trial folder whose own listing is unchanged is still the same source: only its files changed.
