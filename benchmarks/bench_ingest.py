@@ -17,7 +17,6 @@ of each is compared (the machines this runs on are shared and noisy); every run'
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import random
