@@ -1,9 +1,10 @@
-"""Load many trials fast: discover, read in parallel, compute metrics, cache per trial.
+"""Load many trials fast: scan, read in parallel, compute metrics, cache per trial.
 
-The hot path never keeps parsed trajectories: each worker reads one source, computes its
-metric rows and returns only those (a few hundred bytes per trial), so memory stays flat as
-the number of runs grows. A parquet cache keyed by trial path, size and mtime of its files
-makes an unchanged re-run skip parsing altogether.
+The hot path never keeps parsed trajectories: this process and its forked helpers each read
+one source at a time, compute its metric rows and keep only those (a few hundred bytes per
+trial), so memory stays flat as the number of runs grows. A parquet cache keyed by each
+trial's path and the size and mtime of its files and folders (see :mod:`.scan`) makes an
+unchanged re-run skip parsing altogether, and a changed trial be read again alone.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class LoadResult:
 
 
 def rows_for_source(src: TrialSource, config: MetricsConfig = MetricsConfig()) -> tuple[list[dict], list[tuple], tuple]:
-    """Fingerprint one source, read it and compute its metric rows (runs in a worker process).
+    """Fingerprint one source, read it and compute its metric rows (in this process or a forked helper).
 
     The fingerprint is taken before reading: a file changed while it is read leaves a
     fingerprint that no longer matches, so the next run reads it again.
@@ -303,6 +304,10 @@ def _read_forked(todo: list[TrialSource], config: MetricsConfig, n_workers: int,
                     drain(block=False)
         while open_conns:
             drain(block=True)
+    except BaseException:  # Ctrl-C or a bug here: the helpers stop now rather than finish their work
+        for proc, _ in helpers:
+            proc.terminate()
+        raise
     finally:
         _JOBS = None
         for proc, conn in helpers:
