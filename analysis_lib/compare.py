@@ -19,6 +19,7 @@ import pandas as pd
 
 from . import stats
 from .fileio import atomic_write_csv, atomic_write_text
+from .report.markdown import table as _md_table
 
 PRIMARY_METRICS = ("success", "total_tokens", "total_cost_usd")
 SECONDARY_METRICS = ("elapsed_sec", "tool_calls_count", "exploration_breadth")
@@ -230,12 +231,6 @@ def _p(p) -> str:
 
 def _pct(x) -> str:
     return "–" if x is None or pd.isna(x) else f"{x:+.1f} %"
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def _profile_summary(metrics: pd.DataFrame) -> str:

@@ -12,7 +12,6 @@ is still written, and the exit code is 1.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -22,6 +21,8 @@ from typing import Any
 import pandas as pd
 
 from . import plan as plan_mod
+from .compare import _num  # one rounding rule for every report
+from .report.markdown import table as _table
 from .fileio import atomic_write_text, read_json
 from .trial import InputError
 
@@ -108,27 +109,10 @@ def evaluation_table(obj: dict) -> pd.DataFrame:
 # --------------------------------------------------------------------------- formatting
 
 
-def _num(x: Any, digits: int = 3) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)) or pd.isna(x):
-        return "–"
-    x = float(x)
-    if x == 0:
-        return "0"
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    return f"{x:.{digits}g}" if abs(x) >= 1e-3 else f"{x:.2e}"
-
-
 def _p(p: Any) -> str:
     if p is None or pd.isna(p):
         return "–"
     return f"{p:.2e}" if p < 1e-4 else f"{p:.4f}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def _usd(x: Any) -> str:

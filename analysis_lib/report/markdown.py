@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["pipe_table", "render_snippets"]
+__all__ = ["pipe_table", "render_snippets", "table"]
 
 BANNER = "> **SIMULATED DATA**: made from the seeded simulator's sample runs; these numbers are not findings."
 
 
-def pipe_table(df: pd.DataFrame) -> str:
-    """A GitHub pipe table of ``df`` (cells already formatted as text; ``|`` escaped)."""
+def table(header: list, rows: list[list]) -> str:
+    """A GitHub pipe table (cells already formatted as text; ``|`` escaped, None and NaN empty)."""
     def cell(v) -> str:
         return "" if v is None or (isinstance(v, float) and v != v) else str(v).replace("|", "\\|")
 
-    head = "| " + " | ".join(cell(c) for c in df.columns) + " |"
-    rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join([head, rule, *rows])
+    lines = ["| " + " | ".join(cell(c) for c in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def pipe_table(df: pd.DataFrame) -> str:
+    """A GitHub pipe table of ``df`` (cells already formatted as text; ``|`` escaped)."""
+    return table(list(df.columns), [list(r) for r in df.itertuples(index=False)])
 
 
 def render_snippets(sections: list[tuple[str, str]], simulated: bool, source: str) -> str:
