@@ -549,17 +549,25 @@ def _calls(fcalls: list[_FCall], step_id: int) -> list[ToolCall]:
     return out
 
 
-def _fast_parse(data: bytes, path: str) -> Trajectory | None:
+def _typed_decode(decoder: msgspec.json.Decoder, data: bytes, path: str) -> tuple[Any, list[str]] | None:
+    """The typed document and its version warnings, or None when the lenient reader must take over
+    (invalid JSON or UTF-8, odd types, a version outside 1.x, subagents or continuations)."""
     try:
-        doc = _DECODER.decode(data)
+        doc = decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         return None  # invalid UTF-8 too: the lenient reader replaces it and says so
     m = _VERSION.match(doc.schema_version)
     if not m or m.group(1) != "1" or doc.continued_trajectory_ref or doc.subagent_trajectories:
         return None
-    warnings: list[str] = []
-    if int(m.group(2)) > KNOWN_MINOR:
-        warnings.append(f"{doc.schema_version} is newer than ATIF-v1.{KNOWN_MINOR}; read leniently, unknown fields ignored")
+    note = check_version(doc.schema_version, path)
+    return doc, [note] if note else []
+
+
+def _fast_parse(data: bytes, path: str) -> Trajectory | None:
+    decoded = _typed_decode(_DECODER, data, path)
+    if decoded is None:
+        return None
+    doc, warnings = decoded
     agent = doc.agent or _FAgent()
     traj = Trajectory(
         schema_version=doc.schema_version,
@@ -653,17 +661,10 @@ _ACTIVITY_DECODER = msgspec.json.Decoder(_ADoc)
 
 def read_activity(path: str | os.PathLike) -> tuple[Activity, Any, list[str]] | None:
     """``(activity, agent name, warnings)`` of an ATIF file, or None when it needs the full reader."""
-    data = read_bytes(path, "trajectory")
-    try:
-        doc = _ACTIVITY_DECODER.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+    decoded = _typed_decode(_ACTIVITY_DECODER, read_bytes(path, "trajectory"), str(path))
+    if decoded is None:
         return None
-    m = _VERSION.match(doc.schema_version)
-    if not m or m.group(1) != "1" or doc.continued_trajectory_ref or doc.subagent_trajectories:
-        return None
-    warnings: list[str] = []
-    if int(m.group(2)) > KNOWN_MINOR:
-        warnings.append(f"{doc.schema_version} is newer than ATIF-v1.{KNOWN_MINOR}; read leniently, unknown fields ignored")
+    doc, warnings = decoded
     agent = doc.agent or _FAgent()
     totals = UsageTotals()
     rule = _RepeatedUsage(agent.name)
