@@ -13,9 +13,11 @@ import sys
 from ..fileio import atomic_write_json
 from .journal import PlanMismatchError
 from .manifest import ManifestError
+from .process import STOP_REQUESTED
 
 
 def _sigterm_to_interrupt(signum, frame):  # pragma: no cover - exercised through a subprocess test
+    STOP_REQUESTED.set()  # checked between trials too: a raise inside a finalizer is dropped by Python
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -56,6 +58,7 @@ def cli(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     from . import runner
 
+    STOP_REQUESTED.clear()
     previous = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
     try:
         if args.command == "full":

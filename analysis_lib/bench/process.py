@@ -12,6 +12,7 @@ import re
 import signal
 import sys
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from typing import IO, Mapping, Sequence
@@ -56,6 +57,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+# Set when the user asked the runner to stop (SIGTERM, Ctrl-C). The signal handler also raises
+# KeyboardInterrupt, but Python drops an exception raised while a finalizer (__del__) runs, so the
+# run loop checks this too between trials and a stop can never be lost.
+STOP_REQUESTED = threading.Event()
+
+
+def check_stop() -> None:
+    """Raise KeyboardInterrupt when a stop was requested (even if the signal's own raise was lost)."""
+    if STOP_REQUESTED.is_set():
+        raise KeyboardInterrupt("stop requested")
 
 
 def _die_with_parent() -> None:

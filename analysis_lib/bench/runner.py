@@ -38,7 +38,7 @@ from .environment import git_commit, pair_warnings, tool_commit
 from .evaluate import EvaluationResult, run_evaluation
 from .journal import Journal, state_dir
 from .manifest import Manifest, is_url, load_manifest, manifest_sha256, parse_manifest
-from .process import git
+from .process import check_stop, git
 from .schedule import build_schedule, pairs, trial_key
 
 GENERATOR = "analysis_lib.bench"
@@ -484,6 +484,7 @@ def run_plan(plan_: Plan, runs_dir: str | os.PathLike, output: str | os.PathLike
                 log(f"budget stop: {guard.stop_reason}")
                 break
             for e in missing:
+                check_stop()
                 rec = run_trial(rc, e)
                 guard.record(rec.get("cost_usd"))
                 journal.write(rec["key"], rec)
@@ -491,6 +492,7 @@ def run_plan(plan_: Plan, runs_dir: str | os.PathLike, output: str | os.PathLike
                 cost = "cost unknown" if rec.get("cost_usd") is None else f"${rec['cost_usd']:.4f}"
                 log(f"[{len(done)}/{n_total}] pair {e['pair']} run {e['run']} {e['condition']} {e['task_id']}: {rec['status']}, {rec['outcome']} ({cost})")
                 _write_outputs(rc, done, guard, "running", out_path)
+        check_stop()
     except KeyboardInterrupt:
         _write_outputs(rc, done, guard, "interrupted", out_path)
         log(f"interrupted: {len(done)} of {n_total} trials finished; re-run the same command to resume")
