@@ -129,8 +129,12 @@ def _file_mode() -> int:
 _FILE_MODE = _file_mode()
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = True) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename).
+
+    ``durable=False`` skips the fsync: for caches, which a crash may leave damaged (a damaged
+    cache is read as a miss) but which must not cost a flush to disk on every run.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -138,8 +142,9 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; outputs are ordinary files
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
         try:

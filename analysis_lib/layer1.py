@@ -137,7 +137,7 @@ def _analyse(runs_dir, out_dir, *, tasks, profiles, outcome, limit, seed, config
     loaded = load_rows(runs_dir, config=config, cache_dir=cache_dir, workers=workers, progress=progress, scanned=scanned)
     df = number_repetitions_frame(loaded.frame)
     root_dir = _root_dir(runs_dir)
-    df["trial_path"] = [_relative_to(p, root_dir) for p in df["trial_path"]]
+    df["trial_path"] = [_relative_to(p, root_dir) for p in df["trial_path"].tolist()]
     if df is not loaded.frame:  # repetitions were numbered: the order may have changed
         df = df.sort_values(SORT_COLUMNS, kind="stable")
     if profiles:
@@ -170,7 +170,6 @@ def _analyse(runs_dir, out_dir, *, tasks, profiles, outcome, limit, seed, config
     result.plan_check = plan_check(runs_dir, record=out_dir is not None)
     if out_dir is not None:
         result.files = write_outputs(result, out_dir)
-    loaded.wait()
     return result
 
 
@@ -295,7 +294,7 @@ def _write_result(cache_dir: str | os.PathLike, tag: str, result: Layer1Result) 
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
-    atomic_write_bytes(os.path.join(os.fspath(cache_dir), RESULT_CACHE), sink.getvalue().to_pybytes())
+    atomic_write_bytes(os.path.join(os.fspath(cache_dir), RESULT_CACHE), sink.getvalue().to_pybytes(), durable=False)
 
 
 def write_outputs(result: Layer1Result, out_dir: str | os.PathLike) -> list[Path]:

@@ -13,9 +13,9 @@ import functools
 import gc
 import hashlib
 import multiprocessing as mp
+import operator
 import os
 import sys
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -44,14 +44,6 @@ class LoadResult:
     errors: list[IngestError]
     n_sources: int
     cache_hits: int = 0
-    # The cache files being written in the background; call wait() before relying on them.
-    writing: threading.Thread | None = None
-
-    def wait(self) -> None:
-        """Wait until the caches are written (a no-op when nothing is being written)."""
-        if self.writing is not None:
-            self.writing.join()
-            self.writing = None
 
 
 def rows_for_source(src: TrialSource, config: MetricsConfig = MetricsConfig()) -> tuple[list[dict], list[tuple], tuple]:
@@ -94,17 +86,31 @@ def _work(args: tuple[TrialSource, MetricsConfig]) -> tuple[list[dict], list[tup
 
 # Rows cross the pipe as (columns, values) pairs whose column tuples are shared objects: pickle
 # then writes each layout once per batch, and the parent unpickles tuples instead of dicts.
-_LAYOUTS: dict[tuple, tuple] = {}
+# Per row's keys: its layout and the getter of its values (a few distinct key sets per run).
+_LAYOUTS: dict[tuple, tuple[tuple, Callable[[dict], tuple]]] = {}
+
+
+def _layout(keys: tuple) -> tuple[tuple, Callable[[dict], tuple]]:
+    # Per-tool MCP columns vary by trial; metrics_frame derives them from mcp_calls_by_tool, and
+    # without them every trial of a run shares one layout.
+    cols = tuple(k for k in keys if not k.startswith(MCP_TOOL_PREFIX))
+    for layout, getter in _LAYOUTS.values():
+        if layout == cols:
+            cols = layout  # one shared object per layout
+            break
+    found = (cols, operator.itemgetter(*cols) if len(cols) > 1 else lambda r: tuple(r[k] for k in cols))
+    if len(_LAYOUTS) < 1024:
+        _LAYOUTS[keys] = found
+    return found
 
 
 def _packed(result: tuple[list[dict], list[tuple], tuple]) -> tuple:
     rows, errors, fp = result
     packed = []
     for r in rows:
-        # Per-tool MCP columns vary by trial; metrics_frame derives them from mcp_calls_by_tool, and
-        # without them every trial of a run shares one layout.
-        cols = tuple(k for k in r if not k.startswith(MCP_TOOL_PREFIX))
-        packed.append((_LAYOUTS.setdefault(cols, cols), tuple(r[k] for k in cols)))
+        keys = tuple(r)
+        layout, getter = _LAYOUTS.get(keys) or _layout(keys)
+        packed.append((layout, getter(r)))
     return packed, errors, fp
 
 
@@ -165,7 +171,6 @@ def load_rows(
         frame = frame.sort_values(SORT_COLUMNS, kind="stable")
     for key in keys:
         errors.extend(IngestError(*e) for e in meta[key][1])
-    writing = None
     if cache_dir is not None:
         to_write = None
         if todo:
@@ -175,11 +180,11 @@ def load_rows(
             if others and cached_frame is not None:
                 to_write = _concat([frame, cached_frame[cached_frame[KEY_COLUMN].isin(others)]])
                 meta.update({k: cached_meta[k] for k in others})
-        # Encoding and writing the caches overlaps with the caller's next steps (Arrow releases the GIL).
-        writing = threading.Thread(target=_write_caches, args=(cache_dir, config, to_write, meta, scanned), daemon=False)
-        writing.start()
+        # Written here, not on a background thread: converting the table holds the GIL, and a thread
+        # contending for it slowed the caller's own work by more than the write costs (~15 ms).
+        _write_caches(cache_dir, config, to_write, meta, scanned)
     frame = frame.drop(columns=[KEY_COLUMN]).reset_index(drop=True)
-    return LoadResult(frame=frame, errors=errors, n_sources=len(scanned.sources), cache_hits=len(valid), writing=writing)
+    return LoadResult(frame=frame, errors=errors, n_sources=len(scanned.sources), cache_hits=len(valid))
 
 
 def _write_caches(cache_dir, config, frame: pd.DataFrame | None, meta: dict, scanned: Scan) -> None:
@@ -275,7 +280,7 @@ def _read_forked(todo: list[TrialSource], config: MetricsConfig, n_workers: int,
     try:
         for _ in range(n_workers - 1):
             recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_helper, args=(send, counter, n, chunk), daemon=True)
+            proc = ctx.Process(target=_helper, args=(send, counter, n, chunk, n_workers), daemon=True)
             proc.start()
             send.close()
             helpers.append((proc, recv))
@@ -296,8 +301,11 @@ def _read_forked(todo: list[TrialSource], config: MetricsConfig, n_workers: int,
                     bar.update(len(results))
                     block = False
 
-        while (start := _take(counter, chunk)) < n:
-            for i in range(start, min(n, start + chunk)):
+        while True:
+            start, size = _take(counter, n, chunk, n_workers)
+            if start >= n:
+                break
+            for i in range(start, start + size):
                 out[i] = _packed(rows_for_source(todo[i], config))
                 bar.update(1)
                 if i % 4 == 0 and open_conns:  # keep the helpers' pipes from filling up
@@ -322,21 +330,29 @@ def _read_forked(todo: list[TrialSource], config: MetricsConfig, n_workers: int,
     return out
 
 
-def _take(counter, chunk: int) -> int:
-    """Claim the next batch of indices: its first index."""
+def _take(counter, n: int, chunk: int, n_workers: int) -> tuple[int, int]:
+    """Claim the next batch of indices: its first index and its size.
+
+    Batches shrink towards the end (a quarter of each worker's share of what is left), so that
+    no process still reads a full batch while the others have run out.
+    """
     with counter.get_lock():
         start = counter.value
-        counter.value = start + chunk
-    return start
+        size = max(1, min(chunk, (n - start) // (4 * n_workers)))
+        counter.value = start + size
+    return start, min(size, max(0, n - start))
 
 
-def _helper(conn, counter, n: int, chunk: int) -> None:
+def _helper(conn, counter, n: int, chunk: int, n_workers: int) -> None:
     """A forked helper: read batches until none is left, send each batch's rows to the parent."""
     gc.disable()
     todo, config = _JOBS
     try:
-        while (start := _take(counter, chunk)) < n:
-            conn.send((start, [_packed(rows_for_source(todo[i], config)) for i in range(start, min(n, start + chunk))]))
+        while True:
+            start, size = _take(counter, n, chunk, n_workers)
+            if start >= n:
+                break
+            conn.send((start, [_packed(rows_for_source(todo[i], config)) for i in range(start, start + size)]))
         conn.send(None)
     finally:
         conn.close()
@@ -413,8 +429,8 @@ def _write_cache(cache_dir, config, frame: pd.DataFrame, meta: dict[str, tuple[s
         {**(table.schema.metadata or {}), "config": config_tag(config), "sources": orjson.dumps(sources)}
     )
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd")
-    atomic_write_bytes(os.path.join(os.fspath(cache_dir), CACHE_FILE), sink.getvalue().to_pybytes())
+    pq.write_table(table, sink, compression="snappy")  # written every cold run: half zstd's time, 1.3x its size
+    atomic_write_bytes(os.path.join(os.fspath(cache_dir), CACHE_FILE), sink.getvalue().to_pybytes(), durable=False)
 
 
 def load_trials(runs_dir: str | os.PathLike) -> tuple[list[Trial], list[IngestError]]:
