@@ -35,6 +35,7 @@ Definitions (also in the README's metric reference; one id everywhere):
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -47,7 +48,7 @@ import orjson
 import pandas as pd
 
 from . import pricing
-from .tools import DEFAULT_MCP_TOOLS, categorize, files_touched, is_search_call
+from .tools import DEFAULT_MCP_TOOLS, call_effects, categorize, files_touched, name_category
 from .trial import Activity, FinalMetrics, Trajectory, Trial
 
 IDENTITY_COLUMNS = ["profile", "task_id", "repetition", "run_id", "trial_path"]
@@ -337,19 +338,21 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
     read_unchanged: set[str] = set()
     duplicate_reads = 0
     n = 0
+    mcp_tools = config.mcp_tools if isinstance(config.mcp_tools, frozenset) else frozenset(config.mcp_tools)
     for call in act.calls:
         n += 1
-        names[call.name] += 1
-        cat = categorize(call.name, call.arguments, config.mcp_tools)
+        name, arguments = call.name, call.arguments
+        names[name] += 1
+        cat = name_category(name, mcp_tools) or categorize(name, arguments, mcp_tools)
         cats[cat] += 1
         if cat == "mcp":
             mcp_calls += 1
-            mcp_names.add(call.name)
-            mcp_by_tool[call.name] += 1
+            mcp_names.add(name)
+            mcp_by_tool[name] += 1
         if call.is_error:
             errors += 1
         # Dict equality ignores key order: the same canonical arguments.
-        key = (call.name, call.arguments)
+        key = (name, arguments)
         if key == prev_key:
             loops += 1
             streak += 1
@@ -357,9 +360,9 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
         else:
             streak = 1
         prev_key = key
-        if is_search_call(call.name, call.arguments, cat):
+        reads, edits, search = call_effects(name, arguments, cat)
+        if search:
             searched = True
-        reads, edits = files_touched(call.name, call.arguments, cat)
         for p in reads:
             p = _norm(p)
             read_files.add(p)
@@ -418,6 +421,7 @@ def _first_edit(act: Activity, index: int | None) -> tuple[float | None, int | N
     return _seconds(_ts(act.first_step_timestamp), _ts(stamp)), position
 
 
+@functools.lru_cache(maxsize=4096)  # once per call of every trial when the table is built
 def mcp_column(name: str) -> str:
     """Column id of an MCP tool's call count: ``mcp_calls__`` + the name without its ``mcp__`` prefix,
     lower-cased, other characters than ``[a-z0-9_]`` as ``_`` (``mcp__codegraph__search_code`` ->
@@ -426,6 +430,7 @@ def mcp_column(name: str) -> str:
     return MCP_TOOL_PREFIX + re.sub(r"[^a-z0-9_]", "_", base.lower())
 
 
+@functools.lru_cache(maxsize=8192)  # called for every path of every call; agents touch the same files again
 def _norm(path: str) -> str:
     """Normalise a file path for counting: strip quotes, ``./`` and trailing slashes."""
     p = path.strip().strip("'\"")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import re
 import shlex
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 DEFAULT_MCP_TOOLS = frozenset(
     {"canvas", "init_repository", "get_dependencies", "search_code", "list_entrypoints", "show_call_graph_neighborhood"}
@@ -67,7 +67,7 @@ def is_mcp(name: str, mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS) -> bool:
 def categorize(name: str, arguments: dict[str, Any] | None = None, mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS) -> str:
     """Category of a call: read, search, edit, execute, mcp or other."""
     tools = mcp_tools if isinstance(mcp_tools, frozenset) else frozenset(mcp_tools)
-    cat = _name_category(name, tools)
+    cat = name_category(name, tools)
     if cat is None:  # an editor tool: the action is in the arguments
         cmd = str((arguments or {}).get("command", "")).lower()
         return "read" if cmd == "view" else "edit"
@@ -75,7 +75,9 @@ def categorize(name: str, arguments: dict[str, Any] | None = None, mcp_tools: It
 
 
 @functools.lru_cache(maxsize=4096)  # called for every tool call; names repeat
-def _name_category(name: str, mcp_tools: frozenset[str]) -> str | None:
+def name_category(name: str, mcp_tools: frozenset[str]) -> str | None:
+    """Category of a call by its tool's name alone; None for an editor tool, whose action is in the
+    arguments (then use :func:`categorize`)."""
     if is_mcp(name, mcp_tools):
         return "mcp"
     key = name.lower()
@@ -213,42 +215,47 @@ def _shell_files(command: str) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
     return clean(reads), clean(edits), searched
 
 
-def files_touched(name: str, arguments: dict[str, Any], category: str | None = None) -> tuple[list[str], list[str]]:
-    """``(read paths, edited paths)`` of one call, from its arguments or its shell command."""
-    cat = category or categorize(name, arguments)
-    if cat == "read":
-        p = _arg_path(arguments)
+def call_effects(name: str, arguments: dict[str, Any], category: str) -> tuple[Sequence[str], Sequence[str], bool]:
+    """``(read paths, edited paths, searched)`` of one call of a known category, in one pass.
+
+    The metrics loop asks all three of every call; a shell command is parsed (from the cache)
+    once for them. The sequences may be shared: do not modify them.
+    """
+    if category == "read":
         paths = arguments.get("paths") or arguments.get("file_paths")
         if isinstance(paths, list):
-            return [str(x) for x in paths if isinstance(x, str)], []
-        return ([p] if p else []), []
-    if cat == "edit":
+            return [str(x) for x in paths if isinstance(x, str)], (), False
+        p = _arg_path(arguments)
+        return ((p,) if p else ()), (), False
+    if category == "edit":
         if name.lower() in ("apply_patch", "patch"):
             text = arguments.get("input") or arguments.get("patch") or ""
-            return [], patch_files(str(text))
+            return (), patch_files(str(text)), False
         p = _arg_path(arguments)
-        return [], ([p] if p else [])
-    if cat == "execute":
+        return (), ((p,) if p else ()), False
+    if category == "execute":
         cmd = shell_command(name, arguments)
         if cmd:
-            r, e, _ = shell_files(cmd)
-            return r, e
-    return [], []
+            return _shell_files(cmd)
+        return (), (), False
+    return (), (), category == "search"
+
+
+def files_touched(name: str, arguments: dict[str, Any], category: str | None = None) -> tuple[list[str], list[str]]:
+    """``(read paths, edited paths)`` of one call, from its arguments or its shell command."""
+    reads, edits, _ = call_effects(name, arguments, category or categorize(name, arguments))
+    return list(reads), list(edits)
 
 
 def is_search_call(name: str, arguments: dict[str, Any], category: str | None = None) -> bool:
     """A search call: a search tool, or a shell command running grep, rg, find, ls ..."""
-    cat = category or categorize(name, arguments)
-    if cat == "search":
-        return True
-    if cat == "execute":
-        cmd = shell_command(name, arguments)
-        return bool(cmd) and shell_files(cmd)[2]
-    return False
+    return call_effects(name, arguments, category or categorize(name, arguments))[2]
 
 
 _EXIT = re.compile(r"(?:exit code|exit_code|returncode|exit status)\s*[:=]?\s*(-?\d+)", re.I)
 _ERROR_START = ("error", "<tool_use_error>", "traceback (most recent call last)", "fatal:", "exception:")
+_ERROR_FIRST = frozenset("eEtTfF<")  # every character c with c.lower()[0] in "et<f" (checked over all of Unicode)
+_BLANKS = frozenset(" \t\r\n")
 
 
 def result_is_error(name: str, text: str, extra: dict[str, Any] | None = None, raw: dict[str, Any] | None = None) -> bool:
@@ -263,11 +270,15 @@ def result_is_error(name: str, text: str, extra: dict[str, Any] | None = None, r
         if mark is not None:
             return mark
     n = len(text)
-    head = text[:120]
-    i = min(80, len(head) - len(head.lstrip(" \t\r\n")))  # at most 80 leading blanks are skipped
-    if head[i:i + 40].lower().startswith(_ERROR_START):
+    i = 0
+    if text[:1] in _BLANKS:  # at most 80 leading blanks are skipped
+        head = text[:120]
+        i = min(80, len(head) - len(head.lstrip(" \t\r\n")))
+    # Only these characters lower-case to the first letter of an error start: most results are
+    # ruled out by their first character, without lower-casing a slice.
+    if text[i:i + 1] in _ERROR_FIRST and text[i:i + 40].lower().startswith(_ERROR_START):
         return True
-    if _name_category(name, DEFAULT_MCP_TOOLS) not in ("execute", "other", "mcp"):
+    if name_category(name, DEFAULT_MCP_TOOLS) not in ("execute", "other", "mcp"):
         return False  # exit codes and "command not found" are shell output: not looked for in a file read
     # Exit codes sit at the end (gemini-cli, Codex) or the start of shell output; look only there.
     # One scan of both windows first: most outputs name no exit code (half the cost of four finds).
