@@ -431,7 +431,7 @@ def read_trajectory(path: str | os.PathLike) -> Trajectory:
 _NULL = msgspec.Raw(b"null")
 
 
-class _FMetrics(msgspec.Struct):
+class _FMetrics(msgspec.Struct, gc=False):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
@@ -440,14 +440,14 @@ class _FMetrics(msgspec.Struct):
     extra: msgspec.Raw = _NULL
 
 
-class _FCall(msgspec.Struct):
+class _FCall(msgspec.Struct, gc=False):
     tool_call_id: Any = None
     function_name: Any = None
     name: Any = None
     arguments: Any = None
 
 
-class _FResult(msgspec.Struct):
+class _FResult(msgspec.Struct, gc=False):
     source_call_id: Any = None
     content: Any = None
     extra: Any = None
@@ -456,11 +456,11 @@ class _FResult(msgspec.Struct):
     status: Any = None
 
 
-class _FObs(msgspec.Struct):
+class _FObs(msgspec.Struct, gc=False):
     results: list[_FResult] | None = None
 
 
-class _FStep(msgspec.Struct):
+class _FStep(msgspec.Struct, gc=False):
     step_id: int | None = None
     source: str | None = None
     timestamp: str | None = None
@@ -473,14 +473,14 @@ class _FStep(msgspec.Struct):
     extra: dict | None = None
 
 
-class _FAgent(msgspec.Struct):
+class _FAgent(msgspec.Struct, gc=False):
     name: Any = None
     version: Any = None
     model_name: Any = None
     extra: Any = None
 
 
-class _FDoc(msgspec.Struct):
+class _FDoc(msgspec.Struct, gc=False):
     schema_version: str
     steps: list[_FStep]
     session_id: Any = None
@@ -623,12 +623,12 @@ def _fast_parse(data: bytes, path: str) -> Trajectory | None:
 # every real file). Anything the fast path would hand to the lenient reader returns None here too.
 
 
-class _UsageIds(msgspec.Struct):
+class _UsageIds(msgspec.Struct, gc=False):
     message_id: Any = None
     request_id: Any = None
 
 
-class _AMetrics(msgspec.Struct):
+class _AMetrics(msgspec.Struct, gc=False):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
@@ -636,7 +636,7 @@ class _AMetrics(msgspec.Struct):
     extra: _UsageIds | None = None
 
 
-class _AStep(msgspec.Struct):
+class _AStep(msgspec.Struct, gc=False):
     step_id: int | None = None
     source: str | None = None
     timestamp: str | None = None
@@ -647,7 +647,7 @@ class _AStep(msgspec.Struct):
     extra: _UsageIds | None = None
 
 
-class _ADoc(msgspec.Struct):
+class _ADoc(msgspec.Struct, gc=False):
     schema_version: str
     steps: list[_AStep]
     agent: _FAgent | None = None
