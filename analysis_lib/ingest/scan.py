@@ -42,6 +42,9 @@ TRIAL_ENTRIES = (
     "verifier/reward.json",
 )
 _PARENT = {rel: rel.rpartition("/")[0] for rel in TRIAL_ENTRIES if rel}
+# Fallbacks the trial reader opens only when the first choice is not a regular file (its folder's
+# mtime still shows one appearing): not asked for when it is, two failed stats a trial fewer.
+_FALLBACK_OF = {"agent/claude-code.txt": "agent/trajectory.json", "verifier/reward.json": "verifier/reward.txt"}
 RECORD_FILE = "scan_record.json"
 RECORD_FORMAT = 6
 
@@ -81,10 +84,14 @@ def fingerprint(src: TrialSource) -> Fingerprint:
     present: list[str] = []
     files: set[str] = set()
     dirs: set[str] = set()
+    trial_dir = src.kind == "trial_dir"
     for rel in rels:
-        parent = _PARENT.get(rel) if src.kind == "trial_dir" else None
-        if parent is not None and parent not in dirs:
-            continue
+        if trial_dir:
+            parent = _PARENT.get(rel)
+            if parent is not None and parent not in dirs:
+                continue
+            if _FALLBACK_OF.get(rel) in files:
+                continue
         try:
             st = os.stat(base + "/" + rel if rel else base)
         except OSError:
