@@ -270,9 +270,9 @@ def _read_result(cache_dir: str | os.PathLike, tag: str) -> Layer1Result | None:
             return None
         extra = orjson.loads(meta[b"extra"])
         return Layer1Result(
-            metrics=table.to_pandas(),
+            metrics=table.to_pandas(use_threads=False),  # a small table: threads cost more than they save
             errors=pd.DataFrame(extra["errors"], columns=ERROR_COLUMNS),
-            summary=pa.ipc.open_stream(meta[b"summary"]).read_all().to_pandas(),
+            summary=pa.ipc.open_stream(meta[b"summary"]).read_all().to_pandas(use_threads=False),
             aggregate=extra["aggregate"],
             simulated=bool(extra["simulated"]),
         )
