@@ -102,6 +102,21 @@ def test_warm_cache_gives_identical_tables_and_sees_changes(runs, tmp_path):
     assert bool(row["success"].iloc[0]) is True
 
 
+@pytest.mark.parametrize("damage", ["truncate", "zeros", "empty"])
+def test_a_cache_damaged_by_a_crash_is_read_as_a_miss(runs, tmp_path, damage):
+    """Caches are written without an fsync: a crash may leave any of them cut short or zero-filled."""
+    out = tmp_path / "out"
+    cold = analyse(runs, out)
+    for f in (out / ".cache").iterdir():
+        data = f.read_bytes()
+        f.write_bytes({"truncate": data[: len(data) // 2], "zeros": bytes(len(data)), "empty": b""}[damage])
+    again = analyse(runs, out)
+    assert again.cache_hits == 0  # nothing trusted from the damaged files
+    pd.testing.assert_frame_equal(cold.metrics, again.metrics)
+    pd.testing.assert_frame_equal(cold.summary, again.summary)
+    assert analyse(runs, out).cache_hits == 8  # and the caches are whole again
+
+
 def test_parallel_equals_serial(runs):
     serial = analyse(runs, workers=1, cache=False).metrics
     parallel = analyse(runs, workers=2, cache=False).metrics
