@@ -94,7 +94,7 @@ def _layout(keys: tuple) -> tuple[tuple, Callable[[dict], tuple]]:
     # Per-tool MCP columns vary by trial; metrics_frame derives them from mcp_calls_by_tool, and
     # without them every trial of a run shares one layout.
     cols = tuple(k for k in keys if not k.startswith(MCP_TOOL_PREFIX))
-    for layout, getter in _LAYOUTS.values():
+    for layout, _ in _LAYOUTS.values():
         if layout == cols:
             cols = layout  # one shared object per layout
             break
@@ -340,7 +340,7 @@ def _take(counter, n: int, chunk: int, n_workers: int) -> tuple[int, int]:
         start = counter.value
         size = max(1, min(chunk, (n - start) // (4 * n_workers)))
         counter.value = start + size
-    return start, min(size, max(0, n - start))
+    return start, size
 
 
 def _helper(conn, counter, n: int, chunk: int, n_workers: int) -> None:
