@@ -46,7 +46,7 @@ _PARENT = {rel: rel.rpartition("/")[0] for rel in TRIAL_ENTRIES if rel}
 # mtime still shows one appearing): not asked for when it is, two failed stats a trial fewer.
 _FALLBACK_OF = {"agent/claude-code.txt": "agent/trajectory.json", "verifier/reward.json": "verifier/reward.txt"}
 RECORD_FILE = "scan_record.json"
-RECORD_FORMAT = 6
+RECORD_FORMAT = 7
 
 
 @dataclass(slots=True)
@@ -189,8 +189,9 @@ class Scan:
     # The recorded sources (rows of the record) of a scan that has not built its objects yet.
     _rows: list | None = None
     _all: list[TrialSource] | None = None
-    # An unchanged recorded scan, flat: (entry lists, per source (entries index, files index), values).
-    _flat: tuple[list[tuple[str, ...]], list, list[int]] | None = None
+    # An unchanged recorded scan, flat: (entry lists, per source (entries index, files index), values,
+    # the recorded digest of what is not sizes and mtimes).
+    _flat: tuple | None = None
 
     @property
     def sources(self) -> list[TrialSource]:
@@ -203,7 +204,7 @@ class Scan:
     @property
     def fingerprints(self) -> list[Fingerprint | None]:
         if self._fps is None:
-            lists, recorded, flat = self._flat
+            lists, recorded, flat = self._flat[:3]
             fps, at = [], 0
             for entries_at, files_at in recorded:
                 entries = lists[entries_at]
@@ -234,8 +235,8 @@ class Scan:
     def digest(self, *extra: object) -> str:
         """One hash of every source's key and fingerprint (plus ``extra``): equal means unchanged inputs."""
         if self._fps is None:
-            lists, recorded, flat = self._flat
-            index = [e for e, _ in recorded]
+            lists, recorded, flat, static = self._flat
+            static = static or _static_digest(self.keys, lists, [e for e, _ in recorded], self.errors)
         else:
             seen: dict[tuple, int] = {}
             index, flat = [], []
@@ -245,18 +246,8 @@ class Scan:
                 else:
                     index.append(seen.setdefault(tuple(fp.entries), len(seen)))
                     flat += fp.values
-            lists = list(seen)
-        # Entry lists are renumbered in order of first use, so both forms hash alike.
-        order: dict[int, int] = {}
-        for e in index:
-            if e >= 0:
-                order.setdefault(e, len(order))
-        h = hashlib.sha256(orjson.dumps([
-            self.keys,
-            [lists[e] for e in order],
-            [order.get(e, -1) for e in index],
-            [[e.path, e.message] for e in self.errors],
-        ]))
+            static = _static_digest(self.keys, list(seen), index, self.errors)
+        h = hashlib.sha256(static.encode())
         h.update(array("q", flat).tobytes())
         h.update(repr(extra).encode())
         return h.hexdigest()
@@ -264,6 +255,25 @@ class Scan:
     def set_fingerprint(self, i: int, fp: Fingerprint) -> None:
         self.fingerprints[i] = fp
         self.changed = True
+
+
+def _static_digest(keys: list[str], lists: list[tuple[str, ...]], index: list[int], errors: list[IngestError]) -> str:
+    """Hash of what a scan found apart from sizes and mtimes: keys, each source's entries, errors.
+
+    Entry lists are renumbered in order of first use, so a scan read back from its record (whose
+    lists are numbered together with the file lists) hashes like the scan that wrote it. Kept in
+    the record, it spares an unchanged re-run hashing 2,000 keys again.
+    """
+    order: dict[int, int] = {}
+    for e in index:
+        if e >= 0:
+            order.setdefault(e, len(order))
+    return hashlib.sha256(orjson.dumps([
+        keys,
+        [lists[e] for e in order],
+        [order.get(e, -1) for e in index],
+        [[e.path, e.message] for e in errors],
+    ])).hexdigest()
 
 
 def scan(
@@ -326,6 +336,7 @@ def save_record(record_dir: str | os.PathLike, scanned: Scan) -> None:
         "errors": [[e.path, e.stage, e.message, e.severity] for e in scanned.errors],
     }
     rec["entry_lists"] = [list(t) for t in lists]
+    rec["static_digest"] = _static_digest(rec["keys"], list(lists), [e for e, _ in rec["fingerprints"]], scanned.errors)
     atomic_write_bytes(os.path.join(os.fspath(record_dir), RECORD_FILE), orjson.dumps(rec), durable=False)
 
 
@@ -360,7 +371,7 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
         looked = Looked([tuple(f) for f in rec["folders"]], [tuple(f) for f in rec["files"]])
         if _restat(prefix, rows, recorded, lists) == flat:  # the common case: nothing changed
             return Scan(runs_dir, None, keys, None, errors, looked=looked, changed=False, _rows=rows,
-                        _flat=(lists, recorded, flat))
+                        _flat=(lists, recorded, flat, rec.get("static_digest")))
         fps, changed = _changed_fingerprints(prefix, rows, recorded, lists, flat)
         if fps is None:
             return None
