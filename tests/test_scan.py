@@ -162,3 +162,21 @@ def test_any_damaged_record_means_a_walk_not_an_error(runs, tmp_path, content):
     good = _recorded_scan(runs, cache)
     (cache / RECORD_FILE).write_bytes(content)
     assert scan(runs, record_dir=cache).keys == good.keys
+
+
+def test_a_fallback_file_is_skipped_while_its_first_choice_exists_and_read_once_it_is_gone(tmp_path):
+    """reward.json is read only without reward.txt (and claude-code.txt only without trajectory.json):
+    the fingerprint leaves it out then, and removing the first choice still brings it in."""
+    runs = tmp_path / "runs"
+    trial = write_trial(runs, "2026-01-01__10-00-00__base", "task-a", traj=trajectory([agent_step(1)]), reward="0\n")
+    (trial / "verifier" / "reward.json").write_text('{"reward": 1.0}')
+    (trial / "agent" / "claude-code.txt").write_text("")
+    src = next(s for s in scan(runs).sources)
+    assert fingerprint(src).entries == ("", "agent", "agent/trajectory.json", "verifier", "verifier/reward.txt")
+    out = tmp_path / "out"
+    assert analyse(runs, out).metrics["reward"].tolist() == [0.0]
+    (trial / "verifier" / "reward.txt").unlink()
+    _bump(trial / "verifier")
+    assert "verifier/reward.json" in fingerprint(src).entries
+    again = analyse(runs, out)
+    assert again.metrics["reward"].tolist() == [1.0] and again.cache_hits == 0
