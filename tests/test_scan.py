@@ -180,3 +180,16 @@ def test_a_fallback_file_is_skipped_while_its_first_choice_exists_and_read_once_
     assert "verifier/reward.json" in fingerprint(src).entries
     again = analyse(runs, out)
     assert again.metrics["reward"].tolist() == [1.0] and again.cache_hits == 0
+
+
+def test_a_record_whose_listing_was_altered_means_a_walk(runs, tmp_path):
+    """An unchanged re-run leaves the record's list of sources unparsed; its checksum still catches damage."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    good = _recorded_scan(runs, cache)
+    rec = json.loads((cache / RECORD_FILE).read_text())
+    rec["listing"] = rec["listing"].replace("task-1", "task-9")
+    (cache / RECORD_FILE).write_text(json.dumps(rec))
+    again = scan(runs, record_dir=cache)
+    assert again.looked is not None and again.changed  # walked again, not read from the record
+    assert again.keys == good.keys

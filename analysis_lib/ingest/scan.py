@@ -14,6 +14,7 @@ import base64
 import hashlib
 import os
 import stat as _stat
+import zlib
 from array import array
 from dataclasses import dataclass
 from typing import Callable, Collection, Sequence
@@ -46,7 +47,7 @@ _PARENT = {rel: rel.rpartition("/")[0] for rel in TRIAL_ENTRIES if rel}
 # mtime still shows one appearing): not asked for when it is, two failed stats a trial fewer.
 _FALLBACK_OF = {"agent/claude-code.txt": "agent/trajectory.json", "verifier/reward.json": "verifier/reward.txt"}
 RECORD_FILE = "scan_record.json"
-RECORD_FORMAT = 7
+RECORD_FORMAT = 8
 
 
 @dataclass(slots=True)
@@ -179,32 +180,54 @@ class Scan:
 
     runs_dir: str
     _sources: list[TrialSource] | None
-    keys: list[str]
+    _keys: list[str] | None
     _fps: list[Fingerprint | None] | None
     errors: list[IngestError]
     looked: Looked | None = None
     # True when this scan differs from the recorded one (it must be recorded again).
     changed: bool = True
     _all_fps: list[Fingerprint | None] | None = None
-    # The recorded sources (rows of the record) of a scan that has not built its objects yet.
-    _rows: list | None = None
+    # A recorded scan that has not built its objects yet: the record's sources and keys, still as
+    # JSON text (parsed when asked for), and their number.
+    _listing: str | None = None
+    _count: int = 0
     _all: list[TrialSource] | None = None
-    # An unchanged recorded scan, flat: (entry lists, per source (entries index, files index), values,
-    # the recorded digest of what is not sizes and mtimes).
+    # An unchanged recorded scan, flat: (entry lists, per source (entries index, files index), every size
+    # and mtime as int64 bytes, the recorded digest of what is not sizes and mtimes).
     _flat: tuple | None = None
+
+    def _parse_listing(self) -> tuple[list, list[str]]:
+        listing = orjson.loads(self._listing)
+        return listing["rows"], listing["keys"]
+
+    @property
+    def keys(self) -> list[str]:
+        """The cache key of every source (see :func:`source_key`)."""
+        if self._keys is None:
+            self._keys = self._parse_listing()[1]
+        return self._keys
+
+    @keys.setter
+    def keys(self, keys: list[str]) -> None:
+        self._keys = keys
+
+    def __len__(self) -> int:
+        """The number of (selected) sources, without building them."""
+        return len(self._keys) if self._keys is not None else self._count
 
     @property
     def sources(self) -> list[TrialSource]:
         if self._sources is None:
             prefix = self.runs_dir.rstrip(os.sep) + os.sep
             self._sources = [TrialSource(k, prefix + p[2:] if p.startswith("./") else p, r, pr, t, rep, f, m)
-                             for k, p, r, pr, t, rep, f, m in self._rows]
+                             for k, p, r, pr, t, rep, f, m in self._parse_listing()[0]]
         return self._sources
 
     @property
     def fingerprints(self) -> list[Fingerprint | None]:
         if self._fps is None:
-            lists, recorded, flat = self._flat[:3]
+            lists, recorded, values = self._flat[:3]
+            flat = array("q", values).tolist()
             fps, at = [], 0
             for entries_at, files_at in recorded:
                 entries = lists[entries_at]
@@ -235,8 +258,7 @@ class Scan:
     def digest(self, *extra: object) -> str:
         """One hash of every source's key and fingerprint (plus ``extra``): equal means unchanged inputs."""
         if self._fps is None:
-            lists, recorded, flat, static = self._flat
-            static = static or _static_digest(self.keys, lists, [e for e, _ in recorded], self.errors)
+            _, _, values, static = self._flat
         else:
             seen: dict[tuple, int] = {}
             index, flat = [], []
@@ -247,8 +269,9 @@ class Scan:
                     index.append(seen.setdefault(tuple(fp.entries), len(seen)))
                     flat += fp.values
             static = _static_digest(self.keys, list(seen), index, self.errors)
+            values = array("q", flat).tobytes()
         h = hashlib.sha256(static.encode())
-        h.update(array("q", flat).tobytes())
+        h.update(values)
         h.update(repr(extra).encode())
         return h.hexdigest()
 
@@ -318,26 +341,46 @@ def save_record(record_dir: str | os.PathLike, scanned: Scan) -> None:
     fps = [by_id.get(id(s), fp) for s, fp in zip(scanned.all_sources, scanned.all_fingerprints)]
     if any(fp is None for fp in fps):
         return
+    every = scanned.all_sources
+    shorts = [_short(s.path, scanned.runs_dir) for s in every]
+    keys = [source_key(s) for s in every]
+    # Most sources share one set of entries: each distinct list is stored once and referred to.
     lists: dict[tuple, int] = {}
+    entries_at = [lists.setdefault(tuple(fp.entries), len(lists)) for fp in fps]
+    files_at = [lists.setdefault(tuple(sorted(fp.files)), len(lists)) for fp in fps]
+    listing = orjson.dumps({
+        "rows": [[s.kind, short, s.run_id, s.profile, s.task_id, s.repetition, s.source_format, s.meta]
+                 for s, short in zip(every, shorts)],
+        "keys": keys,
+    }).decode()
     rec = {
         "format": RECORD_FORMAT,
         "code": _code_version(),
         "runs_dir": scanned.runs_dir,
         "folders": scanned.looked.folders,
         "files": scanned.looked.files,
-        "sources": [[s.kind, _short(s.path, scanned.runs_dir), s.run_id, s.profile, s.task_id, s.repetition, s.source_format,
-                     s.meta] for s in scanned.all_sources],
-        "keys": [source_key(s) for s in scanned.all_sources],
-        # Most sources share one set of entries: each distinct list is stored once and referred to.
-        "fingerprints": [[lists.setdefault(tuple(fp.entries), len(lists)), lists.setdefault(tuple(sorted(fp.files)), len(lists))]
-                         for fp in fps],
-        # Every size and mtime in one int64 array (base64): parsing 10,000 JSON numbers costs more.
-        "values": base64.b64encode(array("q", [v for fp in fps for v in fp.values]).tobytes()).decode(),
+        "paths": shorts,
+        # What only a changed run needs, kept as JSON text: an unchanged re-run neither parses nor frees it
+        # (its checksum stands in for the parse that would otherwise show it damaged).
+        "listing": listing,
+        "listing_crc": zlib.crc32(listing.encode()),
+        # Numbers as base64 arrays (int32 indices, int64 sizes and mtimes): parsing 10,000 JSON numbers costs more.
+        "entries_at": _pack("i", entries_at),
+        "files_at": _pack("i", files_at),
+        "values": _pack("q", [v for fp in fps for v in fp.values]),
         "errors": [[e.path, e.stage, e.message, e.severity] for e in scanned.errors],
+        "entry_lists": [list(t) for t in lists],
+        "static_digest": _static_digest(keys, list(lists), entries_at, scanned.errors),
     }
-    rec["entry_lists"] = [list(t) for t in lists]
-    rec["static_digest"] = _static_digest(rec["keys"], list(lists), [e for e, _ in rec["fingerprints"]], scanned.errors)
     atomic_write_bytes(os.path.join(os.fspath(record_dir), RECORD_FILE), orjson.dumps(rec), durable=False)
+
+
+def _pack(typecode: str, values: list[int]) -> str:
+    return base64.b64encode(array(typecode, values).tobytes()).decode()
+
+
+def _unpack(typecode: str, text: str) -> list[int]:
+    return array(typecode, base64.b64decode(text)).tolist()
 
 
 def _from_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
@@ -360,27 +403,37 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
             if fingerprint_file(file) != fp:
                 return None
         prefix = runs_dir.rstrip(os.sep) + os.sep
-        rows, keys, recorded = rec["sources"], rec["keys"], rec["fingerprints"]
-        if not len(rows) == len(keys) == len(recorded):
-            return None
+        shorts, entries_at = rec["paths"], _unpack("i", rec["entries_at"])
         lists = [tuple(x) for x in rec["entry_lists"]]
-        flat = array("q", base64.b64decode(rec["values"])).tolist()
-        if len(flat) != 2 * sum(len(lists[e]) for e, _ in recorded):
-            return None
+        values = base64.b64decode(rec["values"])
         errors = [IngestError(*e) for e in rec["errors"]]
         looked = Looked([tuple(f) for f in rec["folders"]], [tuple(f) for f in rec["files"]])
-        if _restat(prefix, rows, recorded, lists) == flat:  # the common case: nothing changed
-            return Scan(runs_dir, None, keys, None, errors, looked=looked, changed=False, _rows=rows,
-                        _flat=(lists, recorded, flat, rec.get("static_digest")))
+        if zlib.crc32(rec["listing"].encode()) != rec["listing_crc"]:
+            return None
+        now = _restat(prefix, shorts, entries_at, lists) if len(entries_at) == len(shorts) else None
+        if now is not None and array("q", now).tobytes() == values:
+            # The common case, nothing changed: sources and keys stay unparsed text.
+            recorded = list(zip(entries_at, _unpack("i", rec["files_at"])))
+            return Scan(runs_dir, None, None, None, errors, looked=looked, changed=False, _listing=rec["listing"],
+                        _count=len(shorts), _flat=(lists, recorded, values, rec["static_digest"]))
+        flat = array("q", values).tolist()
+        listing = orjson.loads(rec["listing"])
+        rows, keys = listing["rows"], listing["keys"]
+        recorded = list(zip(entries_at, _unpack("i", rec["files_at"])))
+        if not len(rows) == len(keys) == len(recorded) == len(shorts):
+            return None
+        if len(flat) != 2 * sum(len(lists[e]) for e in entries_at):
+            return None
         fps, changed = _changed_fingerprints(prefix, rows, recorded, lists, flat)
         if fps is None:
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
         return None  # no record, or a damaged one, or one this version cannot use: walk again
-    return Scan(runs_dir, None, keys, fps, errors, looked=looked, changed=changed, _rows=rows)
+    return Scan(runs_dir, None, keys, fps, errors, looked=looked, changed=changed, _listing=rec["listing"],
+                _count=len(shorts))
 
 
-def _restat(prefix: str, rows: list, recorded: list, lists: list[tuple[str, ...]]) -> list[int] | None:
+def _restat(prefix: str, shorts: list[str], entries_at: list[int], lists: list[tuple[str, ...]]) -> list[int] | None:
     """Size and mtime of every recorded entry now, flat in record order; None when one is gone.
 
     The hot loop of an unchanged re-run (10,000 stats at 2,000 trials): each stat relative to its
@@ -393,8 +446,7 @@ def _restat(prefix: str, rows: list, recorded: list, lists: list[tuple[str, ...]
     folders = _Folders()
     last = fd = None
     try:
-        for row, (entries_at, _) in zip(rows, recorded):
-            short = row[1]
+        for short, at in zip(shorts, entries_at):
             path = prefix + short[2:] if short[:2] == "./" else short
             parent, _, name = path.rpartition("/")
             if parent != last:
@@ -402,7 +454,7 @@ def _restat(prefix: str, rows: list, recorded: list, lists: list[tuple[str, ...]
                 fd = folders.open(parent)
             if fd is None:
                 name = path
-            for suffix in suffixes[entries_at]:
+            for suffix in suffixes[at]:
                 st = stat(name + suffix, dir_fd=fd)
                 put(st.st_size)
                 put(st.st_mtime_ns)
