@@ -659,9 +659,11 @@ class _ADoc(msgspec.Struct, gc=False):
 _ACTIVITY_DECODER = msgspec.json.Decoder(_ADoc)
 
 
-def read_activity(path: str | os.PathLike) -> tuple[Activity, Any, list[str]] | None:
-    """``(activity, agent name, warnings)`` of an ATIF file, or None when it needs the full reader."""
-    decoded = _typed_decode(_ACTIVITY_DECODER, read_bytes(path, "trajectory"), str(path))
+def read_activity(path: str | os.PathLike, *, size: int | None = None) -> tuple[Activity, Any, list[str]] | None:
+    """``(activity, agent name, warnings)`` of an ATIF file, or None when it needs the full reader.
+
+    ``size``: the file's size from a stat just taken (see :func:`analysis_lib.fileio.read_bytes`)."""
+    decoded = _typed_decode(_ACTIVITY_DECODER, read_bytes(path, "trajectory", size=size), str(path))
     if decoded is None:
         return None
     doc, warnings = decoded

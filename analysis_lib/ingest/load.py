@@ -54,11 +54,13 @@ def rows_for_source(src: TrialSource, config: MetricsConfig = MetricsConfig()) -
     """
     fp = fingerprint(src)
     trials, errors = read_source(src, fp, light=True)
+    # A trial folder's fingerprint already says whether it has a CodeCanvas session: no need to look again.
+    no_canvas = src.kind == "trial_dir" and not fp.isdir("agent/sessions/codecanvas")
     rows = []
     for t in trials:
         try:
             row = trial_metrics(t, config)
-            row.update(_extension_columns(t))
+            row.update(_empty_extension_columns() if no_canvas else _extension_columns(t))
             rows.append(row)
         except Exception as exc:  # one bad trial must not stop the rest
             errors.append(IngestError(t.trial_path, "metrics", f"{type(exc).__name__}: {str(exc)[:200]}"))
@@ -69,6 +71,16 @@ def _extension_columns(trial: Trial) -> dict[str, Any]:
     """Columns contributed by optional modules (CodeCanvas), empty when they are absent."""
     fn = _codecanvas_metrics()
     return fn(trial) if fn is not None else {}
+
+
+@functools.lru_cache(maxsize=1)
+def _empty_extension_columns() -> dict[str, Any]:
+    """The extension columns of a trial without CodeCanvas state (shared: callers only copy from it)."""
+    try:
+        from ..codecanvas import empty_metrics
+    except ImportError:
+        return {}
+    return empty_metrics()
 
 
 @functools.lru_cache(maxsize=1)

@@ -90,10 +90,11 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
     """
     d = src.path
     if fp is not None:
-        isfile, isdir = fp.isfile, fp.isdir
+        isfile, isdir, size = fp.isfile, fp.isdir, fp.size
     else:
         isfile = lambda rel: os.path.isfile(os.path.join(d, rel))  # noqa: E731
         isdir = lambda rel: os.path.isdir(os.path.join(d, rel))  # noqa: E731
+        size = lambda rel: None  # noqa: E731
     errors: list[IngestError] = []
     paths: dict[str, str] = {}
     res: dict = {}
@@ -101,7 +102,7 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
     if isfile("result.json"):
         paths["result"] = rp
         try:
-            obj = read_json(rp, "result")
+            obj = read_json(rp, "result", size=size("result.json"))
             if isinstance(obj, dict):
                 res = trial_result_fields(obj)
             else:
@@ -116,7 +117,7 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
     if isfile("agent/trajectory.json"):
         paths["trajectory"] = tp
         try:
-            got = read_activity(tp) if light and not isdir("agent/sessions/codecanvas") else None
+            got = read_activity(tp, size=size("agent/trajectory.json")) if light and not isdir("agent/sessions/codecanvas") else None
             if got is not None:
                 act, traj_agent, warnings = got
                 traj_model = act.model_name
@@ -144,7 +145,7 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
     if isfile("verifier/ctrf.json"):
         paths["ctrf"] = cp
         try:
-            tests = read_ctrf(cp)
+            tests = read_ctrf(cp, size=size("verifier/ctrf.json"))
         except InputError as exc:
             errors.append(exc.error)
 
@@ -155,7 +156,7 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
             paths["reward"] = p
             if reward is None:
                 try:
-                    reward = reader(p)
+                    reward = reader(p, size=size("verifier/" + name))
                 except InputError as exc:
                     errors.append(exc.error)
             break

@@ -71,6 +71,10 @@ class Fingerprint:
     def isdir(self, rel: str) -> bool:
         return rel in self.entries and rel not in self.files
 
+    def size(self, rel: str) -> int | None:
+        """The recorded size of a regular file, None for anything else."""
+        return self.values[2 * self.entries.index(rel)] if rel in self.files else None
+
 
 def fingerprint(src: TrialSource) -> Fingerprint:
     """Stat every entry ``src`` may be read from (children of a missing folder are skipped)."""
