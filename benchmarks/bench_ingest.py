@@ -10,7 +10,7 @@ ATIF pydantic models. Two context lines help read the cold ratio on a shared mac
 of both contenders, and how much work two busy processes get done here compared with one (virtual
 CPUs that share a physical core or a host quota give well under 2).
 
-    python benchmarks/bench_ingest.py [--n 2000] [--kb 200] [--repeat 3] [--workdir DIR]
+    python benchmarks/bench_ingest.py [--n 2000] [--kb 200] [--repeat 7] [--workdir DIR]
 
 Each contender runs ``--repeat`` times, alternating, each time in a fresh process, and the best run
 of each is compared (the machines this runs on are shared and noisy); every run's time is printed.
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--kb", type=int, default=200)
     ap.add_argument("--small-n", type=int, default=500, help="second size for the RSS growth check")
-    ap.add_argument("--repeat", type=int, default=3, help="timings per contender; the best one is compared")
+    ap.add_argument("--repeat", type=int, default=7, help="timings per contender; the best one is compared")
     ap.add_argument("--workdir", help="where to generate (default: a temp folder, removed afterwards)")
     ap.add_argument("--measure", choices=["plain", "analysis"], help=argparse.SUPPRESS)  # internal: one timing
     ap.add_argument("--runs", type=Path, help=argparse.SUPPRESS)
