@@ -117,7 +117,9 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
     if isfile("agent/trajectory.json"):
         paths["trajectory"] = tp
         try:
-            got = read_activity(tp, size=size("agent/trajectory.json")) if light and not isdir("agent/sessions/codecanvas") else None
+            got = None
+            if light and not isdir("agent/sessions/codecanvas"):
+                got = read_activity(tp, size=size("agent/trajectory.json"))
             if got is not None:
                 act, traj_agent, warnings = got
                 traj_model = act.model_name
