@@ -129,7 +129,7 @@ def _analyse(runs_dir, out_dir, *, tasks, profiles, outcome, limit, seed, config
     if cache_dir is not None and scanned.complete:
         hit = _read_result(cache_dir, result_tag())
         if hit is not None:
-            hit.n_sources = hit.cache_hits = len(scanned)
+            hit.n_sources = hit.cache_hits = scanned.n_sources
             hit.plan_check = plan_check(runs_dir, record=out_dir is not None)
             if out_dir is not None:
                 hit.files = write_outputs(hit, out_dir)

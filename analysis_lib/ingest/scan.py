@@ -17,7 +17,7 @@ import stat as _stat
 import zlib
 from array import array
 from dataclasses import dataclass
-from typing import Callable, Collection, Sequence
+from typing import Callable, Collection, NamedTuple, Sequence
 
 import orjson
 
@@ -174,6 +174,15 @@ def source_key(src: TrialSource) -> str:
     return f"{src.kind}|{src.path}|{src.profile}|{src.repetition}|{src.run_id}"
 
 
+class _Unchanged(NamedTuple):
+    """A recorded scan whose every entry is unchanged, in the record's own form."""
+
+    lists: list[tuple[str, ...]]  # the distinct entry and file lists
+    recorded: list[tuple[int, int]]  # per source: its entries' list, its files' list
+    values: bytes  # every size and mtime, int64, in record order
+    static_digest: str  # see _static_digest
+
+
 @dataclass
 class Scan:
     """Discovered sources, their cache keys and fingerprints (None: not taken yet), and discovery errors.
@@ -192,13 +201,11 @@ class Scan:
     changed: bool = True
     _all_fps: list[Fingerprint | None] | None = None
     # A recorded scan that has not built its objects yet: the record's sources and keys, still as
-    # JSON text (parsed when asked for), and their number.
+    # JSON text (parsed when asked for).
     _listing: str | None = None
-    _count: int = 0
     _all: list[TrialSource] | None = None
-    # An unchanged recorded scan, flat: (entry lists, per source (entries index, files index), every size
-    # and mtime as int64 bytes, the recorded digest of what is not sizes and mtimes).
-    _flat: tuple | None = None
+    # An unchanged recorded scan, as recorded (fingerprints built only when asked for).
+    _flat: _Unchanged | None = None
 
     def _parse_listing(self) -> tuple[list, list[str]]:
         listing = orjson.loads(self._listing)
@@ -215,9 +222,10 @@ class Scan:
     def keys(self, keys: list[str]) -> None:
         self._keys = keys
 
-    def __len__(self) -> int:
+    @property
+    def n_sources(self) -> int:
         """The number of (selected) sources, without building them."""
-        return len(self._keys) if self._keys is not None else self._count
+        return len(self._keys) if self._keys is not None else len(self._flat.recorded)
 
     @property
     def sources(self) -> list[TrialSource]:
@@ -230,8 +238,8 @@ class Scan:
     @property
     def fingerprints(self) -> list[Fingerprint | None]:
         if self._fps is None:
-            lists, recorded, values = self._flat[:3]
-            flat = array("q", values).tolist()
+            lists, recorded = self._flat.lists, self._flat.recorded
+            flat = array("q", self._flat.values).tolist()
             fps, at = [], 0
             for entries_at, files_at in recorded:
                 entries = lists[entries_at]
@@ -262,7 +270,7 @@ class Scan:
     def digest(self, *extra: object) -> str:
         """One hash of every source's key and fingerprint (plus ``extra``): equal means unchanged inputs."""
         if self._fps is None:
-            _, _, values, static = self._flat
+            values, static = self._flat.values, self._flat.static_digest
         else:
             seen: dict[tuple, int] = {}
             index, flat = [], []
@@ -414,17 +422,18 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
         looked = Looked([tuple(f) for f in rec["folders"]], [tuple(f) for f in rec["files"]])
         if zlib.crc32(rec["listing"].encode()) != rec["listing_crc"]:
             return None
-        now = _restat(prefix, shorts, entries_at, lists) if len(entries_at) == len(shorts) else None
+        recorded = list(zip(entries_at, _unpack("i", rec["files_at"])))
+        if not len(recorded) == len(entries_at) == len(shorts):
+            return None
+        now = _restat(prefix, shorts, entries_at, lists)
         if now is not None and array("q", now).tobytes() == values:
             # The common case, nothing changed: sources and keys stay unparsed text.
-            recorded = list(zip(entries_at, _unpack("i", rec["files_at"])))
             return Scan(runs_dir, None, None, None, errors, looked=looked, changed=False, _listing=rec["listing"],
-                        _count=len(shorts), _flat=(lists, recorded, values, rec["static_digest"]))
+                        _flat=_Unchanged(lists, recorded, values, rec["static_digest"]))
         flat = array("q", values).tolist()
         listing = orjson.loads(rec["listing"])
         rows, keys = listing["rows"], listing["keys"]
-        recorded = list(zip(entries_at, _unpack("i", rec["files_at"])))
-        if not len(rows) == len(keys) == len(recorded) == len(shorts):
+        if not len(rows) == len(keys) == len(shorts):
             return None
         if len(flat) != 2 * sum(len(lists[e]) for e in entries_at):
             return None
@@ -433,8 +442,7 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
         return None  # no record, or a damaged one, or one this version cannot use: walk again
-    return Scan(runs_dir, None, keys, fps, errors, looked=looked, changed=changed, _listing=rec["listing"],
-                _count=len(shorts))
+    return Scan(runs_dir, None, keys, fps, errors, looked=looked, changed=changed, _listing=rec["listing"])
 
 
 def _restat(prefix: str, shorts: list[str], entries_at: list[int], lists: list[tuple[str, ...]]) -> list[int] | None:
