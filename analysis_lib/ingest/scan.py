@@ -47,7 +47,7 @@ _PARENT = {rel: rel.rpartition("/")[0] for rel in TRIAL_ENTRIES if rel}
 # mtime still shows one appearing): not asked for when it is, two failed stats a trial fewer.
 _FALLBACK_OF = {"agent/claude-code.txt": "agent/trajectory.json", "verifier/reward.json": "verifier/reward.txt"}
 RECORD_FILE = "scan_record.json"
-RECORD_FORMAT = 8
+RECORD_FORMAT = 9
 
 
 @dataclass(slots=True)
@@ -200,8 +200,9 @@ class Scan:
     # True when this scan differs from the recorded one (it must be recorded again).
     changed: bool = True
     _all_fps: list[Fingerprint | None] | None = None
-    # A recorded scan that has not built its objects yet: the record's sources and keys, still as
-    # JSON text (parsed when asked for).
+    # A recorded scan that has not built its objects yet: its sources' paths (relative to the runs
+    # folder) and the rest of its sources and keys, still as JSON text (parsed when asked for).
+    _paths: list[str] | None = None
     _listing: str | None = None
     _all: list[TrialSource] | None = None
     # An unchanged recorded scan, as recorded (fingerprints built only when asked for).
@@ -232,7 +233,7 @@ class Scan:
         if self._sources is None:
             prefix = self.runs_dir.rstrip(os.sep) + os.sep
             self._sources = [TrialSource(k, prefix + p[2:] if p.startswith("./") else p, r, pr, t, rep, f, m)
-                             for k, p, r, pr, t, rep, f, m in self._parse_listing()[0]]
+                             for p, (k, r, pr, t, rep, f, m) in zip(self._paths, self._parse_listing()[0])]
         return self._sources
 
     @property
@@ -361,8 +362,7 @@ def save_record(record_dir: str | os.PathLike, scanned: Scan) -> None:
     entries_at = [lists.setdefault(tuple(fp.entries), len(lists)) for fp in fps]
     files_at = [lists.setdefault(tuple(sorted(fp.files)), len(lists)) for fp in fps]
     listing = orjson.dumps({
-        "rows": [[s.kind, short, s.run_id, s.profile, s.task_id, s.repetition, s.source_format, s.meta]
-                 for s, short in zip(every, shorts)],
+        "rows": [[s.kind, s.run_id, s.profile, s.task_id, s.repetition, s.source_format, s.meta] for s in every],
         "keys": keys,
     }).decode()
     rec = {
@@ -428,7 +428,7 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
         now = _restat(prefix, shorts, entries_at, lists)
         if now is not None and array("q", now).tobytes() == values:
             # The common case, nothing changed: sources and keys stay unparsed text.
-            return Scan(runs_dir, None, None, None, errors, looked=looked, changed=False, _listing=rec["listing"],
+            return Scan(runs_dir, None, None, None, errors, looked=looked, changed=False, _paths=shorts, _listing=rec["listing"],
                         _flat=_Unchanged(lists, recorded, values, rec["static_digest"]))
         flat = array("q", values).tolist()
         listing = orjson.loads(rec["listing"])
@@ -437,12 +437,12 @@ def _read_record(runs_dir: str, record_dir: str | os.PathLike) -> Scan | None:
             return None
         if len(flat) != 2 * sum(len(lists[e]) for e in entries_at):
             return None
-        fps, changed = _changed_fingerprints(prefix, rows, recorded, lists, flat)
+        fps, changed = _changed_fingerprints(prefix, shorts, rows, recorded, lists, flat, now)
         if fps is None:
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
         return None  # no record, or a damaged one, or one this version cannot use: walk again
-    return Scan(runs_dir, None, keys, fps, errors, looked=looked, changed=changed, _listing=rec["listing"])
+    return Scan(runs_dir, None, keys, fps, errors, looked=looked, changed=changed, _paths=shorts, _listing=rec["listing"])
 
 
 def _restat(prefix: str, shorts: list[str], entries_at: list[int], lists: list[tuple[str, ...]]) -> list[int] | None:
@@ -477,27 +477,27 @@ def _restat(prefix: str, shorts: list[str], entries_at: list[int], lists: list[t
     return now
 
 
-def _changed_fingerprints(prefix: str, rows: list, recorded: list, lists: list[tuple[str, ...]],
-                          flat: list[int]) -> tuple[list[Fingerprint] | None, bool]:
+def _changed_fingerprints(prefix: str, shorts: list[str], rows: list, recorded: list, lists: list[tuple[str, ...]],
+                          flat: list[int], restat: list[int] | None) -> tuple[list[Fingerprint] | None, bool]:
     """Per source, the recorded fingerprint or, for a trial folder whose own listing is unchanged,
-    a new one; None when discovery must run again."""
+    a new one; None when discovery must run again. ``restat``: every entry's size and mtime as
+    :func:`_restat` just took them (None when one was gone: then each source is asked again)."""
     fps: list[Fingerprint] = []
     changed = False
     at = 0
-    for row, (entries_at, files_at) in zip(rows, recorded):
-        kind, short = row[0], row[1]
+    for short, row, (entries_at, files_at) in zip(shorts, rows, recorded):
         path = prefix + short[2:] if short[:2] == "./" else short
         entries = lists[entries_at]
         end = at + 2 * len(entries)
         values = flat[at:end]
-        now = recheck(path, entries)
+        now = restat[at:end] if restat is not None else recheck(path, entries)
         if now == values:
             fps.append(Fingerprint(entries, values, lists[files_at]))
         else:
             # A trial folder whose own listing is unchanged is still the same source: only its files changed.
-            if kind != "trial_dir" or now is None or now[:2] != values[:2]:
+            k, r, pr, t, rep, f, m = row
+            if k != "trial_dir" or now is None or now[:2] != values[:2]:
                 return None, changed
-            k, p, r, pr, t, rep, f, m = row
             fps.append(fingerprint(TrialSource(k, path, r, pr, t, rep, f, m)))
             changed = True
         at = end
