@@ -496,30 +496,18 @@ _DECODER = msgspec.json.Decoder(_FDoc)
 def _match_results(calls: list[ToolCall], results: list[_FResult], step_id: int, warnings: list[str],
                    unmatched: list[str] | None) -> bool:
     """Give each tool call its result text and error mark; False when a result needs the lenient reader."""
-    if len(results) == 1 and len(calls) == 1:  # the common step: one call, its result
+    if len(results) == 1 and len(calls) == 1:  # the common step: one call, its result, no lookups
         r, call = results[0], calls[0]
         sid = r.source_call_id
         if not r.subagent_trajectory_ref and (sid is None or call.call_id == str(sid)):
-            content = r.content
-            text = content if type(content) is str else content_text(content)
-            n = len(text)
-            if n > HUGE_OUTPUT_CHARS:
-                warnings.append(f"step {step_id}: observation of {n / 1e6:.0f} M characters truncated to {OUTPUT_KEEP_CHARS}")
-            call.output = text if n <= OUTPUT_KEEP_CHARS else text[:OUTPUT_KEEP_CHARS]
-            call.output_chars = n
-            marks = {"is_error": r.is_error, "status": r.status} if (r.is_error is not None or r.status) else None
-            call.is_error = result_is_error(call.name, text, r.extra if type(r.extra) is dict else None, marks)
+            _give_result(call, r, _result_text(r, step_id, warnings))
             return True
     single = calls[0] if len(calls) == 1 and len(results) == 1 else None
     by_id = {c.call_id: c for c in calls} if len(calls) > 1 else None
     for r in results:
         if r.subagent_trajectory_ref:
             return False  # references need the lenient reader's resolution
-        content = r.content
-        text = content if type(content) is str else content_text(content)
-        n = len(text)
-        if n > HUGE_OUTPUT_CHARS:
-            warnings.append(f"step {step_id}: observation of {n / 1e6:.0f} M characters truncated to {OUTPUT_KEEP_CHARS}")
+        text = _result_text(r, step_id, warnings)
         sid = r.source_call_id
         if sid is None:
             call = single
@@ -528,13 +516,27 @@ def _match_results(calls: list[ToolCall], results: list[_FResult], step_id: int,
         else:
             call = by_id.get(str(sid))
         if call is not None:
-            call.output = text if n <= OUTPUT_KEEP_CHARS else text[:OUTPUT_KEEP_CHARS]
-            call.output_chars = n
-            marks = {"is_error": r.is_error, "status": r.status} if (r.is_error is not None or r.status) else None
-            call.is_error = result_is_error(call.name, text, r.extra if type(r.extra) is dict else None, marks)
+            _give_result(call, r, text)
         elif unmatched is not None:
             unmatched.append(text[:OUTPUT_KEEP_CHARS])
     return True
+
+
+def _result_text(r: _FResult, step_id: int, warnings: list[str]) -> str:
+    content = r.content
+    text = content if type(content) is str else content_text(content)
+    if len(text) > HUGE_OUTPUT_CHARS:
+        warnings.append(f"step {step_id}: observation of {len(text) / 1e6:.0f} M characters truncated to {OUTPUT_KEEP_CHARS}")
+    return text
+
+
+def _give_result(call: ToolCall, r: _FResult, text: str) -> None:
+    """The call's output (cut to a display prefix), its length and its error mark."""
+    n = len(text)
+    call.output = text if n <= OUTPUT_KEEP_CHARS else text[:OUTPUT_KEEP_CHARS]
+    call.output_chars = n
+    marks = {"is_error": r.is_error, "status": r.status} if (r.is_error is not None or r.status) else None
+    call.is_error = result_is_error(call.name, text, r.extra if type(r.extra) is dict else None, marks)
 
 
 def _calls(fcalls: list[_FCall], step_id: int) -> list[ToolCall]:
