@@ -13,8 +13,8 @@ array where that is the natural result), in the manner of pingouin. Conventions 
 * **Wilcoxon zeros.** Zero differences are dropped before ranking (``zero_method="wilcox"``, as
   R's ``wilcox.test`` and scipy's default do), so that a reviewer can reproduce every p-value in
   R; Pratt's variant (zeros ranked, then discarded) is available as ``zero_method="pratt"``.
-* **Wilcoxon distribution.** Exact null distribution when n <= 50 non-zero differences and no
-  ties and no zeros; otherwise the normal approximation with tie-corrected variance and a
+* **Wilcoxon distribution.** Exact null distribution when fewer than 50 non-zero differences
+  (R's ``wilcox.test`` rule) and no ties and no zeros; otherwise the normal approximation with tie-corrected variance and a
   continuity correction of 0.5 towards the mean (R's default ``correct = TRUE``; it keeps the
   approximation from being anti-conservative at small n).
 * **Bootstrap.** Percentile intervals from ``n_boot`` resamples of tasks (pairs kept together),
@@ -49,6 +49,12 @@ __all__ = [
     "pass_at_k",
     "plan_sample_size",
     "project_spend",
+    "hodges_lehmann",
+    "mcnemar_midp",
+    "conditional_odds_ratio",
+    "tango_interval",
+    "clustered_proportion",
+    "ratio_of_totals",
 ]
 
 _TRUE = {"true", "1", "1.0", "yes", "pass", "passed"}
@@ -253,6 +259,10 @@ def mcnemar(a: Sequence, b: Sequence, *, exact: bool = True, correction: bool = 
 # --------------------------------------------------------------------------- Wilcoxon
 
 
+# R's wilcox.test: exact p-values when fewer than 50 non-zero differences (and no ties or zeros).
+EXACT_BELOW = 50
+
+
 @lru_cache(maxsize=256)
 def _signrank_pmf(n: int) -> np.ndarray:
     """Exact null distribution of the signed-rank statistic T+ for n untied non-zero differences.
@@ -293,13 +303,14 @@ def wilcoxon(
     Statistic ``V = T+``, the sum of the ranks of |d| over the positive differences (R's ``V``).
     Zeros: ``"wilcox"`` drops them before ranking (R, scipy default); ``"pratt"`` ranks them and
     then drops their ranks (Pratt 1959), with mean and variance adjusted accordingly.
-    ``method="auto"`` uses the exact null distribution when there are at most 50 non-zero
-    differences and no ties and no zeros, and otherwise the normal approximation
+    ``method="auto"`` uses the exact null distribution when there are fewer than 50 non-zero
+    differences (as R does) and no ties and no zeros, and otherwise the normal approximation
     ``z = (T+ - n(n+1)/4 - c) / sigma`` with the tie-corrected
     ``sigma^2 = n(n+1)(2n+1)/24 - sum(t^3 - t)/48`` and continuity correction
     ``c = 0.5 * sign(T+ - n(n+1)/4)`` when ``correction`` (R's default). Two-sided exact p is
     ``min(1, 2 * min(P(T+ <= V), P(T+ >= V)))``. When every difference is zero there is no
-    evidence of a difference: V = 0, p = 1, RBC = 0.
+    evidence of a difference: V = 0, p = 1, RBC = 0. With no pair at all there is no test:
+    p and RBC are NaN and ``method`` says why.
 
     Effect size: the matched-pairs rank-biserial correlation ``RBC = (T+ - T-) / (T+ + T-)``
     (Kerby 2014), in [-1, 1], positive when x tends to exceed y; it equals pingouin's ``RBC``.
@@ -329,11 +340,13 @@ def _wilcoxon_core(d: np.ndarray, zero_method: str = "wilcox", correction: bool 
     t_plus = float(ranks[signs > 0].sum())
     t_minus = float(ranks[signs < 0].sum())
     row = {"n": n, "n_zero": n_zero, "V": t_plus, "T_minus": t_minus, "z": np.nan}
-    if n == 0:
+    if n == 0 and n_zero == 0:
+        row.update(p_val=np.nan, method="no pairs: not tested", RBC=np.nan)
+    elif n == 0:
         row.update(p_val=1.0, method="all differences zero", RBC=0.0)
     else:
         has_ties = np.unique(ranks).size < n
-        use_exact = method == "exact" or (method == "auto" and n <= 50 and not has_ties and n_zero == 0)
+        use_exact = method == "exact" or (method == "auto" and n < EXACT_BELOW and not has_ties and n_zero == 0)
         if use_exact:
             if has_ties or (n_zero and zero_method == "pratt"):
                 raise ValueError("method='exact' needs untied non-zero differences (ranks must be 1..n)")
@@ -638,7 +651,7 @@ def _wilcoxon_p_rows(d: np.ndarray) -> np.ndarray:
     Rows with ties or zeros (nearly all rows of a resampled pilot) get the tie-corrected,
     continuity-corrected normal approximation computed for all rows at once; zeros are the
     smallest |d|, so dropping them shifts the other ranks down by their count. Rows that
-    qualify for the exact distribution (<= 50 non-zero differences, no ties, no zeros) are
+    qualify for the exact distribution (< 50 non-zero differences, no ties, no zeros) are
     passed to the scalar routine, so each row's p equals ``wilcoxon(row)`` exactly.
     """
     d = np.atleast_2d(np.asarray(d, dtype=float))
@@ -659,7 +672,7 @@ def _wilcoxon_p_rows(d: np.ndarray) -> np.ndarray:
         z = np.where(var > 0, (diff - 0.5 * np.sign(diff)) / np.sqrt(var), 0.0)
     p = np.minimum(1.0, 2.0 * sps.norm.sf(np.abs(z)))
     p[n == 0] = 1.0
-    exact = (n <= 50) & (n_zero == 0) & (tie_sum == 0) & (n > 0)
+    exact = (n < EXACT_BELOW) & (n_zero == 0) & (tie_sum == 0) & (n > 0)
     for i in np.flatnonzero(exact):
         p[i] = _wilcoxon_core(d[i])["p_val"]
     return p
@@ -812,4 +825,218 @@ def project_spend(
                      "per_run_median": np.nan, "per_run_p90": np.nan, "n_runs": n_runs * len(part),
                      "projected_median": float(np.sum([r["projected_median"] for r in part])),
                      "projected_p90": float(np.sum([r["projected_p90"] for r in part]))})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- estimates with agreeing intervals
+
+
+def hodges_lehmann(x: Sequence, y: Sequence | None = None, *, confidence: float = 0.95, correction: bool = True) -> pd.DataFrame:
+    """Hodges-Lehmann estimate of the shift of ``d = x - y`` with the interval that inverts :func:`wilcoxon`.
+
+    The estimate is the median of the Walsh averages ``(d_i + d_j) / 2, i <= j`` (the pseudo-median
+    R's ``wilcox.test(conf.int = TRUE)`` reports). The interval is every shift ``delta`` that the
+    two-sided Wilcoxon signed-rank test of ``d - delta`` (:func:`wilcoxon`, same exact/approximate
+    rule) does not reject at ``1 - confidence``; its ends are Walsh averages, as in R's exact case
+    (Hollander & Wolfe 1973, sec. 3.2; Bauer 1972, JASA 67:687-690). Built from the test itself, it
+    excludes 0 exactly when the test at 0 rejects (when no difference is 0 or opposite to another).
+    With too few pairs for any rejection the ends are infinite.
+
+    Returns one row: ``n, estimate, ci_low, ci_high, p_val, method, confidence``.
+    """
+    d = np.asarray(x, dtype=float) if y is None else np.asarray(x, dtype=float) - np.asarray(y, dtype=float)
+    d = d[~np.isnan(d)]
+    row = {"n": int(d.size), "estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p_val": np.nan,
+           "method": "no pairs: not estimated", "confidence": confidence}
+    if d.size:
+        i, j = np.triu_indices(d.size)
+        walsh = np.unique((d[i] + d[j]) / 2.0)  # distinct Walsh averages, sorted
+        estimate = float(np.median((d[i] + d[j]) / 2.0))
+        test = _wilcoxon_core(d, "wilcox", correction)
+        alpha = 1.0 - confidence
+        # The test statistic is constant between consecutive Walsh averages: probe one shift per gap.
+        probes = np.concatenate([[walsh[0] - 1.0], (walsh[:-1] + walsh[1:]) / 2.0, [walsh[-1] + 1.0]])
+
+        def accepted(k: int) -> bool:
+            return bool(_wilcoxon_core(d - probes[k], "wilcox", correction)["p_val"] >= alpha)
+
+        centre = int(np.searchsorted(walsh, estimate, side="right"))
+        lo, hi = centre, centre
+        if accepted(centre):
+            # The accepted gaps are contiguous (|T+ - n(n+1)/4| grows away from the estimate): bisect each side.
+            a, b = 0, centre
+            while a < b:
+                m = (a + b) // 2
+                a, b = (a, m) if accepted(m) else (m + 1, b)
+            lo = a
+            a, b = centre, probes.size - 1
+            while a < b:
+                m = (a + b + 1) // 2
+                a, b = (m, b) if accepted(m) else (a, m - 1)
+            hi = a
+            ci_low = -np.inf if lo == 0 else float(walsh[lo - 1])
+            ci_high = np.inf if hi == probes.size - 1 else float(walsh[hi])
+        else:
+            ci_low = ci_high = estimate
+        row.update(estimate=estimate, ci_low=ci_low, ci_high=ci_high, p_val=test["p_val"],
+                   method=f"Walsh averages; Wilcoxon {test['method']}")
+    return pd.DataFrame([row], index=["Hodges-Lehmann"])
+
+
+def mcnemar_midp(n10: int, n01: int) -> float:
+    """Mid-p McNemar test: twice the smaller binomial tail with half the observed probability.
+
+    ``p = 2 * (P(X < k) + P(X = k) / 2)``, ``X ~ Bin(n10 + n01, 1/2)``, ``k = min(n10, n01)``,
+    capped at 1; 1 without discordant pairs. Reference: Fagerland, Lydersen & Laake (2013), BMC
+    Med Res Methodol 13:91 (recommended over the exact conditional test for its size).
+    """
+    m = int(n10) + int(n01)
+    if m == 0:
+        return 1.0
+    k = min(int(n10), int(n01))
+    return float(min(1.0, 2.0 * (sps.binom.cdf(k - 1, m, 0.5) + 0.5 * sps.binom.pmf(k, m, 0.5))))
+
+
+def conditional_odds_ratio(n10: int, n01: int, *, confidence: float = 0.95) -> pd.DataFrame:
+    """Discordant-pair odds ratio ``n01 / n10`` (B pass & A fail over A pass & B fail) with its exact interval.
+
+    Conditional on the ``m = n10 + n01`` discordant pairs, ``n01 ~ Bin(m, pi)`` with
+    ``OR = pi / (1 - pi)``; the Clopper-Pearson interval for ``pi`` mapped to the OR scale is the
+    interval that inverts McNemar's exact test, so it excludes 1 exactly when that test has
+    p < 1 - confidence. Reference: Agresti (2013), Categorical Data Analysis, sec. 11.1.4;
+    Breslow & Day (1980), sec. 5.2.
+
+    Returns one row: ``n10, n01, odds_ratio, ci_low, ci_high``.
+    """
+    n10, n01 = int(n10), int(n01)
+    m = n10 + n01
+    a = (1 - confidence) / 2
+    if m == 0:
+        est, lo, hi = np.nan, 0.0, np.inf
+    else:
+        p_lo = 0.0 if n01 == 0 else float(sps.beta.ppf(a, n01, m - n01 + 1))
+        p_hi = 1.0 if n01 == m else float(sps.beta.ppf(1 - a, n01 + 1, m - n01))
+        with np.errstate(divide="ignore"):
+            est = np.inf if n10 == 0 else n01 / n10
+            lo = p_lo / (1 - p_lo)
+            hi = np.inf if p_hi >= 1 else p_hi / (1 - p_hi)
+    return pd.DataFrame([{"n10": n10, "n01": n01, "odds_ratio": float(est), "ci_low": float(lo), "ci_high": float(hi)}])
+
+
+def _tango_statistic(delta: float, n10: int, n01: int, n: int) -> float:
+    """Tango's score statistic for H0: p_B - p_A = delta (restricted MLE in closed form)."""
+    a_ = 2.0 * n
+    b_ = -n01 - n10 + (2.0 * n - n01 + n10) * delta
+    c_ = -n10 * delta * (1.0 - delta)
+    p_tilde = (np.sqrt(max(b_ * b_ - 4.0 * a_ * c_, 0.0)) - b_) / (2.0 * a_)
+    num = n01 - n10 - n * delta
+    var = n * (2.0 * p_tilde + delta * (1.0 - delta))
+    if var <= 0:
+        return 0.0 if num == 0 else np.copysign(np.inf, num)
+    return float(num / np.sqrt(var))
+
+
+def tango_interval(n10: int, n01: int, n: int, *, confidence: float = 0.95) -> pd.DataFrame:
+    """Tango's score interval for the paired difference of proportions ``p_B - p_A = (n01 - n10) / n``.
+
+    ``n10``: A pass, B fail; ``n01``: A fail, B pass; ``n``: all pairs. The interval holds the
+    differences whose score statistic (restricted maximum likelihood under the difference) lies
+    within the normal quantile; at 0 the statistic is McNemar's uncorrected z, so the interval
+    agrees with that asymptotic test. Recommended with the mid-p McNemar test by Fagerland,
+    Lydersen & Laake (2014), "Recommended tests and confidence intervals for paired binomial
+    proportions", Stat Med 33:2850-2875. Reference: Tango (1998), Stat Med 17:891-908 (erratum 18:1999).
+
+    Returns one row: ``n_pairs, difference, ci_low, ci_high, z``.
+    """
+    from scipy.optimize import brentq
+
+    n10, n01, n = int(n10), int(n01), int(n)
+    if n == 0:
+        return pd.DataFrame([{"n_pairs": 0, "difference": np.nan, "ci_low": np.nan, "ci_high": np.nan, "z": np.nan}])
+    z = float(sps.norm.ppf((1 + confidence) / 2))
+    est = (n01 - n10) / n
+    tol = 1e-10
+    f = lambda d, q: _tango_statistic(d, n10, n01, n) - q  # noqa: E731 (decreasing in d)
+    lo = -1.0 if est <= -1 + tol else brentq(f, -1 + tol, est if est > -1 + tol else -1 + tol, args=(z,), xtol=1e-12) \
+        if f(est, z) <= 0 else est
+    hi = 1.0 if est >= 1 - tol else brentq(f, est, 1 - tol, args=(-z,), xtol=1e-12) if f(est, -z) >= 0 else est
+    return pd.DataFrame([{"n_pairs": n, "difference": est, "ci_low": float(lo), "ci_high": float(hi),
+                          "z": _tango_statistic(0.0, n10, n01, n)}])
+
+
+def clustered_proportion(successes: Sequence, trials: Sequence, *, confidence: float = 0.95) -> pd.DataFrame:
+    """A rate over trials clustered in tasks, with a Wilson interval at the design-effective sample size.
+
+    ``successes[g]`` of ``trials[g]`` trials of task g. The rate is ``sum(successes) / sum(trials)``;
+    its cluster-robust (CR1) variance ``G/(G-1) * sum_g (s_g - p t_g)^2 / N^2`` is statsmodels'
+    clustered variance of an intercept-only model. Repetitions of one task share its difficulty, so
+    the design effect ``deff = var_cluster / (p (1-p) / N)`` is usually above 1; the interval is
+    Wilson's at ``n_eff = N / max(deff, 1)`` (Kish 1965; Korn & Graubard 1998, Survey Methodology
+    24:193-201), which stays inside [0, 1] and widens with the clustering.
+
+    Returns one row: ``successes, n_trials, n_tasks, proportion, ci_low, ci_high, design_effect, n_effective``.
+    """
+    s = np.asarray(successes, dtype=float)
+    t = np.asarray(trials, dtype=float)
+    keep = t > 0
+    s, t = s[keep], t[keep]
+    n, g = float(t.sum()), int(t.size)
+    row = {"successes": int(s.sum()), "n_trials": int(n), "n_tasks": g, "proportion": np.nan, "ci_low": np.nan,
+           "ci_high": np.nan, "design_effect": np.nan, "n_effective": np.nan}
+    if n == 0:
+        return pd.DataFrame([row])
+    p = float(s.sum() / n)
+    deff = 1.0
+    if g >= 2 and 0 < p < 1:
+        var_cluster = g / (g - 1) * float(np.sum((s - p * t) ** 2)) / n**2
+        deff = var_cluster / (p * (1 - p) / n)
+    n_eff = n / max(deff, 1.0)
+    w = wilson_ci(p * n_eff, n_eff, confidence=confidence).iloc[0]
+    row.update(proportion=p, ci_low=float(w["ci_low"]), ci_high=float(w["ci_high"]), design_effect=float(deff),
+               n_effective=float(n_eff))
+    return pd.DataFrame([row])
+
+
+def ratio_of_totals(num_a: Sequence, den_a: Sequence, num_b: Sequence, den_b: Sequence, *, n_boot: int = 10_000,
+                    seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
+    """Per-arm ratios of totals over paired tasks and their ratio B / A, with a task bootstrap.
+
+    Per task g: numerator and denominator totals of each arm (e.g. cost and successes summed over
+    the repetitions, or tokens and 1). ``ratio_a = sum(num_a) / sum(den_a)``, likewise B, and
+    ``ratio = ratio_b / ratio_a``. Tasks are resampled with replacement (both arms together, so the
+    pairing is kept); percentile intervals; resamples where a denominator total is 0 are undefined,
+    left out and counted. A total of 0 in the sample makes the estimate undefined (NaN), never
+    infinite.
+
+    Returns rows ``arm`` = ``A``, ``B``, ``B/A`` with ``estimate, ci_low, ci_high, n_tasks, n_boot,
+    n_undefined``.
+    """
+    arr = [np.asarray(v, dtype=float) for v in (num_a, den_a, num_b, den_b)]
+    n = arr[0].size
+    if any(v.shape != (n,) for v in arr):
+        raise ValueError("num_a, den_a, num_b and den_b must be one-dimensional and of equal length")
+
+    def ratios(tot):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ra = np.where(tot[1] > 0, tot[0] / tot[1], np.nan)
+            rb = np.where(tot[3] > 0, tot[2] / tot[3], np.nan)
+            return ra, rb, np.where(ra > 0, rb / ra, np.nan)
+
+    point = ratios([np.atleast_1d(v.sum()) for v in arr])
+    rows = []
+    if n:
+        idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+        boot = ratios([v[idx].sum(axis=1) for v in arr])
+    q = [(1 - confidence) / 2, (1 + confidence) / 2]
+    for name, est, dist in zip(("A", "B", "B/A"), point, boot if n else (None,) * 3):
+        e = float(est[0]) if n else np.nan
+        lo = hi = np.nan
+        undefined = 0
+        if n and np.isfinite(e):
+            ok = np.isfinite(dist)
+            undefined = int(n_boot - ok.sum())
+            if ok.any():
+                lo, hi = (float(v) for v in np.quantile(dist[ok], q))
+        rows.append({"arm": name, "estimate": e, "ci_low": lo, "ci_high": hi, "n_tasks": n, "n_boot": n_boot,
+                     "n_undefined": undefined})
     return pd.DataFrame(rows)

@@ -5,7 +5,7 @@
    against ``pingouin.compute_bootci(..., paired=True, method="per")`` on the same data; the
    ratio of times (target >= 10x) and whether the two percentile intervals agree within
    Monte-Carlo error (each endpoint inside the other's +-4 rank-SE band).
-2. The whole ``run_comparisons`` (all profile pairs, 10,000 resamples) on the sample runs'
+2. The whole ``write_comparisons`` (the analysis plan over all profile pairs) on the sample runs'
    metrics: ``results/analytics/metrics_detail.csv`` if it exists, else the metrics of
    ``runs/sample`` if the Layer 1 code is present, else ``simulate_metrics`` output.
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis_lib import stats  # noqa: E402
-from analysis_lib.compare import run_comparisons  # noqa: E402
+from analysis_lib.report.comparison_report import write_comparisons  # noqa: E402
 
 N_PAIRS, N_BOOT, SEED = 500, 10_000, 20261121
 
@@ -91,10 +91,11 @@ def _sample_metrics() -> tuple[pd.DataFrame, str, bool]:
 def bench_compare() -> None:
     metrics, source, simulated = _sample_metrics()
     with tempfile.TemporaryDirectory() as tmp:
-        t, out = _timed(lambda: run_comparisons(metrics, tmp, seed=0, n_boot=N_BOOT, simulated=simulated))
+        t, study = _timed(lambda: write_comparisons(metrics, tmp, baseline="text", simulated=simulated))
+    out = study.comparisons
     pairs = out[["profile_a", "profile_b"]].drop_duplicates().shape[0]
-    print(f"run_comparisons on {source}: {len(metrics)} trials, {pairs} profile pairs x {out['metric'].nunique()} metrics, "
-          f"{N_BOOT:,} resamples: {t:.2f} s (csv + report written)")
+    print(f"write_comparisons on {source}: {len(metrics)} trials, {pairs} profile pairs x {out['metric'].nunique()} metrics, "
+          f"{study.plan.bootstrap.n_resamples:,} resamples: {t:.2f} s (csv + report written)")
 
 
 if __name__ == "__main__":

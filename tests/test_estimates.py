@@ -1,0 +1,187 @@
+"""The estimators behind every comparison, against independent references and their agreeing tests.
+
+References: R's ``wilcox.test`` algorithm for the exact Hodges-Lehmann interval (order statistics of
+the Walsh averages at ``qsignrank``, here from a brute-force enumeration of sign patterns), a
+numerical restricted maximum likelihood for Tango's score statistic, Clopper-Pearson from the
+binomial tails, statsmodels' clustered variance, and direct enumeration for the mid-p test.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import optimize
+from scipy import stats as sps
+
+from analysis_lib import stats
+
+
+# R: x <- c(1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30)
+#    y <- c(0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29)
+#    wilcox.test(x, y, paired = TRUE, conf.int = TRUE)  (the ?wilcox.test example)
+#    -> V = 40, p-value = 0.03906, (pseudo)median 0.46
+X = [1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30]
+Y = [0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29]
+
+
+def _qsignrank(alpha: float, n: int) -> int:
+    """R's qsignrank(alpha, n) by enumerating all 2^n sign patterns (independent of stats._signrank_pmf)."""
+    sums = sorted(sum(r for r, s in zip(range(1, n + 1), signs) if s) for signs in itertools.product((0, 1), repeat=n))
+    total = len(sums)
+    for q in range(n * (n + 1) // 2 + 1):
+        if sum(1 for v in sums if v <= q) / total >= alpha:
+            return q
+    raise AssertionError
+
+
+def test_hodges_lehmann_matches_r_exact_interval():
+    hl = stats.hodges_lehmann(X, Y).iloc[0]
+    assert hl["estimate"] == pytest.approx(0.46, abs=1e-12)
+    assert hl["p_val"] == pytest.approx(0.03906, abs=5e-6)
+    # R: qu <- qsignrank(0.025, n); ql <- n(n+1)/2 - qu; CI = c(diffs[qu], diffs[ql + 1]) (sorted Walsh averages)
+    d = np.subtract(X, Y)
+    i, j = np.triu_indices(d.size)
+    walsh = np.sort((d[i] + d[j]) / 2)
+    qu = _qsignrank(0.025, d.size)
+    ql = d.size * (d.size + 1) // 2 - qu
+    assert (hl["ci_low"], hl["ci_high"]) == pytest.approx((walsh[qu - 1], walsh[ql]), abs=1e-12)
+
+
+@pytest.mark.parametrize("n", [6, 12, 30, 49, 50, 80])
+def test_hodges_lehmann_interval_agrees_with_the_wilcoxon_test(n):
+    rng = np.random.default_rng(n)
+    disagreements = 0
+    for k in range(60):
+        d = rng.normal(0.3 * (k % 3), 1.0, size=n)
+        if k % 4 == 0:
+            d = np.round(d, 1)  # ties: the normal approximation's tie correction
+            d = d[d != 0]
+        hl = stats.hodges_lehmann(d).iloc[0]
+        p = stats.wilcoxon(d).iloc[0]["p_val"]
+        assert hl["ci_low"] <= hl["estimate"] <= hl["ci_high"]
+        i, j = np.triu_indices(d.size)
+        if np.any(d[i] + d[j] == 0):
+            continue  # 0 is a Walsh average: the test at 0 and the interval's end meet there (documented)
+        excludes = not (hl["ci_low"] <= 0 <= hl["ci_high"])
+        disagreements += (p < 0.05) != excludes
+    assert disagreements == 0
+
+
+def test_wilcoxon_exact_below_fifty_as_r_and_nan_without_pairs():
+    rng = np.random.default_rng(1)
+    assert stats.wilcoxon(rng.normal(size=49)).iloc[0]["method"] == "exact"
+    assert stats.wilcoxon(rng.normal(size=50)).iloc[0]["method"].startswith("normal approximation")
+    empty = stats.wilcoxon([]).iloc[0]
+    assert math.isnan(empty["p_val"]) and "no pairs" in empty["method"]
+    assert math.isnan(stats.hodges_lehmann([]).iloc[0]["estimate"])
+
+
+def _tango_numeric(delta: float, n10: int, n01: int, n: int) -> float:
+    """Tango's score statistic with the restricted MLE found numerically (multinomial, p01 - p10 = delta)."""
+    n11 = n00 = (n - n10 - n01) / 2  # only n11 + n00 enters the likelihood
+
+    def nll(p10):
+        p01 = p10 + delta
+        rest = 1 - p10 - p01
+        if p10 <= 0 or p01 <= 0 or rest <= 0:
+            return np.inf
+        return -(n10 * math.log(p10) + n01 * math.log(p01) + (n11 + n00) * math.log(rest))
+
+    lo, hi = max(0.0, -delta) + 1e-12, (1 - delta) / 2 - 1e-12
+    p10 = optimize.minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-13}).x
+    return (n01 - n10 - n * delta) / math.sqrt(n * (2 * p10 + delta * (1 - delta)))
+
+
+@pytest.mark.parametrize("n10,n01,n", [(1, 7, 21), (6, 16, 161), (2, 5, 24), (0, 4, 30), (3, 3, 12)])
+def test_tango_interval_solves_the_score_equation(n10, n01, n):
+    t = stats.tango_interval(n10, n01, n).iloc[0]
+    z = sps.norm.ppf(0.975)
+    assert t["difference"] == pytest.approx((n01 - n10) / n)
+    assert t["ci_low"] <= t["difference"] <= t["ci_high"]
+    # The ends are where the score statistic (restricted MLE found numerically) equals -+1.96.
+    assert _tango_numeric(t["ci_low"], n10, n01, n) == pytest.approx(z, abs=1e-5)
+    assert _tango_numeric(t["ci_high"], n10, n01, n) == pytest.approx(-z, abs=1e-5)
+    # At 0 the statistic is McNemar's uncorrected z, so the interval agrees with that test.
+    if n10 + n01:
+        mcz = (n01 - n10) / math.sqrt(n01 + n10)
+        assert t["z"] == pytest.approx(mcz)
+        p_score = stats.mcnemar_from_table([[0, n10], [n01, 0]], exact=False, correction=False).iloc[0]["p_val"]
+        assert (p_score < 0.05) == (not t["ci_low"] <= 0 <= t["ci_high"])
+
+
+def test_conditional_odds_ratio_interval_agrees_with_the_exact_test():
+    for n10 in range(0, 25):
+        for n01 in range(0, 25):
+            if n10 + n01 == 0:
+                continue
+            o = stats.conditional_odds_ratio(n10, n01).iloc[0]
+            p = stats.mcnemar_from_table([[0, n10], [n01, 0]], exact=True).iloc[0]["p_val"]
+            assert o["ci_low"] <= o["odds_ratio"] <= o["ci_high"]
+            assert (p < 0.05) == (not o["ci_low"] <= 1 <= o["ci_high"]), (n10, n01)
+            # Clopper-Pearson ends from the binomial tails: P(X >= n01 | lower) = 0.025.
+            if n01:
+                pi_lo = o["ci_low"] / (1 + o["ci_low"])
+                assert sps.binom.sf(n01 - 1, n10 + n01, pi_lo) == pytest.approx(0.025, abs=1e-9)
+
+
+def test_midp_by_enumeration():
+    from fractions import Fraction
+
+    for n10, n01 in [(1, 7), (2, 5), (0, 3), (4, 4), (10, 2)]:
+        m, k = n10 + n01, min(n10, n01)
+        pmf = [Fraction(math.comb(m, i), 2**m) for i in range(m + 1)]
+        expect = min(Fraction(1), 2 * (sum(pmf[:k]) + pmf[k] / 2))
+        assert stats.mcnemar_midp(n10, n01) == pytest.approx(float(expect), abs=1e-12)
+
+
+def test_clustered_proportion_variance_is_statsmodels_cluster_variance():
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(3)
+    wins = rng.integers(0, 4, size=15)
+    trials = np.full(15, 3)
+    trials[:4] = 2
+    wins = np.minimum(wins, trials)
+    y = np.concatenate([[1] * w + [0] * (t - w) for w, t in zip(wins, trials)])
+    groups = np.repeat(np.arange(15), trials)
+    fit = sm.OLS(y, np.ones(len(y))).fit(cov_type="cluster", cov_kwds={"groups": groups})
+    row = stats.clustered_proportion(wins, trials).iloc[0]
+    p = wins.sum() / trials.sum()
+    assert row["proportion"] == pytest.approx(p)
+    var_cluster = row["design_effect"] * p * (1 - p) / trials.sum()
+    assert var_cluster == pytest.approx(float(fit.bse[0]) ** 2, rel=1e-10)
+    # Wilson at the design-effective size; deff >= 1 widens it against the trial-level Wilson.
+    naive = stats.wilson_ci(int(wins.sum()), int(trials.sum())).iloc[0]
+    assert row["ci_high"] - row["ci_low"] >= naive["ci_high"] - naive["ci_low"] - 1e-12
+
+
+def test_clustered_proportion_covers_in_simulation_where_the_trial_level_wilson_does_not():
+    rng = np.random.default_rng(7)
+    n_tasks, reps, sims = 24, 3, 2000
+    p_task = rng.beta(0.55 * 2.5, 0.45 * 2.5, size=(sims, n_tasks))
+    wins = rng.binomial(reps, p_task)
+    truth = 0.55
+    cover_cluster = cover_naive = 0
+    for w in wins:
+        r = stats.clustered_proportion(w, np.full(n_tasks, reps)).iloc[0]
+        cover_cluster += r["ci_low"] <= truth <= r["ci_high"]
+        nv = stats.wilson_ci(int(w.sum()), n_tasks * reps).iloc[0]
+        cover_naive += nv["ci_low"] <= truth <= nv["ci_high"]
+    # Monte-Carlo SE of a coverage near 0.95 over 2000 studies: 0.005.
+    assert cover_cluster / sims >= 0.93
+    assert cover_naive / sims < 0.90
+
+
+def test_ratio_of_totals_never_infinite():
+    r = stats.ratio_of_totals([1.0, 2.0, 3.0], [0, 0, 1], [1.0, 1.0, 1.0], [1, 1, 0], n_boot=2000, seed=1).set_index("arm")
+    assert r.loc["A", "estimate"] == pytest.approx(6.0) and r.loc["B", "estimate"] == pytest.approx(1.5)
+    assert r.loc["B/A", "estimate"] == pytest.approx(0.25)
+    assert r.loc["B/A", "n_undefined"] > 0  # resamples without a success in an arm are left out, counted
+    assert np.isfinite(r[["ci_low", "ci_high"]].to_numpy()).all()
+    none = stats.ratio_of_totals([1.0], [0], [1.0], [1], n_boot=100).set_index("arm")
+    assert math.isnan(none.loc["A", "estimate"]) and math.isnan(none.loc["B/A", "estimate"])
+    assert not np.isinf(pd.to_numeric(none["estimate"])).any()
