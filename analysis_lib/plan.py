@@ -1,10 +1,12 @@
-"""The pre-registered analysis plan: read and validate it, hash it, record it beside the runs, run it.
+"""The pre-registered analysis plan: read and validate it, hash it, record it beside the runs.
 
 ``params/analysis_plan.yaml`` declares three tiers of metrics and how each is tested: primary
 (formal tests, Holm-corrected), secondary (formal tests, Benjamini-Hochberg) and exploratory
 (descriptive statistics and intervals only, no p-values), plus alpha, the bootstrap and the
-pairing rule. The analysis reads the plan instead of hard-coding it, so that what is tested is
-what was declared before looking (docs/analysis-plan.md).
+pairing rule. Metric ids are the columns of ``metrics_detail.csv`` (:mod:`analysis_lib.registry`).
+The comparison engine (:mod:`analysis_lib.comparisons`) reads the plan instead of hard-coding it,
+so that what is tested is what was declared before looking (docs/analysis-plan.md). Each tier's
+correction runs over all its rows: every metric of the tier and every profile pair.
 
 Integrity: the plan's hash is the sha256 of its *parsed, canonical* form (the validated plan with
 defaults filled in, as JSON with sorted keys), so comments and layout do not change it. The first
@@ -31,13 +33,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import __version__
 from .fileio import atomic_write_json, read_json
-from .metrics import CATEGORY_COLUMNS, MCP_TOOL_PREFIX, METRIC_COLUMNS
+from . import registry
 from .trial import InputError
 
 __all__ = [
-    "PlanError", "AnalysisPlan", "PlanMetric", "PLAN_METRICS", "PlanCheck", "LOCK_NAME", "PLAN_COLUMNS",
-    "default_plan_path", "load_plan", "parse_plan", "plan_hash", "plan_yaml", "check_plan", "plan_columns",
-    "run_plan", "describe_metric", "adjust_p",
+    "PlanError", "AnalysisPlan", "PlanCheck", "LOCK_NAME", "default_plan_path", "load_plan", "parse_plan",
+    "plan_hash", "plan_yaml", "check_plan", "adjust_p", "metric_kind",
 ]
 
 LOCK_NAME = "analysis_plan.lock.json"
@@ -49,43 +50,26 @@ class PlanError(ValueError):
     """The plan file cannot be used; the message is one line naming the file and the key."""
 
 
-@dataclass(frozen=True)
-class PlanMetric:
-    """A metric id of the plan: the metrics_detail.csv column(s) it reads and its kind."""
-
-    id: str
-    column: str  # a column, or the prefix of a column family (kind "per_tool")
-    kind: str  # binary | continuous | per_tool
-    label: str
+# Ids of earlier plans and the column each one meant: a plan that still uses one is told the new id.
+RENAMED = {"resolve_rate": "success", "cost_per_task": "total_cost_usd", "wall_clock": "elapsed_sec",
+           "tool_call_count": "tool_calls_count", "files_explored": "exploration_breadth",
+           "mcp_calls_by_tool": "mcp_calls__*", "time_to_first_edit": "time_to_first_edit_sec"}
+TESTS = {"mcnemar_exact": "binary", "mcnemar_midp": "binary", "wilcoxon_signed_rank": "continuous", "descriptive": None}
 
 
-# Plan ids of the methodology, mapped onto metrics_detail.csv columns (README "Metric reference").
-PLAN_METRICS: dict[str, PlanMetric] = {m.id: m for m in (
-    PlanMetric("resolve_rate", "success", "binary", "resolve rate"),
-    PlanMetric("total_tokens", "total_tokens", "continuous", "total tokens"),
-    PlanMetric("cost_per_task", "total_cost_usd", "continuous", "cost per task (USD)"),
-    PlanMetric("wall_clock", "elapsed_sec", "continuous", "wall-clock time (s)"),
-    PlanMetric("tool_call_count", "tool_calls_count", "continuous", "tool calls"),
-    PlanMetric("files_explored", "exploration_breadth", "continuous", "files explored"),
-    PlanMetric("mcp_calls_by_tool", MCP_TOOL_PREFIX, "per_tool", "MCP calls per tool"),
-    PlanMetric("time_to_first_edit", "time_to_first_edit_sec", "continuous", "time to first edit (s)"),
-    PlanMetric("steps_to_first_edit", "steps_to_first_edit", "continuous", "steps to first edit"),
-    PlanMetric("duplicate_reads", "duplicate_reads", "continuous", "duplicate reads"),
-)}
-_BINARY_COLUMNS = {"success", "grep_before_edit", "tool_misuse", "infinite_loop", "budget_exhaustion", "premature_stop"}
-_NOT_METRICS = {"tool_distribution", "mcp_calls_by_tool", "context_omission", "cost_estimated"}
-TESTS = {"mcnemar_exact": "binary", "wilcoxon_signed_rank": "continuous", "descriptive": None}
-
-
-def metric_info(metric_id: str) -> PlanMetric:
-    """The plan metric for an id: a named plan metric, or a metrics_detail.csv column used as it is."""
-    if metric_id in PLAN_METRICS:
-        return PLAN_METRICS[metric_id]
-    if metric_id in METRIC_COLUMNS + CATEGORY_COLUMNS and metric_id not in _NOT_METRICS:
-        kind = "binary" if metric_id in _BINARY_COLUMNS else "continuous"
-        return PlanMetric(metric_id, metric_id, kind, metric_id)
-    raise ValueError(f"unknown metric {metric_id!r}; known: {', '.join(PLAN_METRICS)} or a numeric column of "
-                     "metrics_detail.csv (README, Metric reference)")
+def metric_kind(metric_id: str) -> str:
+    """``binary`` or ``continuous`` for a plannable id (a column, ``mcp_calls__*``, or cost_per_success)."""
+    if metric_id in RENAMED:
+        raise ValueError(f"unknown metric {metric_id!r}: plan ids are the columns of metrics_detail.csv; "
+                         f"use {RENAMED[metric_id]!r}")
+    if metric_id == registry.MCP_TOOL_PREFIX + "*":
+        return "continuous"
+    m = registry.metric(metric_id)
+    if not m.testable:
+        raise ValueError(f"{metric_id!r} is not a numeric metric (README, Metric reference)")
+    if metric_id in registry.DERIVED and metric_id != "cost_per_success":
+        raise ValueError(f"{metric_id!r} is a profile-level rate; plan 'success' to compare it")
+    return "binary" if m.kind == "binary" else "continuous"
 
 
 # --------------------------------------------------------------------------- the model
@@ -99,20 +83,22 @@ class MetricSpec(_Strict):
     """One planned metric and its test."""
 
     id: str
-    test: Literal["mcnemar_exact", "wilcoxon_signed_rank", "descriptive"]
+    test: Literal["mcnemar_exact", "mcnemar_midp", "wilcoxon_signed_rank", "descriptive"]
 
     @field_validator("id")
     @classmethod
     def _known(cls, v: str) -> str:
-        metric_info(v)
+        metric_kind(v)
         return v
 
     @model_validator(mode="after")
     def _test_fits(self) -> "MetricSpec":
-        kind = metric_info(self.id).kind
+        kind = metric_kind(self.id)
         need = TESTS[self.test]
         if need is not None and kind != need:
-            raise ValueError(f"test {self.test} needs a {need} metric, but {self.id} is {kind.replace('_', '-')}")
+            raise ValueError(f"test {self.test} needs a {need} metric, but {self.id} is {kind}")
+        if self.id == "cost_per_success" and self.test != "descriptive":
+            raise ValueError("cost_per_success is a ratio of totals with a bootstrap interval: use descriptive")
         return self
 
 
@@ -163,7 +149,10 @@ class AnalysisPlan(_Strict):
                 if tier == "exploratory" and m.test != "descriptive":
                     raise ValueError(f"{where}.test: exploratory metrics are described, not tested (use descriptive)")
                 if tier != "exploratory" and m.test == "descriptive":
-                    raise ValueError(f"{where}.test: a {tier} metric needs a formal test (mcnemar_exact or wilcoxon_signed_rank)")
+                    raise ValueError(f"{where}.test: a {tier} metric needs a formal test (mcnemar_exact, mcnemar_midp "
+                                     "or wilcoxon_signed_rank)")
+                if tier != "exploratory" and registry.metric(m.id.replace("*", "x")).exploratory_only:
+                    raise ValueError(f"{where}.id: {m.id} is exploratory by definition (README, Metric reference)")
                 if m.id in seen:
                     raise ValueError(f"{where}.id: {m.id} is already planned in the {seen[m.id]} tier")
                 seen[m.id] = tier
@@ -331,6 +320,7 @@ class PlanCheck:
         """What ``analysis_plan.json`` beside the outputs holds (the hash, the plan, the record state)."""
         return {"analysis_plan_sha256": self.sha256, "plan_name": self.plan.name, "plan_source": self.source,
                 "plan": _canonical(self.plan), "recorded_sha256": (self.recorded or {}).get("analysis_plan_sha256"),
+                "recorded_at": (self.recorded or {}).get("recorded_at"),
                 "plan_changed_after_analysis": self.changed, "warnings": self.warnings}
 
 
@@ -395,23 +385,7 @@ def write_sidecar(out_dir: str | os.PathLike, check: PlanCheck) -> Path:
                                      "carry the hash themselves)"})
 
 
-# --------------------------------------------------------------------------- running the plan
-
-PLAN_COLUMNS = [
-    "tier", "metric_id", "column", "test", "profile_a", "profile_b", "n_pairs", "a_value", "b_value", "difference",
-    "ci_low", "ci_high", "ci_of", "relative_change_pct", "effect_size", "effect_size_name", "statistic", "p_value",
-    "p_adjusted", "correction", "significant", "note",
-]
-TEST_LABELS = {"mcnemar_exact": "McNemar exact (binomial, two-sided)", "wilcoxon_signed_rank": "Wilcoxon signed-rank",
-               "descriptive": "descriptive (no test)"}
-
-
-def plan_columns(metrics: pd.DataFrame, metric_id: str) -> list[str]:
-    """The metrics_detail.csv columns a plan metric reads (a family such as ``mcp_calls__*`` expands)."""
-    info = metric_info(metric_id)
-    if info.kind == "per_tool":
-        return sorted(c for c in metrics.columns if c.startswith(info.column))
-    return [info.column] if info.column in metrics.columns else []
+# --------------------------------------------------------------------------- corrections
 
 
 def adjust_p(p_values, method: str) -> np.ndarray:
@@ -436,116 +410,3 @@ def adjust_p(p_values, method: str) -> np.ndarray:
             out[ok] = multipletests(p[ok], method="fdr_bh")[1]
         return out
     raise ValueError(f"correction must be 'holm', 'fdr_bh' or 'none', got {method!r}")
-
-
-def _relative(a: float, b: float) -> float:
-    return 100.0 * (b - a) / a if a and np.isfinite(a) and np.isfinite(b) else np.nan
-
-
-def _metric_row(trials: pd.DataFrame, column: str, kind: str, test: str, a: str, b: str, boot: Bootstrap) -> dict:
-    from . import stats  # scipy: imported when a plan is run, not when it is read (Layer 1 only reads it)
-
-    binary = kind == "binary"
-    pairs = stats.pair_tasks(trials, column, a, b, binary=binary)
-    row: dict[str, Any] = {"column": column, "test": TEST_LABELS[test], "profile_a": a, "profile_b": b,
-                           "n_pairs": len(pairs)}
-    if binary:
-        row.update(ci_of="difference in resolve rate (B-A)" if column == "success" else "difference in rate (B-A)")
-    else:
-        row.update(ci_of="median paired difference (B-A)")
-    if len(pairs) == 0:
-        row["note"] = "no task with values under both profiles"
-        return row
-    if binary:
-        va, vb = float(pairs["a"].mean()), float(pairs["b"].mean())
-        ci = stats.bootstrap_paired(pairs["a"], pairs["b"], statistics=("mean_diff",), n_boot=boot.n_resamples,
-                                    seed=boot.seed, confidence=boot.confidence).iloc[0]
-        row.update(a_value=va, b_value=vb, difference=vb - va, ci_low=ci["ci_low"], ci_high=ci["ci_high"],
-                   relative_change_pct=_relative(va, vb))
-        if test == "mcnemar_exact":
-            t = stats.mcnemar_from_table(stats.mcnemar_table(pairs["a"] > 0.5, pairs["b"] > 0.5).to_numpy(), exact=True).iloc[0]
-            row.update(statistic=float(t["statistic"]), p_value=float(t["p_val"]),
-                       effect_size=float(stats.cohens_h(va, vb)), effect_size_name="Cohen's h (B-A)")
-        return row
-    va, vb = float(pairs["a"].median()), float(pairs["b"].median())
-    ci = stats.bootstrap_paired(pairs["a"], pairs["b"], statistics=("median_diff",), n_boot=boot.n_resamples,
-                                seed=boot.seed, confidence=boot.confidence).iloc[0]
-    row.update(a_value=va, b_value=vb, difference=float(ci["estimate"]), ci_low=float(ci["ci_low"]),
-               ci_high=float(ci["ci_high"]), relative_change_pct=_relative(va, vb))
-    if test == "wilcoxon_signed_rank":
-        # wilcoxon(x=b, y=a): d = B - A, so V sums the ranks of the tasks where B is larger.
-        w = stats.wilcoxon(pairs["b"], pairs["a"]).iloc[0]
-        row.update(test=f"{TEST_LABELS[test]} ({w['method']})", statistic=float(w["V"]), p_value=float(w["p_val"]),
-                   effect_size=float(w["RBC"]), effect_size_name="matched-pairs rank-biserial r (B-A)")
-    return row
-
-
-def run_plan(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, str]], *,
-             refused: dict[str, str] | None = None) -> pd.DataFrame:
-    """Every planned metric for every profile pair (B against baseline A), tier by tier, as a tidy frame.
-
-    Tests, intervals and effect sizes come from :mod:`analysis_lib.stats` with the plan's pairing
-    and bootstrap; p-values are adjusted within each tier and profile pair by the tier's
-    correction (a planned test without a p-value counts as p = 1, so the family keeps its declared
-    size), and ``significant`` is ``p_adjusted < alpha``. Exploratory rows carry intervals
-    and no p-value. ``refused`` maps a column (e.g. ``success``) to the reason it must not be
-    analysed (missing evaluations): its rows carry only that reason. A planned metric absent from
-    ``metrics`` gets a row saying so. Returns ``PLAN_COLUMNS``.
-    """
-    from .compare import usable_trials
-
-    trials = usable_trials(metrics)
-    refused = refused or {}
-    rows: list[dict] = []
-    for tier, spec, tier_def in plan.tier_metrics():
-        info = metric_info(spec.id)
-        cols = plan_columns(trials, spec.id)
-        for a, b in pairs:
-            base = {"tier": tier, "metric_id": spec.id, "correction": tier_def.correction, "profile_a": a, "profile_b": b,
-                    "test": TEST_LABELS[spec.test]}
-            if not cols:
-                rows.append({**base, "column": info.column, "n_pairs": 0,
-                             "note": "no MCP tool was called in these runs" if info.kind == "per_tool"
-                             else f"column {info.column!r} is not in the metrics table"})
-                continue
-            for col in cols:
-                if col in refused:
-                    rows.append({**base, "column": col, "n_pairs": 0, "note": refused[col]})
-                    continue
-                kind = "continuous" if info.kind == "per_tool" else info.kind
-                rows.append({**base, **_metric_row(trials, col, kind, spec.test, a, b, plan.bootstrap),
-                             "tier": tier, "metric_id": spec.id, "correction": tier_def.correction})
-    out = pd.DataFrame(rows, columns=PLAN_COLUMNS)
-    for c in ("a_value", "b_value", "difference", "ci_low", "ci_high", "relative_change_pct", "effect_size", "statistic",
-              "p_value", "p_adjusted"):
-        out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
-    out["n_pairs"] = out["n_pairs"].fillna(0).astype(int)
-    for tier in ("primary", "secondary"):
-        method = getattr(plan.tiers, tier).correction
-        for (a, b), idx in out[out["tier"] == tier].groupby(["profile_a", "profile_b"], sort=False).groups.items():
-            p = out.loc[idx, "p_value"].to_numpy(float)
-            # A planned test that could not run (refused, no data) still counts in its family, as p = 1:
-            # the family keeps its pre-registered size and the correction never gets weaker.
-            adj = adjust_p(np.where(np.isnan(p), 1.0, p), method)
-            out.loc[idx, "p_adjusted"] = np.where(np.isnan(p), np.nan, adj)
-    formal = out["tier"] != "exploratory"
-    sig = pd.Series(pd.NA, index=out.index, dtype="boolean")
-    has_p = formal & out["p_adjusted"].notna()
-    sig[has_p] = out.loc[has_p, "p_adjusted"] < plan.alpha
-    out["significant"] = sig
-    return out
-
-
-def describe_metric(metrics: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Per profile: trials with a value, mean, median, quartiles (infra errors left out)."""
-    from .compare import usable_trials
-
-    trials = usable_trials(metrics)
-    v = pd.to_numeric(trials[column], errors="coerce").replace([np.inf, -np.inf], np.nan)
-    g = v.groupby(trials["profile"].astype(str))
-    out = pd.DataFrame({"n": g.count(), "mean": g.mean(), "median": g.median(), "q25": g.quantile(0.25),
-                        "q75": g.quantile(0.75)})
-    out.index.name = "profile"
-    return out.reset_index()
-
-
