@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--succeeded", action="store_true", help="only trials that succeeded")
     out.add_argument("--failed", action="store_true", help="only trials that failed")
     sel.add_argument("--limit", type=int, metavar="N", help="a seeded random sample of N trials")
-    sel.add_argument("--seed", type=int, default=0, help="seed for sampling and bootstrap (default 0)")
+    sel.add_argument("--seed", type=int, default=0, help="seed for sampling trials (default 0); the bootstrap seed is the analysis plan's")
     lay = p.add_argument_group("layers")
     mode = lay.add_mutually_exclusive_group()
     mode.add_argument("--no-llm", action="store_true", help="deterministic metrics and statistics only")

@@ -388,12 +388,9 @@ def run_cli(args: argparse.Namespace) -> int:
 
 
 def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
-    try:
-        from .compare import run_comparisons
-    except ImportError:
-        if args.compare:
-            print("note: --compare is not available yet in this version (statistics module missing)", file=sys.stderr)
-        return 0
+    from .plan import PlanError
+    from .report.comparison_report import write_comparisons
+
     profiles = sorted(result.metrics["profile"].unique())
     if args.compare:
         missing = [p for p in args.compare if p not in profiles]
@@ -406,8 +403,13 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
     if baseline is not None and baseline not in profiles:
         print(f"error: --baseline {baseline!r} is not a profile here; profiles present: {profiles}", file=sys.stderr)
         return 2
-    run_comparisons(result.metrics, args.output, compare=tuple(args.compare) if args.compare else None,
-                    baseline=baseline, seed=args.seed, simulated=result.simulated, plan_check=result.plan_check)
+    try:
+        write_comparisons(result.metrics, args.output, plan_check=result.plan_check,
+                          compare_pair=tuple(args.compare) if args.compare else None, baseline=baseline,
+                          simulated=result.simulated)
+    except PlanError as exc:
+        print(f"error: {exc}; no comparisons written", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -12,8 +12,9 @@ Definitions (also in the README's metric reference; one id everywhere):
   a trajectory, Harbor's ``agent_result`` counts are used, then what a legacy format carries.
 - ``total_cost_usd``: recorded cost (final_metrics, steps, Harbor), else estimated from
   litellm's offline price map (``cost_estimated`` = True), else empty.
-- ``cost_per_success``: cost when success, else infinity. ``token_efficiency``: successes per
-  1M tokens (success / total_tokens * 1e6).
+- ``token_efficiency``: successes per 1M tokens (success / total_tokens * 1e6). Cost per success
+  is a profile-level quantity (total cost / total successes, :mod:`analysis_lib.registry`), never
+  a per-trial column: a failed trial has no finite cost per success.
 - ``elapsed_sec``: agent execution time: Harbor's ``agent_execution`` phase, else the trial's
   start to finish, else first to last step timestamp.
 - Tool-call metrics count the calls of subagent trajectories too; step counts are the root's.
@@ -36,7 +37,6 @@ Definitions (also in the README's metric reference; one id everywhere):
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -55,7 +55,7 @@ IDENTITY_COLUMNS = ["profile", "task_id", "repetition", "run_id", "trial_path"]
 METRIC_COLUMNS = [
     "success", "reward", "tests_passed", "tests_failed", "tests_total", "tests_passed_ratio",
     "total_input_tokens", "total_output_tokens", "total_cached_tokens", "total_tokens", "total_cost_usd",
-    "cost_estimated", "cost_per_success", "token_efficiency",
+    "cost_estimated", "token_efficiency",
     "total_steps", "agent_steps", "tool_calls_count", "unique_tools", "tools_per_step", "steps_per_minute", "elapsed_sec",
     "tool_distribution", "tool_success_rate", "tool_error_count", "mcp_tools_used", "mcp_tool_calls", "native_tool_calls",
     "loop_count", "backtrack_count", "exploration_breadth", "files_read", "files_edited", "grep_before_edit",
@@ -257,10 +257,6 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
     m["total_tokens"] = total_tokens
     m["total_cost_usd"] = cost
     m["cost_estimated"] = estimated
-    if m["success"] is None:
-        m["cost_per_success"] = None
-    else:
-        m["cost_per_success"] = (cost if m["success"] else math.inf) if cost is not None else None
     m["token_efficiency"] = (
         (1.0 if m["success"] else 0.0) / total_tokens * 1e6 if total_tokens and m["success"] is not None else None
     )

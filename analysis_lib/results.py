@@ -21,8 +21,9 @@ from typing import Any
 import pandas as pd
 
 from . import plan as plan_mod
-from .compare import _num  # one rounding rule for every report
+from .report.comparison_report import CORRECTION_NAMES, mcnemar_lines, methods_lines, tier_table
 from .report.markdown import table as _table
+from .report.numbers import number
 from .fileio import atomic_write_text, read_json
 from .trial import InputError
 
@@ -109,52 +110,23 @@ def evaluation_table(obj: dict) -> pd.DataFrame:
 # --------------------------------------------------------------------------- formatting
 
 
-def _p(p: Any) -> str:
-    if p is None or pd.isna(p):
-        return "–"
-    return f"{p:.2e}" if p < 1e-4 else f"{p:.4f}"
-
-
 def _usd(x: Any) -> str:
-    return "–" if x is None or pd.isna(x) else f"${float(x):,.2f}"
+    return "–" if x is None or pd.isna(x) else number(x, 2) + " USD"
 
 
 def _tier_section(tier: str, rows: pd.DataFrame, plan: plan_mod.AnalysisPlan) -> list[str]:
-    t = getattr(plan.tiers, tier)
-    corr = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}[t.correction]
-    sub = rows[rows["tier"] == tier]
-    out: list[str] = []
+    corr = CORRECTION_NAMES[getattr(plan.tiers, tier).correction]
+    title = {"primary": f"Primary metrics (pre-registered tests, {corr} correction over the tier)",
+             "secondary": f"Secondary metrics (pre-registered tests, {corr} correction over the tier)",
+             "exploratory": "Exploratory metrics (descriptive only, not tested)"}[tier]
+    out = [f"## {title}", ""]
     if tier == "exploratory":
-        out += ["## Exploratory metrics (descriptive only, not tested)", "",
-                "**Exploratory:** these metrics were declared as exploratory in the plan. They are described with "
-                "medians and bootstrap intervals only; no hypothesis test is run and no p-value is reported, so "
-                "nothing here is a confirmed effect.", ""]
-        table = [[f"`{r.metric_id}`", f"`{r.column}`", f"{r.profile_b} vs {r.profile_a}", str(r.n_pairs), _num(r.a_value),
-                  _num(r.b_value), _num(r.difference), f"[{_num(r.ci_low)}, {_num(r.ci_high)}]", r.note if isinstance(r.note, str) else ""]
-                 for r in sub.itertuples()]
-        out.append(_table(["metric", "column", "pair", "tasks", "A (median)", "B (median)", "median paired difference (B-A)",
-                           f"{plan.bootstrap.confidence:.0%} CI", "note"], table))
-        return out + [""]
-    label = "Primary" if tier == "primary" else "Secondary"
-    out += [f"## {label} metrics (pre-registered tests, {corr} correction)", ""]
-    table = []
-    for r in sub.itertuples():
-        sig = "–" if pd.isna(r.significant) else ("**yes**" if bool(r.significant) else "no")
-        row = [f"`{r.metric_id}`", f"{r.profile_b} vs {r.profile_a}", r.test, str(r.n_pairs), _num(r.a_value), _num(r.b_value),
-               _num(r.difference), f"[{_num(r.ci_low)}, {_num(r.ci_high)}]", _p(r.p_value), _p(r.p_adjusted), sig]
-        if tier == "primary":
-            row[8:8] = [_num(r.effect_size), r.effect_size_name if isinstance(r.effect_size_name, str) else "–"]
-        if isinstance(r.note, str) and r.note:
-            row[2] = f"{r.test}; **{r.note}**"
-        table.append(row)
-    header = ["metric", "pair", "test", "tasks", "A", "B", "difference (B-A)", f"{plan.bootstrap.confidence:.0%} CI",
-              "p", f"p ({corr})", f"significant (alpha {plan.alpha})"]
+        out += ["**Exploratory:** these metrics were declared as exploratory in the plan. They are described with "
+                "estimates and intervals only; no hypothesis test is run and no p-value is reported, so nothing here "
+                "is a confirmed effect.", ""]
+    out += [tier_table(rows, tier, plan.bootstrap.confidence), ""]
     if tier == "primary":
-        header[8:8] = ["effect size", "effect size is"]
-    out.append(_table(header, table))
-    out += ["", "A and B: resolve rates of the per-task majority votes for pass/fail metrics, medians over tasks of "
-            "the per-task medians otherwise; the difference is B - A (for continuous metrics the median of the "
-            "per-task differences, so it need not equal B minus A).", ""]
+        out += mcnemar_lines(rows, plan.bootstrap.confidence) + [""]
     return out
 
 
@@ -196,8 +168,9 @@ def _design_section(obj: dict, plan: plan_mod.AnalysisPlan, baseline: str, n_tas
             f"- Pairing rule: unit = {plan.pairing.unit}; repetitions aggregated by {plan.pairing.binary_aggregate.replace('_', ' ')} "
             f"(pass/fail, a tie counts as fail) and {plan.pairing.continuous_aggregate} (continuous); infrastructure "
             "errors excluded.",
-            f"- Bootstrap: {plan.bootstrap.n_resamples} resamples of tasks, {plan.bootstrap.method} intervals at "
-            f"{plan.bootstrap.confidence:.0%}, seed {plan.bootstrap.seed}. Alpha {plan.alpha}.", ""]
+            f"- Bootstrap (totals, cost per success): {plan.bootstrap.n_resamples} resamples of tasks, "
+            f"{plan.bootstrap.method} intervals at {plan.bootstrap.confidence:.0%}, seed {plan.bootstrap.seed}. "
+            f"Alpha {plan.alpha}.", ""]
 
 
 def _budget_section(obj: dict) -> list[str]:
@@ -252,29 +225,13 @@ def results_report(obj: dict, ev: pd.DataFrame, table: pd.DataFrame, metrics: pd
     out += _design_section(obj, plan, baseline, int(metrics["task_id"].nunique()) if len(metrics) else 0)
     for tier in plan_mod.TIERS:
         out += _tier_section(tier, table, plan)
-        if tier == "exploratory":
-            descr = []
-            for col in dict.fromkeys(table.loc[table["tier"] == tier, "column"]):
-                if col not in metrics.columns:
-                    continue
-                for r in plan_mod.describe_metric(metrics, col).itertuples():
-                    descr.append([f"`{col}`", r.profile, str(r.n), _num(r.mean), _num(r.median), f"{_num(r.q25)} – {_num(r.q75)}"])
-            if descr:
-                out += ["Per profile (trials):", "", _table(["column", "profile", "trials", "mean", "median", "IQR"], descr), ""]
     out += _env_section(obj)
     out += _budget_section(obj)
     if figures:
         out += ["## Figures", ""]
         out += [f"- `{name}`: {caption}" for name, caption in figures] + [""]
-    out += ["## Methods", "",
-            "- McNemar's exact test on the per-task majority votes (two-sided binomial test on the discordant tasks); "
-            "interval: paired bootstrap of the difference in resolve rate; effect size Cohen's h.",
-            "- Wilcoxon signed-rank test on the per-task differences (zeros dropped, as R's wilcox.test; exact up to 50 "
-            "untied pairs, else normal approximation with continuity correction); interval: paired bootstrap of the "
-            "median difference; effect size matched-pairs rank-biserial r (Kerby 2014).",
-            "- Corrections within each tier and profile pair: Holm (1979) step-down, Benjamini & Hochberg (1995) "
-            "false discovery rate (statsmodels `multipletests`).",
-            f"- Implementation: `analysis_lib.plan.run_plan` over `analysis_lib.stats`; plan sha256 `{check.sha256}`.", ""]
+    out += ["## Methods", ""] + methods_lines(plan) + [
+        f"- Implementation: `analysis_lib.comparisons.compare` over `analysis_lib.stats`; plan sha256 `{check.sha256}`.", ""]
     return "\n".join(out)
 
 
@@ -308,7 +265,7 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     Raises :class:`ResultsError` or :class:`~analysis_lib.plan.PlanError` (one line) when nothing can
     be reported. Returns exit code 0, or 1 when the accuracy analysis was refused.
     """
-    from .compare import profile_pairs
+    from .comparisons import compare, profile_pairs
     from .layer1 import analyse
     from .report.provenance import declared_baseline, is_simulated
 
@@ -342,7 +299,7 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     if base is not None and base not in profiles:
         raise ResultsError(f"baseline {base!r} is not a condition of this run; conditions: {profiles}")
     pairs = profile_pairs(profiles, baseline=base)
-    table = plan_mod.run_plan(metrics, plan, pairs, refused=refused)
+    table = compare(metrics, plan, pairs, refused=refused)
     outcome.table = table
     figures: list[tuple[str, str]] = []
     if plots is not None:
@@ -370,23 +327,22 @@ def _write_plots(table: pd.DataFrame, metrics: pd.DataFrame, out_dir: Path, simu
     import matplotlib.pyplot as plt
 
     from .report import plan_figures
-    from .report.figures import profile_colors
+    from .report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
 
     colors = profile_colors(sorted(metrics["profile"].astype(str).unique()))
     sim = " Simulated data: not a finding." if simulated else ""
     rel = lambda p: Path(os.path.relpath(p, report.resolve().parent)).as_posix()  # noqa: E731
     made = []
     for tier in ("primary", "secondary"):
-        rows = table[(table["tier"] == tier) & table["difference"].notna()]
-        if rows.empty:
+        if not len(forest_rows(table, (tier,))):
             continue
-        fig = plan_figures.plot_tier_effects(table, tier, simulated, colors)
+        fig = plot_forest(table, simulated, colors, tiers=(tier,))
         path = plan_figures.save_png(fig, out_dir, f"{tier}_effects")
         plt.close(fig)
         outcome.files.append(path)
-        made.append((rel(path.resolve()), f"{tier} metrics: paired difference B - A per profile pair with its bootstrap "
-                     f"interval; filled markers are significant after the tier's correction.{sim}"))
-    cols = [c for c in dict.fromkeys(table.loc[table["tier"] == "exploratory", "column"]) if c in metrics.columns]
+        made.append((rel(path.resolve()), f"{tier} metrics: each comparison's estimate with its 95 % interval, as in "
+                     f"the table above; filled markers are significant after the tier's correction. {FOREST_NOTE}{sim}"))
+    cols = [c for c in dict.fromkeys(table.loc[table["tier"] == "exploratory", "metric"]) if c in metrics.columns]
     if cols:
         fig = plan_figures.plot_exploratory(metrics, cols, simulated, colors)
         path = plan_figures.save_png(fig, out_dir, "exploratory")

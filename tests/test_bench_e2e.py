@@ -85,7 +85,7 @@ def test_notebooks_run_on_bench_output(bench_run, tmp_path):
     runs, _ = bench_run
     rel = lambda p: os.path.relpath(p, ROOT)  # the pipeline's paths are relative to the project root
     params = {"runs_dir": rel(runs), "output_dir": rel(tmp_path / "out"), "figures_dir": rel(tmp_path / "figures"),
-              "paper_dir": rel(tmp_path / "paper"), "baseline": "text", "n_boot": 2000}
+              "paper_dir": rel(tmp_path / "paper"), "baseline": "text"}
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
     timings = run_pipeline(tmp_path / "p.yaml", root=ROOT, out_dir=rel(tmp_path / "nb"), quiet=True, latex=False,
                            only=["01_metrics", "02_stats"])

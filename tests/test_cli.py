@@ -16,9 +16,9 @@ from analysis_lib.layer1 import analyse
 from builders import small_runs
 
 FILES = ["metrics_detail.csv", "metrics_summary.csv", "aggregate_metrics.json", "errors.csv",
-         # issue 3: with two or more profiles the comparisons are written beside the Layer 1 files
-         "comparisons.csv", "comparison_report.md",
-         # issue 8: the analysis plan sidecar (plan hash of the CSVs)
+         # with two or more profiles the plan's comparisons and the profile rates are written beside them
+         "comparisons.csv", "profile_rates.csv", "comparison_report.md",
+         # the analysis plan sidecar (plan hash of the CSVs)
          "analysis_plan.json"]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -99,4 +98,3 @@ def test_every_real_run_fixture_ingests_without_error(real_fixtures):
         m = trial_metrics(t)
         assert m["profile"] and m["task_id"]
         assert m["total_tokens"] is None or m["total_tokens"] >= 0
-        assert m["cost_per_success"] is None or m["cost_per_success"] >= 0 or math.isinf(m["cost_per_success"])

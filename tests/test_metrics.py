@@ -73,7 +73,7 @@ def test_token_and_cost_metrics():
     assert m["total_input_tokens"] == 4000 and m["total_output_tokens"] == 300 and m["total_cached_tokens"] == 2500
     assert m["total_tokens"] == 4300
     assert m["total_cost_usd"] == pytest.approx(0.03) and m["cost_estimated"] is False
-    assert m["cost_per_success"] == pytest.approx(0.03)
+    assert "cost_per_success" not in m  # a profile-level quantity, not a per-trial column
     assert m["token_efficiency"] == pytest.approx(1 / 4300 * 1e6)
 
 
@@ -94,7 +94,7 @@ def test_cost_estimated_from_offline_price_map_when_absent():
 
 def test_failure_costs_infinity_per_success_and_zero_efficiency():
     m = trial_metrics(_trial(_session(), reward=0.0))
-    assert m["success"] is False and math.isinf(m["cost_per_success"]) and m["token_efficiency"] == 0.0
+    assert m["success"] is False and m["token_efficiency"] == 0.0
 
 
 def test_success_is_reward_exactly_one():
@@ -108,7 +108,7 @@ def test_exception_with_reward_is_failure_without_reward_is_infra_error():
     assert failed["success"] is False and failed["infra_error"] is False
     infra = trial_metrics(_trial(None, reward=None, exception="RuntimeError: docker build failed"))
     assert infra["success"] is None and infra["infra_error"] is True
-    assert infra["cost_per_success"] is None and infra["budget_exhaustion"] is False
+    assert infra["budget_exhaustion"] is False
 
 
 def test_tests_counts_and_ratio():

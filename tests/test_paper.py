@@ -27,19 +27,20 @@ def _require_pdflatex() -> None:
 @pytest.mark.slow
 def test_main_tex_compiles_with_generated_snippets(tmp_path, sample_runs):
     _require_pdflatex()
-    from analysis_lib.compare import run_comparisons
     from analysis_lib.layer1 import analyse
+    from analysis_lib.report.comparison_report import write_comparisons
 
     result = analyse(sample_runs, tmp_path / "analytics", workers=1, cache=False)
     metrics = pd.read_csv(tmp_path / "analytics" / "metrics_detail.csv")
-    comparisons = run_comparisons(metrics, tmp_path / "comparisons", baseline="text", n_boot=200,
-                                  simulated=result.simulated)
+    study = write_comparisons(metrics, tmp_path / "comparisons", baseline="text", simulated=result.simulated)
     fig_dir = tmp_path / "figures"
-    figures.save_figure(figures.plot_resolve_rate(tables.resolve_rates(metrics), True), fig_dir, "resolve_rate")
-    figures.save_figure(figures.plot_forest(comparisons, True), fig_dir, "forest")
+    figures.save_figure(figures.plot_rates(study.rates, True), fig_dir, "rates")
+    figures.save_figure(figures.plot_forest(study.comparisons, True), fig_dir, "forest")
     paper_dir = tmp_path / "paper"
+    plan = paper.PlanRecord("a" * 64, "mcp-ab-preregistered", "2026-11-24T00:00:00Z")
     written = paper.write_paper_snippets(
-        paper.PaperInputs(metrics, comparisons, simulated=True, baseline="text"), paper_dir, fig_dir)
+        paper.PaperInputs(metrics, study.comparisons, study.rates, simulated=True, baseline="text", plan=plan),
+        paper_dir, fig_dir)
     shutil.copyfile(ROOT / "paper" / "main.tex", paper_dir / "main.tex")
     pdf = pipeline.compile_paper(paper_dir)
     assert pdf is not None and pdf.read_bytes().startswith(b"%PDF")
@@ -47,7 +48,7 @@ def test_main_tex_compiles_with_generated_snippets(tmp_path, sample_runs):
     assert "Undefined control sequence" not in log and "LaTeX Warning: Reference" not in log
     assert "Overfull \\hbox" not in log  # tables fit their column (or both columns for table*)
     figs = written["figures"].read_text()
-    assert "resolve_rate.pdf" in figs and "forest.pdf" in figs and "tool_mix.pdf" not in figs
+    assert "rates.pdf" in figs and "forest.pdf" in figs and "tool_mix.pdf" not in figs
     assert figs.count("\\caption{SIMULATED DATA. ") == 2
 
 

@@ -39,14 +39,14 @@ def test_unknown_parameter_is_rejected_with_the_allowed_list(tmp_path, allowed):
     with pytest.raises(pipeline.ParamsError) as err:
         pipeline.load_params(bad, allowed)
     msg = str(err.value)
-    assert msg.startswith(f"{bad}: unknown parameter(s) run_dir; allowed: ") and "runs_dir" in msg and "n_boot" in msg
+    assert msg.startswith(f"{bad}: unknown parameter(s) run_dir; allowed: ") and "runs_dir" in msg and "workers" in msg
     assert "project_root" not in msg  # set by the driver, not by users
 
 
 @pytest.mark.parametrize("text, match", [
-    ("n_boot: many\n", "n_boot must be int"),
+    ("workers: many\n", "workers must be int"),
     ("run_llm: 1\n", "run_llm must be bool"),
-    ("n_boot: true\n", "n_boot must be int"),
+    ("workers: true\n", "workers must be int"),
     ("- a\n- b\n", "expected a mapping"),
     ("runs_dir: [unclosed\n", "not valid YAML"),
     ("project_root: /elsewhere\n", "unknown parameter"),

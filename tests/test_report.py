@@ -26,15 +26,23 @@ def _metrics() -> pd.DataFrame:
 
 
 def _comparisons() -> pd.DataFrame:
-    return pd.DataFrame([
-        dict(metric="success", test="mcnemar_exact", profile_a="a", profile_b="b", n_pairs=2, a_value=0.5, b_value=0.75,
-             difference=0.25, relative_change_pct=50.0, statistic=1.0, p_value=0.5, p_holm=1.0, ci_low=-0.2, ci_high=0.6,
-             ci_of="difference in resolve rate (B-A)", effect_size=0.5, effect_size_name="cohen_h", significant=False),
-        dict(metric="total_tokens", test="wilcoxon", profile_a="a", profile_b="b", n_pairs=2, a_value=200.0,
-             b_value=100.0, difference=-100.0, relative_change_pct=-50.0, statistic=0.0, p_value=0.0004, p_holm=0.0008,
-             ci_low=-150.0, ci_high=-50.0, ci_of="median paired difference (B-A)", effect_size=-1.0,
-             effect_size_name="rank_biserial", significant=True),
-    ])
+    """Two rows as the comparison engine writes them (only the columns the report reads are set)."""
+    from analysis_lib.comparisons import COLUMNS
+
+    rows = [
+        dict(tier="primary", metric="success", label="resolve rate (task majority)", unit="points", scale="rate",
+             test="McNemar exact", correction="holm", profile_a="a", profile_b="b", n_pairs=2, n_undefined=0,
+             a_value=0.5, b_value=0.75, estimate=0.25, ci_low=-0.2, ci_high=0.6, interval="Tango score", p_value=0.5,
+             p_adjusted=1.0, significant=False, odds_ratio=2.0, odds_ratio_low=0.1, odds_ratio_high=40.0, n_a_only=1,
+             n_b_only=2, estimand="difference in resolve rate (task majority), B − A"),
+        dict(tier="primary", metric="total_tokens", label="total tokens", unit="%", scale="ratio",
+             test="Wilcoxon signed-rank (exact)", correction="holm", profile_a="a", profile_b="b", n_pairs=2,
+             n_undefined=0, a_value=200.0, b_value=100.0, estimate=-50.0, ci_low=-75.0, ci_high=-25.0,
+             interval="inverted Wilcoxon", p_value=0.0004, p_adjusted=0.0008, significant=True,
+             total_change_pct=-48.0, total_change_low=-70.0, total_change_high=-20.0,
+             estimand="typical per-task change, 100 (exp(HL of log B/A) − 1) %"),
+    ]
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def test_resolve_rates_wilson_matches_newcombe_example():
@@ -83,8 +91,12 @@ def test_macro_names_are_letters_only():
 
 
 def test_macros_file_has_header_metric_ids_and_sources():
-    inputs = paper.PaperInputs(_metrics(), _comparisons(), simulated=True, baseline="a",
-                               sources={"metrics": "results/x/metrics_detail.csv", "comparisons": "results/x/comparisons.csv"})
+    from analysis_lib.rates import profile_rates
+
+    inputs = paper.PaperInputs(_metrics(), _comparisons(), profile_rates(_metrics(), n_boot=200), simulated=True,
+                               baseline="a", sources={"metrics": "results/x/metrics_detail.csv",
+                                                      "comparisons": "results/x/comparisons.csv",
+                                                      "rates": "results/x/profile_rates.csv"})
     macros = paper.quoted_macros(inputs)
     text = latex.render_macros(macros, True, "results/x/metrics_detail.csv")
     lines = text.splitlines()
@@ -94,12 +106,15 @@ def test_macros_file_has_header_metric_ids_and_sources():
     for ln in body:
         assert re.match(r"^\\newcommand\{\\[A-Za-z]+\}\{[^\n]*\}  % [a-z_]+.*; source: results/x/\w+\.csv$", ln), ln
     by_name = {m.name: m for m in macros}
-    assert by_name["ResolveRateA"].text == "75.0\\%"  # 3 of 4
-    assert by_name["ResolveRateB"].text == "66.7\\%"  # 2 of 3 known outcomes
-    assert by_name["TotalTokensBVsARelChange"].text == "-50.0\\%"
-    assert by_name["TotalTokensBVsAPValue"].text == "\\ensuremath{<}0.001"
-    # The difference interval (-150, -50) in % of A's 200: -75 % to -25 %.
-    assert (by_name["TotalTokensBVsARelLow"].text, by_name["TotalTokensBVsARelHigh"].text) == ("-75.0\\%", "-25.0\\%")
+    assert by_name["PassRateA"].text == "\\num{75.0}\\,\\%"  # 3 of 4 trials
+    assert by_name["ResolveRateA"].text == "\\num{50.0}\\,\\%"  # t0 2/2, t1 1/2 (a tie fails)
+    assert by_name["PassRateB"].text == "\\num{66.7}\\,\\%"  # 2 of 3 known outcomes
+    # The engine's numbers, as they are: estimate and interval of the same estimand, p in words.
+    assert by_name["TotalTokensBVsAEst"].text == "\\num{-50.0}\\,\\%"
+    assert (by_name["TotalTokensBVsALow"].text, by_name["TotalTokensBVsAHigh"].text) == ("\\num{-75.0}\\,\\%", "\\num{-25.0}\\,\\%")
+    assert by_name["TotalTokensBVsAP"].text == "\\ensuremath{p < 0.001}"
+    assert by_name["SuccessBVsAEst"].text == "\\num{+25.0}\\,pp"
+    assert by_name["SuccessBVsAP"].text == "\\ensuremath{p = 0.500}"
     assert "SIMULATED" not in latex.render_macros(macros, False, "x")
     with pytest.raises(ValueError, match="duplicate"):
         latex.render_macros(macros + macros[:1], False, "x")
@@ -114,39 +129,45 @@ def test_booktabs_table_escapes_and_uses_rules():
 
 
 def test_figures_are_byte_reproducible_and_marked_simulated(tmp_path):
-    rates = tables.resolve_rates(_metrics())
+    from analysis_lib.rates import profile_rates
+
+    rates = profile_rates(_metrics(), n_boot=200)
     out = []
     for folder in ("one", "two"):
-        fig = figures.plot_resolve_rate(rates, simulated=True)
+        fig = figures.plot_rates(rates, simulated=True)
         assert "simulated data" in fig.axes[0].get_title()
         out.append([p.read_bytes() for p in figures.save_figure(fig, tmp_path / folder, "resolve_rate")])
     assert out[0] == out[1]
     png, pdf = out[0]
     assert png.startswith(b"\x89PNG") and b"matplotlib" not in png.lower()
     assert pdf.startswith(b"%PDF") and b"CreationDate" not in pdf and b"Producer" not in pdf
-    fig = figures.plot_resolve_rate(rates, simulated=False)
+    fig = figures.plot_rates(rates, simulated=False)
     assert "simulated" not in fig.axes[0].get_title()
     assert fig.get_size_inches()[0] == pytest.approx(figures.WIDTH_IN)
 
 
-def test_forest_rows_put_differences_on_the_relative_scale():
+def test_forest_rows_draw_the_engine_numbers_unchanged():
     rows = figures.forest_rows(_comparisons()).set_index("metric")
-    # success: 0.25 / 0.5 = +50 %, interval (-0.2, 0.6) / 0.5 = (-40 %, +120 %).
-    assert rows.loc["success", ["estimate_pct", "low_pct", "high_pct"]].tolist() == pytest.approx([50, -40, 120])
-    assert rows.loc["total_tokens", ["estimate_pct", "low_pct", "high_pct"]].tolist() == pytest.approx([-50, -75, -25])
+    # success: a difference in points (x 100), with its own (Tango) interval; tokens: the % change as it is.
+    assert rows.loc["success", ["estimate", "low", "high"]].tolist() == pytest.approx([25, -20, 60])
+    assert rows.loc["total_tokens", ["estimate", "low", "high"]].tolist() == pytest.approx([-50, -75, -25])
 
 
 def test_paper_snippets_quote_macros_not_numbers(tmp_path):
-    inputs = paper.PaperInputs(_metrics(), _comparisons(), simulated=True, baseline="a")
+    from analysis_lib.rates import profile_rates
+
+    inputs = paper.PaperInputs(_metrics(), _comparisons(), profile_rates(_metrics(), n_boot=200), simulated=True,
+                               baseline="a", plan=paper.PlanRecord("f" * 64, "plan", "2026-01-01T00:00:00Z"))
     (tmp_path / "figs").mkdir()
     written = paper.write_paper_snippets(inputs, tmp_path / "paper", tmp_path / "figs")
-    for name in ("macros", "resolve_rates", "profile_summary", "comparisons", "results", "figures"):
+    for name in ("macros", "rates", "profile_summary", "comparisons", "results", "figures"):
         text = written[name].read_text()
         assert text.startswith("% GENERATED") and "SIMULATED DATA" in text.splitlines()[1], name
     results = written["results"].read_text().split("\n", 2)[2]
     assert results.startswith("\\textbf{SIMULATED DATA")
     # Prose holds no typed number: strip macros and the fixed "95\% CI" label, no digit may remain.
     assert not re.search(r"\d", re.sub(r"\\[A-Za-z]+|95\\%", "", results)), results
+    assert "\\PlanHash" in results and "without deviation" in results
     md = written["paper_snippets"].read_text()
     assert markdown.BANNER in md and "| profile |" in md
     assert "codecanvas" not in written  # no CodeCanvas table given, none written

@@ -20,9 +20,9 @@ PLAN = ROOT / "params" / "analysis_plan.yaml"
 
 
 def _rows(text: str, metric: str) -> list[list[str]]:
-    """Cells of the report's table rows for a metric id."""
+    """Cells of the report's table rows for a metric id (first cell: "label, `id`")."""
     return [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()
-            if line.startswith(f"| `{metric}` |")]
+            if line.startswith("| ") and line.split("|")[1].strip().endswith(f"`{metric}`")]
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +48,12 @@ def test_results_report_reads_as_a_preregistered_report(effect_run, tmp_path):
     assert order == sorted(order)
     # The injected token reduction of codecanvas is found, in the right direction, after Holm.
     tokens = {r[1]: r for r in _rows(text, "total_tokens")}
-    assert tokens["codecanvas vs text"][-1] == "**yes**" and tokens["codecanvas vs text"][6].startswith("-")
+    assert tokens["codecanvas vs text"][-1] == "**yes**" and tokens["codecanvas vs text"][5].startswith("\u2212")
     # Exploratory: intervals, no p-values; the MCP tools of each condition are described per tool.
     expl = text.split("## Exploratory", 1)[1].split("## Environment lock", 1)[0]
     assert "p (" not in expl and "significant" not in expl.lower().replace("nothing here is a confirmed", "")
     assert "`mcp_calls__codecanvas__canvas`" in expl and "`time_to_first_edit_sec`" in expl
-    assert "schedule seed **3**" in text and "| spent | $" in text and "| phase budget | $100.00 |" in text
+    assert "schedule seed **3**" in text and "| spent | " in text and "| phase budget | 100.00 USD |" in text
     assert "`claude-sonnet-4-5-20250929`" in text.split("## Environment lock", 1)[1]
     pngs = sorted(p.name for p in (tmp_path / "plots").iterdir())
     assert pngs == ["exploratory.png", "primary_effects.png", "secondary_effects.png"]
@@ -69,7 +69,7 @@ def test_null_simulation_finds_no_effect(tmp_path):
     res = write_results(full, out, plan_path=PLAN, record=False)
     formal = res.table[res.table["tier"] != "exploratory"]
     assert res.exit_code == 0 and formal["p_value"].notna().all()
-    assert not formal["significant"].any(), formal[["metric_id", "profile_b", "p_value", "p_adjusted"]]
+    assert not formal["significant"].any(), formal[["metric", "profile_b", "p_value", "p_adjusted"]]
     assert "**yes**" not in out.read_text()
 
 
@@ -89,7 +89,7 @@ def test_missing_evaluations_refuse_accuracy_but_write_the_rest(tmp_path):
     missing = text.split("## Evaluation completeness", 1)[1].split("## Design", 1)[0]
     for r in ev[ev["verdict"].isna()].itertuples():
         assert f"| {r.condition} | {r.task_id} | {r.run} |" in missing
-    assert all("refused: evaluations missing" in " ".join(r) for r in _rows(text, "resolve_rate"))
+    assert _rows(text, "success") and all("refused: evaluations missing" in " ".join(r) for r in _rows(text, "success"))
     assert all(r[9] != "–" for r in _rows(text, "total_tokens"))  # non-outcome metrics still tested
 
 
@@ -109,7 +109,7 @@ def test_changed_plan_is_flagged_with_its_diff_in_the_first_lines(effect_run, tm
     assert head[0].startswith("> **SIMULATED DATA.**")
     assert head[2].startswith("> **plan changed after data was analysed:**")
     diff = "\n".join(head[head.index("```diff"):])
-    assert "-    - id: resolve_rate\n-      test: mcnemar_exact" in diff
+    assert "-    - id: success\n-      test: mcnemar_exact" in diff
 
 
 def test_bad_inputs_give_one_clear_line(tmp_path, capsys):
@@ -165,8 +165,8 @@ def test_real_runner_output_with_scripted_agents(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "accuracy analysis refused: 2 of 6 scheduled trials" in err and "fix-c / run 1: evaluation_error" in err
     text = (tmp_path / "R.md").read_text()
-    assert "SIMULATED" not in text and "schedule seed **4**" in text and "| phase budget | $50.00 |" in text
-    assert "`claude-test-model-20260101`" in text and "| spent | $1.50 (3.0 % of the budget) |" in text
+    assert "SIMULATED" not in text and "schedule seed **4**" in text and "| phase budget | 50.00 USD |" in text
+    assert "`claude-test-model-20260101`" in text and "| spent | 1.50 USD (3.0 % of the budget) |" in text
     # The runner's own copy inside the runs folder is found without --runs-dir, and the plan was recorded once.
     assert cli(["runs/full_run.json", "--output", "R2.md", "--plan", str(PLAN)]) == 1
     assert (tmp_path / "R2.md").read_text() == text.replace("`results/full_run.json`", "`runs/full_run.json`")

@@ -192,65 +192,73 @@ def nb_02():
         md("""
 # 02 Statistics: paired comparisons
 
-Each profile is compared with the baseline on the tasks both ran (a paired design). Outcomes use
-McNemar's exact test on the per-task majority outcome; continuous metrics (tokens, cost, time) the
-Wilcoxon signed-rank test on per-task medians, with seeded bootstrap confidence intervals and
-Holm's correction across the primary metrics (`analysis_lib.stats`, `analysis_lib.compare`).
-Resolve rates carry Wilson score intervals.
+Each profile is compared with the baseline on the tasks both ran (a paired design; the task is the
+unit, its repetitions combined first). What is tested, how, and with which correction is read from
+the pre-registered analysis plan `params/analysis_plan.yaml`; the comparison engine
+(`analysis_lib.comparisons`) gives every estimate with the interval of the same estimand and a
+test that agrees with it. Every number below, and every number of the paper, comes from the two
+files it writes: `comparisons.csv` and `profile_rates.csv`.
 """),
         code(ENV),
         params(COMMON + "\n" + FIGS + '''
-baseline: str = ""  # baseline profile (empty: the one index.json declares, else the first in sort order)
-seed: int = 0  # bootstrap seed (recorded in comparison_report.md)
-n_boot: int = 10000  # bootstrap resamples'''),
+baseline: str = ""  # baseline profile (empty: the plan's, else the one index.json declares, else the first in sort order)'''),
         code(SETUP + '''
 import matplotlib.pyplot as plt
 
-from analysis_lib.report import figures, tables'''),
+from analysis_lib.plan import PlanCheck, load_plan, plan_hash
+from analysis_lib.report import figures, tables
+from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table, write_comparisons'''),
         code(RUN_INFO + '''
 metrics = pd.read_csv(paths.metrics_detail)
 profiles = sorted(metrics["profile"].unique())
-# The baseline: this parameter, else the one index.json declares, else the first profile in sort order.
-base = baseline or info.get("baseline") or profiles[0]
+plan = load_plan(Path(project_root) / "params" / "analysis_plan.yaml")
+# The baseline: this parameter, else the plan's, else the one index.json declares, else the first in sort order.
+base = baseline or plan.pairing.baseline or info.get("baseline") or profiles[0]
 if base not in profiles:
     raise ValueError(f"baseline={base!r} is not a profile of these runs; allowed: {', '.join(profiles)}")
 colors = figures.profile_colors(profiles)
 fig_dir = Path(project_root) / figures_dir
-print(f"baseline: {base}; profiles: {', '.join(profiles)}")'''),
+print(f"baseline: {base}; profiles: {', '.join(profiles)}; plan: {plan.name} (sha256 {plan_hash(plan)[:12]})")'''),
         md("""
-## Resolve rate per profile
+## The plan, run
 
-Resolve rate = successful trials / trials with a known outcome; the 95 % interval is Wilson's score
-interval, which keeps its coverage for small samples and rates near 0 or 1.
+`write_comparisons` runs every planned metric for every profile pair and writes `comparisons.csv`
+(one row per metric and pair: estimand, estimate, interval, test, adjusted p, tasks paired and
+undefined), `profile_rates.csv` and the reviewer's `comparison_report.md`.
 """),
-        code('''rates = tables.resolve_rates(metrics)
-display(rates.round(3))
-fig = figures.plot_resolve_rate(rates, simulated, colors)
-figures.save_figure(fig, fig_dir, "resolve_rate")
+        code('''check = PlanCheck(plan, plan_hash(plan), "params/analysis_plan.yaml")
+study = write_comparisons(metrics, paths.comparisons_dir, plan_check=check, baseline=base, simulated=simulated)
+comparisons, rates = study.comparisons, study.rates
+for tier in ("primary", "secondary", "exploratory"):
+    if (comparisons["tier"] == tier).any():
+        display(Markdown(f"**{tier.capitalize()} metrics**\\n\\n" + tier_table(comparisons, tier)))
+display(Markdown("\\n".join(mcnemar_lines(comparisons))))'''),
+        md("""
+## Pass rate and resolve rate per profile
+
+Two rates, named apart. The **pass rate** counts trials; repetitions of one task share its
+difficulty, so its Wilson interval uses the design-effective sample size (the design effect is in
+the table). The **resolve rate** counts tasks passed by the majority of their repetitions (a tie
+fails); it is the rate the paired test compares, with a Wilson interval over tasks.
+"""),
+        code('''display(Markdown(rates_table(rates)))
+fig = figures.plot_rates(rates, simulated, colors)
+figures.save_figure(fig, fig_dir, "rates")
+display(fig)
+plt.close(fig)
+outcomes = figures.task_outcomes(metrics)
+fig = figures.plot_task_outcomes(outcomes, simulated)
+figures.save_figure(fig, fig_dir, "task_outcomes")
 display(fig)
 plt.close(fig)'''),
         md("""
-## Paired tests
-
-`run_comparisons` writes `comparisons.csv` (one row per metric and profile pair: estimate, test,
-p, Holm-adjusted p, interval and effect size) and a reviewer's `comparison_report.md`.
-"""),
-        code('''run_comparisons = availability.require("analysis_lib.compare", "run_comparisons")
-comparisons = None
-if run_comparisons is not None:
-    comparisons = run_comparisons(metrics, paths.comparisons_dir, baseline=base, seed=seed, n_boot=n_boot,
-                                  simulated=simulated)
-    show = ["metric", "profile_b", "profile_a", "n_pairs", "a_value", "b_value", "relative_change_pct",
-            "p_value", "p_holm", "ci_low", "ci_high", "effect_size", "effect_size_name", "significant"]
-    display(comparisons[show].round(4))'''),
-        md("""
 ## Forest plot of the comparisons
 
-All comparisons on one axis: the change relative to the baseline's value in %, with its 95 %
-interval (a difference interval is divided by the baseline value). Filled markers are significant
-after Holm's correction.
+The estimates and intervals of `comparisons.csv`, unchanged: resolve-rate differences in points,
+and the typical per-task change in % for the ratio metrics. Filled markers are significant after
+the plan's correction; the adjusted p-value is printed beside each row.
 """),
-        code('''if comparisons is not None and len(comparisons):
+        code('''if len(figures.forest_rows(comparisons)):
     fig = figures.plot_forest(comparisons, simulated, colors)
     figures.save_figure(fig, fig_dir, "forest")
     display(fig)
@@ -259,21 +267,20 @@ else:
     figures.remove_figure(fig_dir, "forest")
     print("no comparisons: the forest plot is not drawn")'''),
         md("""
-## Paired per-task differences in tokens and cost
+## Per-task changes in tokens and cost
 
-For each task, each profile's mean over repetitions relative to the baseline's: where the savings
-come from, and whether a few tasks drive them.
+For each task, each profile's per-task median against the baseline's, tasks sorted by effect: where
+the savings come from, and whether a few tasks drive them. The dashed line is the estimate of the
+forest plot.
 """),
         code('''for metric in ("total_tokens", "total_cost_usd"):
-    diffs = tables.paired_differences(metrics, metric, base).dropna(subset=["relative_change_pct"])
-    if diffs.empty:
-        figures.remove_figure(fig_dir, f"paired_{metric}")
+    changes = figures.per_task_changes(comparisons, metrics, metric)
+    if changes.empty:
+        figures.remove_figure(fig_dir, f"per_task_{metric}")
         print(f"{metric}: no task with values under the baseline and another profile; no figure")
         continue
-    print(f"{metric}: median per-task change " + ", ".join(
-        f"{p} {v:+.1f}%" for p, v in diffs.groupby("profile")["relative_change_pct"].median().round(1).items()))
-    fig = figures.plot_paired_differences(diffs, simulated, colors=colors)
-    figures.save_figure(fig, fig_dir, f"paired_{metric}")
+    fig = figures.plot_per_task_changes(changes, comparisons, metric, simulated, colors)
+    figures.save_figure(fig, fig_dir, f"per_task_{metric}")
     display(fig)
     plt.close(fig)'''),
         md("""
@@ -464,13 +471,20 @@ import os
 
 from analysis_lib.report import paper'''),
         code(RUN_INFO + '''
+import json
+
 metrics = pd.read_csv(paths.metrics_detail)
 comparisons = pd.read_csv(paths.comparisons_csv) if paths.comparisons_csv.exists() else None
+rates_file = paths.comparisons_dir / "profile_rates.csv"
+rates = pd.read_csv(rates_file) if rates_file.exists() else None
+plan_file = paths.analytics / "analysis_plan.json"
+plan_record = paper.PlanRecord.from_sidecar(json.loads(plan_file.read_text(encoding="utf-8"))) if plan_file.exists() else None
 cc_file = paths.codecanvas / "codecanvas_table.csv"
 codecanvas = pd.read_csv(cc_file) if cc_file.exists() else None
 llm_file = paths.llm / "paper_snippets.md"
 llm_snippets = llm_file.read_text(encoding="utf-8") if llm_file.exists() else None
-for name, frame in (("comparisons", comparisons), ("CodeCanvas table", codecanvas), ("LLM snippets", llm_snippets)):
+for name, frame in (("comparisons", comparisons), ("profile rates", rates), ("plan record", plan_record),
+                    ("CodeCanvas table", codecanvas), ("LLM snippets", llm_snippets)):
     if frame is None:
         print(f"not available: {name} (its notebook did not produce it); the paper omits it")'''),
         md("""
@@ -479,10 +493,10 @@ for name, frame in (("comparisons", comparisons), ("CodeCanvas table", codecanva
 Sources named in the TeX comments are paths relative to the project root.
 """),
         code('''inputs = paper.PaperInputs(
-    metrics=metrics, comparisons=comparisons, codecanvas=codecanvas, simulated=simulated,
-    baseline=baseline or info.get("baseline") or sorted(metrics["profile"].unique())[0],
+    metrics=metrics, comparisons=comparisons, rates=rates, codecanvas=codecanvas, simulated=simulated,
+    baseline=baseline or info.get("baseline") or sorted(metrics["profile"].unique())[0], plan=plan_record,
     sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
-             "codecanvas": paths.rel(cc_file)}, llm_snippets=llm_snippets)
+             "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file)}, llm_snippets=llm_snippets)
 paper_path = Path(project_root) / paper_dir
 fig_path = Path(project_root) / figures_dir
 written = paper.write_paper_snippets(inputs, paper_path, fig_path,

@@ -25,8 +25,9 @@ PALETTE = "colorblind"
 PNG_METADATA = {"Software": None}
 PDF_METADATA = {"Creator": None, "Producer": None, "CreationDate": None}
 
-__all__ = ["set_style", "save_figure", "remove_figure", "plot_resolve_rate", "plot_paired_differences", "plot_forest",
-           "plot_tool_mix", "plot_codecanvas", "title"]
+__all__ = ["set_style", "save_figure", "remove_figure", "plot_rates", "per_task_changes", "plot_per_task_changes",
+           "task_outcomes", "plot_task_outcomes", "forest_rows", "plot_forest", "FOREST_NOTE", "plot_tool_mix",
+           "plot_codecanvas", "title"]
 
 
 def set_style() -> None:
@@ -72,88 +73,180 @@ def _figure(height: float) -> tuple[plt.Figure, plt.Axes]:
     return plt.subplots(figsize=(WIDTH_IN, height))
 
 
-def plot_resolve_rate(rates: pd.DataFrame, simulated: bool, colors: dict | None = None) -> plt.Figure:
-    """Resolve rate per profile with its Wilson 95 % interval (from :func:`tables.resolve_rates`)."""
-    fig, ax = _figure(0.5 + 0.35 * len(rates))
+def plot_rates(rates: pd.DataFrame, simulated: bool, colors: dict | None = None) -> plt.Figure:
+    """Per profile: pass rate per trial (task-clustered 95 % CI) and resolve rate per task (Wilson over tasks).
+
+    ``rates`` is :func:`analysis_lib.rates.profile_rates`. Two quantities, two markers, one legend.
+    """
+    fig, ax = _figure(0.9 + 0.45 * len(rates))
     colors = colors or profile_colors(list(rates["profile"]))
-    y = np.arange(len(rates))
-    for i, row in enumerate(rates.itertuples()):
-        ax.errorbar(row.resolve_rate, i, xerr=[[row.resolve_rate - row.ci_low], [row.ci_high - row.resolve_rate]],
-                    fmt="o", color=colors[row.profile], capsize=3, markersize=4)
-        ax.annotate(f"{row.successes}/{row.n_trials}", (row.ci_high, i), xytext=(4, 0), textcoords="offset points",
+    for i, r in enumerate(rates.itertuples()):
+        for off, est, lo, hi, marker in ((-0.13, r.pass_rate, r.pass_rate_low, r.pass_rate_high, "o"),
+                                         (0.13, r.resolve_rate, r.resolve_rate_low, r.resolve_rate_high, "s")):
+            if pd.isna(est):
+                continue
+            ax.errorbar(100 * est, i + off, xerr=[[100 * (est - lo)], [100 * (hi - est)]], fmt=marker,
+                        color=colors[r.profile], capsize=2, markersize=4)
+        ax.annotate(f"{r.successes}/{r.n_outcome} trials, {r.tasks_resolved}/{r.n_tasks} tasks",
+                    (100 * max(r.pass_rate_high, r.resolve_rate_high), i), xytext=(4, 0), textcoords="offset points",
                     va="center", fontsize=6)
-    ax.set_yticks(y, list(rates["profile"]))
-    ax.set_xlim(0, 1.08)
+    ax.set_yticks(range(len(rates)), list(rates["profile"]))
+    ax.set_xlim(0, 135)
+    ax.set_xticks(range(0, 101, 20))
     ax.invert_yaxis()
-    ax.set_xlabel("resolve rate (Wilson 95% CI)")
-    ax.set_title(title("Resolve rate per profile", simulated))
+    handles = [plt.Line2D([], [], color="0.3", marker=m, linestyle="", markersize=4) for m in ("o", "s")]
+    ax.legend(handles, ["pass rate per trial", "resolve rate per task (majority)"], fontsize=6, loc="lower center",
+              bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
+    ax.set_xlabel("rate (%), 95% CI")
+    ax.set_title(title("Pass and resolve rates per profile", simulated), pad=14)
     fig.tight_layout()
     return fig
 
 
-def plot_paired_differences(diffs: pd.DataFrame, simulated: bool, label: str | None = None,
-                            colors: dict | None = None) -> plt.Figure:
-    """Per-task relative change vs the baseline (from :func:`tables.paired_differences`), one row per task.
+def per_task_changes(comparisons: pd.DataFrame, metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per task and compared profile: B's change against A in % (per-task medians, the rows the estimate uses).
 
-    Points are tasks (mean over repetitions), one colour per profile; the vertical line marks no change.
+    Columns: task_id, profile, change_pct; tasks where A or B is not positive are left out (as in the
+    estimate). The tasks come sorted by their mean change over the profiles.
     """
-    tasks = sorted(diffs["task_id"].unique())
-    fig, ax = _figure(0.6 + 0.11 * len(tasks))
-    colors = colors or profile_colors(list(diffs["profile"].unique()))
+    from .. import stats
+    from ..comparisons import usable_trials
+
+    trials = usable_trials(metrics)
+    rows = []
+    sub = comparisons[(comparisons["metric"] == metric) & comparisons["estimate"].notna()]
+    for r in sub.itertuples():
+        pairs = stats.pair_tasks(trials, metric, r.profile_a, r.profile_b, binary=False).dropna(subset=["a", "b"])
+        pairs = pairs[(pairs["a"] > 0) & (pairs["b"] > 0)]
+        rows += [{"task_id": t, "profile": r.profile_b, "change_pct": 100.0 * (b / a - 1.0)}
+                 for t, a, b in zip(pairs["task_id"], pairs["a"], pairs["b"])]
+    out = pd.DataFrame(rows, columns=["task_id", "profile", "change_pct"])
+    order = out.groupby("task_id")["change_pct"].mean().sort_values().index
+    out["task_id"] = pd.Categorical(out["task_id"], categories=list(order), ordered=True)
+    return out.sort_values(["task_id", "profile"]).reset_index(drop=True)
+
+
+def plot_per_task_changes(changes: pd.DataFrame, comparisons: pd.DataFrame, metric: str, simulated: bool,
+                          colors: dict | None = None) -> plt.Figure:
+    """Per-task change vs the baseline, tasks sorted by effect; the dashed line is each profile's estimate."""
+    tasks = list(changes["task_id"].cat.categories) if len(changes) else []
+    fig, ax = _figure(0.9 + 0.12 * len(tasks))
+    profiles = sorted(changes["profile"].unique())
+    colors = colors or profile_colors(profiles)
     pos = {t: i for i, t in enumerate(tasks)}
-    profiles = sorted(diffs["profile"].unique())
     for j, profile in enumerate(profiles):
-        sub = diffs[diffs["profile"] == profile]
+        sub = changes[changes["profile"] == profile]
         offset = (j - (len(profiles) - 1) / 2) * 0.25
-        ax.scatter(sub["relative_change_pct"], [pos[t] + offset for t in sub["task_id"]], s=8,
-                   color=colors[profile], label=profile, zorder=3)
+        ax.scatter(sub["change_pct"], [pos[t] + offset for t in sub["task_id"]], s=9, color=colors[profile],
+                   label=profile, zorder=3)
+        est = comparisons[(comparisons["metric"] == metric) & (comparisons["profile_b"] == profile)]["estimate"]
+        if len(est) and pd.notna(est.iloc[0]):
+            ax.axvline(est.iloc[0], color=colors[profile], linestyle="--", linewidth=0.9)
     ax.axvline(0, color="0.3", linewidth=0.8)
-    ax.set_yticks(range(len(tasks)), tasks, fontsize=5)
+    ax.set_yticks(range(len(tasks)), tasks, fontsize=5.5)
     ax.invert_yaxis()
-    metric = label or str(diffs["metric"].iloc[0]) if len(diffs) else (label or "")
-    ax.set_xlabel(f"{metric}: change vs baseline per task (%)")
-    ax.legend(fontsize=6, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.5 / max(len(tasks), 1)),
-              frameon=False)
-    ax.set_title(title(f"Per-task change: {metric}", simulated))
+    label = comparisons.loc[comparisons["metric"] == metric, "label"]
+    ax.set_xlabel(f"{label.iloc[0] if len(label) else metric}: change vs baseline per task (%)")
+    ax.legend(fontsize=6, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.set_title(title("Per-task change (dashed: estimate)", simulated), pad=16)
     fig.tight_layout()
     return fig
 
 
-def forest_rows(comparisons: pd.DataFrame) -> pd.DataFrame:
-    """Comparisons on one scale: change relative to profile A's value, in %, with its interval.
+def task_outcomes(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per task and profile: passes, repetitions with an outcome, and the majority verdict (a tie fails)."""
+    from .. import stats
+    from ..comparisons import usable_trials
 
-    A difference interval (ci_of names a difference, B - A) is divided by ``a_value`` (A held fixed),
-    so metrics with different units share one axis. Rows without an interval or with ``a_value`` 0
-    are dropped. Columns: label, metric, profile_b, estimate_pct, low_pct, high_pct, significant.
+    agg = stats.aggregate_repetitions(usable_trials(metrics), "success", binary=True)
+    agg["share"] = agg["n_pass"] / agg["n_reps"]
+    order = agg.groupby("task_id")["share"].mean().sort_values(ascending=False).index
+    agg["task_id"] = pd.Categorical(agg["task_id"], categories=list(order), ordered=True)
+    return agg.sort_values(["task_id", "profile"]).reset_index(drop=True)
+
+
+def plot_task_outcomes(outcomes: pd.DataFrame, simulated: bool) -> plt.Figure:
+    """Tasks by profiles: the share of repetitions that passed, with the count; tasks sorted by success."""
+    wide = outcomes.pivot(index="task_id", columns="profile", values="share")
+    text = outcomes.assign(t=outcomes["n_pass"].astype(int).astype(str) + "/" + outcomes["n_reps"].astype(str)) \
+        .pivot(index="task_id", columns="profile", values="t")
+    fig, ax = _figure(0.9 + 0.14 * len(wide))
+    sns.heatmap(wide, ax=ax, cmap="Blues", vmin=0, vmax=1, annot=text, fmt="", annot_kws={"fontsize": 5},
+                cbar_kws={"label": "share of repetitions passed"}, linewidths=0.3, linecolor="white")
+    ax.set_ylabel("")
+    ax.set_xlabel("")
+    ax.tick_params(axis="y", labelsize=5.5)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_title(title("Per-task outcomes (majority of repetitions decides)", simulated))
+    fig.tight_layout()
+    return fig
+
+
+def forest_rows(comparisons: pd.DataFrame, tiers: tuple[str, ...] = ("primary", "secondary")) -> pd.DataFrame:
+    """The rows a forest plot draws: the engine's estimates and intervals, unchanged, on their own scales.
+
+    Rates are differences in points (x 100), ratio metrics % changes; rows without an estimate are
+    dropped. Columns: label, metric, profile_b, scale, estimate, low, high, significant, p_adjusted.
     """
-    df = comparisons.copy()
-    for col in ("a_value", "difference", "ci_low", "ci_high", "relative_change_pct"):
-        df[col] = pd.to_numeric(df[col], errors="coerce")
-    rel = df["ci_of"].astype(str).str.contains("relative|%|pct", case=False, regex=True)
-    a = df["a_value"].where(df["a_value"] != 0)
-    df["estimate_pct"] = np.where(rel, df["relative_change_pct"], 100 * df["difference"] / a)
-    df["low_pct"] = np.where(rel, df["ci_low"], 100 * df["ci_low"] / a)
-    df["high_pct"] = np.where(rel, df["ci_high"], 100 * df["ci_high"] / a)
-    df = df.dropna(subset=["estimate_pct", "low_pct", "high_pct"])
-    df["label"] = df["metric"].astype(str) + ": " + df["profile_b"].astype(str) + " vs " + df["profile_a"].astype(str)
-    return df[["label", "metric", "profile_b", "estimate_pct", "low_pct", "high_pct", "significant"]].reset_index(drop=True)
+    df = comparisons[comparisons["tier"].isin(tiers) & comparisons["estimate"].notna()
+                     & comparisons["scale"].isin(["rate", "ratio", "cost_per_success"])].copy()
+    k = np.where(df["scale"] == "rate", 100.0, 1.0)
+    out = pd.DataFrame({"label": df["label"].astype(str) + ": " + df["profile_b"].astype(str),
+                        "metric": df["metric"], "profile_b": df["profile_b"], "scale": df["scale"],
+                        "estimate": df["estimate"] * k, "low": df["ci_low"] * k, "high": df["ci_high"] * k,
+                        "significant": df["significant"], "p_adjusted": df["p_adjusted"]})
+    return out.reset_index(drop=True)
 
 
-def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None = None) -> plt.Figure:
-    """Forest plot of the comparisons: relative change vs profile A with its 95 % interval (:func:`forest_rows`)."""
-    rows = forest_rows(comparisons)
-    fig, ax = _figure(0.7 + 0.22 * max(len(rows), 1))
-    colors = colors or profile_colors(list(rows["profile_b"].unique()))
-    for i, row in enumerate(rows.itertuples()):
-        sig = str(row.significant).strip().lower() in {"true", "1", "1.0"}
-        ax.errorbar(row.estimate_pct, i, xerr=[[row.estimate_pct - row.low_pct], [row.high_pct - row.estimate_pct]],
-                    fmt="o", mfc=colors[row.profile_b] if sig else "white",
-                    color=colors[row.profile_b], capsize=2, markersize=4)
-    ax.axvline(0, color="0.3", linewidth=0.8)
-    ax.set_yticks(range(len(rows)), list(rows["label"]), fontsize=6)
-    ax.invert_yaxis()
-    ax.set_xlabel("change vs baseline (%), 95% CI; filled = significant")
-    ax.set_title(title("Comparisons", simulated))
+FOREST_NOTE = ("Filled markers are significant after the plan's correction (adjusted p at the right). Intervals are "
+               "unadjusted 95% intervals of each estimate. The resolve-rate interval is Tango's score interval; the "
+               "pre-registered McNemar exact test is more conservative, so that interval can exclude 0 while the test "
+               "does not reject (the exact odds-ratio interval, which agrees with the test, is in the table). An arrow at "
+               "the edge marks an interval that continues beyond it (too few tasks to bound it).")
+
+
+def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None = None,
+                tiers: tuple[str, ...] = ("primary", "secondary")) -> plt.Figure:
+    """Forest plot of the comparisons: resolve-rate differences (points) and % changes, one panel each."""
+    from .numbers import p_value
+
+    rows = forest_rows(comparisons, tiers)
+    panels = [(s, rows[rows["scale"].isin(s)]) for s in (["rate"], ["ratio", "cost_per_success"])]
+    panels = [(s, r.reset_index(drop=True)) for s, r in panels if len(r)]
+    set_style()
+    heights = [max(len(r), 1) for _, r in panels] or [1]
+    fig, axes = plt.subplots(len(heights), 1, figsize=(WIDTH_IN, 0.7 + 0.22 * sum(heights) + 0.4 * len(heights)),
+                             squeeze=False, gridspec_kw={"height_ratios": heights})
+    colors = colors or profile_colors(sorted(rows["profile_b"].unique()))
+    for ax, (scale, sub) in zip(axes[:, 0], panels):
+        # An interval unbounded on one side (too few tasks for a 95% interval) runs to the panel's edge
+        # and ends in an arrow there; the axis is scaled to the finite values only.
+        finite = np.r_[sub["estimate"], sub["low"], sub["high"], 0.0]
+        finite = finite[np.isfinite(finite)]
+        lo, hi = float(finite.min()), float(finite.max())
+        pad = 0.08 * (hi - lo or 1.0)
+        lo, hi = lo - pad, hi + pad
+        for i, r in enumerate(sub.itertuples()):
+            sig = str(r.significant).strip().lower() in {"true", "1", "1.0"}
+            low, high = max(r.low, lo), min(r.high, hi)
+            ax.errorbar(r.estimate, i, xerr=[[r.estimate - low], [high - r.estimate]], fmt="o", capsize=2,
+                        markersize=4, color=colors[r.profile_b], mfc=colors[r.profile_b] if sig else "white")
+            for edge, unbounded, mark in ((lo, r.low < lo, "<"), (hi, r.high > hi, ">")):
+                if unbounded:
+                    ax.plot(edge, i, marker=mark, markersize=4, color=colors[r.profile_b], clip_on=False)
+            ax.annotate(p_value(r.p_adjusted, prefix=True).replace("p", "adj. p", 1), (1.0, i),
+                        xycoords=("axes fraction", "data"), xytext=(3, 0), textcoords="offset points", va="center",
+                        fontsize=5.5)
+        ax.axvline(0, color="0.3", linewidth=0.8)
+        ax.set_yticks(range(len(sub)), list(sub["label"]), fontsize=5.5)
+        ax.set_ylim(-0.6, len(sub) - 0.4)
+        ax.invert_yaxis()
+        ax.set_xlim(lo, hi)
+        ax.set_xlabel("difference in resolve rate per task (points), 95% CI" if scale == ["rate"]
+                      else "typical per-task change (%), 95% CI", fontsize=6.5)
+        ax.tick_params(axis="x", labelsize=6)
+    base = ", ".join(sorted(comparisons["profile_a"].astype(str).unique()))
+    axes[0, 0].set_title(title(f"Against baseline {base}", simulated))
     fig.tight_layout()
     return fig
 

@@ -1,9 +1,12 @@
-"""Assemble the paper snippets: macros, booktabs tables, a results paragraph, figure environments, Markdown.
+"""Assemble the paper snippets: macros, siunitx tables, a results paragraph, figure environments, Markdown.
 
-Input is what the earlier notebooks wrote (``metrics_detail.csv``, ``comparisons.csv``, the
-CodeCanvas table); output is ``<paper_dir>/snippets/*.tex`` and ``<paper_dir>/paper_snippets.md``.
-``paper/main.tex`` inputs the snippets by fixed names, so it compiles for any set of runs: the
-results paragraph that quotes profile-specific macros is generated too.
+Input is what the earlier notebooks wrote: ``metrics_detail.csv``, the comparison engine's
+``comparisons.csv`` and ``profile_rates.csv`` (:mod:`analysis_lib.comparisons`,
+:mod:`analysis_lib.rates`), the plan record, the CodeCanvas table. Output is
+``<paper_dir>/snippets/*.tex`` and ``<paper_dir>/paper_snippets.md``. No number is computed here:
+every value is a cell of those frames, formatted once (:mod:`.numbers`), so the table, the macros,
+the prose and the figures quote the same value. ``paper/main.tex`` inputs the snippets by fixed
+names, so it compiles for any set of runs.
 """
 
 from __future__ import annotations
@@ -13,24 +16,48 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import registry
 from ..fileio import atomic_write_text
 from . import latex, markdown, tables
-from .figures import forest_rows
+from . import numbers as fmt
+from .figures import FOREST_NOTE
 
-__all__ = ["PaperInputs", "quoted_macros", "comparison_display", "write_paper_snippets", "FIGURE_CAPTIONS"]
+__all__ = ["PaperInputs", "PlanRecord", "quoted_macros", "write_paper_snippets", "FIGURE_CAPTIONS"]
 
-PRIMARY = ("success", "total_tokens", "total_cost_usd")
 SUMMARY_COLUMNS = ("total_tokens", "total_cost_usd", "agent_steps", "tool_calls_count", "elapsed_sec",
                    "exploration_breadth", "mcp_tool_calls")
 # Figure file stem -> caption (what the figure shows); figures.tex includes those present.
 FIGURE_CAPTIONS = {
-    "resolve_rate": "Resolve rate per profile with Wilson 95\\% confidence intervals (infrastructure errors excluded).",
-    "paired_total_tokens": "Per-task change in total tokens relative to the baseline profile (mean over repetitions).",
-    "paired_total_cost_usd": "Per-task change in cost (USD) relative to the baseline profile (mean over repetitions).",
-    "forest": "Comparisons against the baseline: change in \\% of the baseline value with 95\\% intervals; filled markers are significant after Holm correction.",
+    "rates": "Pass rate per trial (circles; Wilson interval at the design-effective size, repetitions of a task "
+             "clustered) and resolve rate per task by majority vote of the repetitions (squares; Wilson interval over "
+             "tasks), per profile. Infrastructure errors excluded.",
+    "task_outcomes": "Per-task outcomes: share of repetitions that passed (count in the cell); the majority decides "
+                     "the task's verdict in the resolve rate and McNemar's test. Tasks sorted by success.",
+    "forest": "Comparisons against the baseline. Top: difference in resolve rate per task (points, Tango's interval). "
+              "Bottom: typical per-task change in \\% (Hodges-Lehmann on per-task log ratios, interval inverting the "
+              "Wilcoxon test). " + FOREST_NOTE.replace("%", "\\%"),
+    "per_task_total_tokens": "Per-task change in total tokens against the baseline (per-task medians of the "
+                             "repetitions), tasks sorted by effect; dashed lines are the estimates of the forest plot.",
+    "per_task_total_cost_usd": "Per-task change in cost per trial against the baseline (per-task medians), tasks "
+                               "sorted by effect; dashed lines are the estimates of the forest plot.",
     "tool_mix": "Share of tool calls per category (read, search, edit, execute, MCP, other) within each profile.",
     "codecanvas": "CodeCanvas metrics per trial; the bar marks each profile's median.",
 }
+
+
+@dataclass
+class PlanRecord:
+    """The pre-registration the paper states: plan hash, when it was fixed, departures from it."""
+
+    sha256: str
+    name: str
+    recorded_at: str | None = None
+    changed: bool = False
+
+    @classmethod
+    def from_sidecar(cls, obj: dict) -> "PlanRecord":
+        return cls(str(obj.get("analysis_plan_sha256", "")), str(obj.get("plan_name", "")),
+                   obj.get("recorded_at"), bool(obj.get("plan_changed_after_analysis")))
 
 
 @dataclass
@@ -39,9 +66,11 @@ class PaperInputs:
 
     metrics: pd.DataFrame
     comparisons: pd.DataFrame | None = None
+    rates: pd.DataFrame | None = None
     codecanvas: pd.DataFrame | None = None
     simulated: bool = False
     baseline: str | None = None
+    plan: PlanRecord | None = None
     sources: dict[str, str] = field(default_factory=dict)
     # Layer 2's own paper_snippets.md (LLM narratives): quoted in the Markdown, never in macros.
     llm_snippets: str | None = None
@@ -50,106 +79,201 @@ class PaperInputs:
         return self.sources.get(key, f"{key}.csv")
 
 
-def _fmt_value(metric: str, value) -> str:
-    if metric == "success":
-        return latex.fmt_pct(value)
-    if "cost" in metric:
-        # Plain number (unit in the metric name): a text-mode \\$ would need the TS1 bitmap font.
-        return "--" if latex._missing(value) else f"{value:.3f}"
-    if latex._missing(value):
+# --------------------------------------------------------------------------- TeX cells
+
+
+def _qty(x, digits: int, unit: str = "", sign: bool = False) -> str:
+    """``\\num{-17.4}\\,\\%``: siunitx sets the minus sign and the digit grouping."""
+    if fmt.missing(x):
         return "--"
-    return latex.fmt_num(value, 0 if abs(value) >= 100 else 2)
+    tex = f"\\num{{{fmt.tex_number(x, digits, sign=sign)}}}"
+    return tex + ({"%": "\\,\\%", "pp": "\\,pp", "USD": "\\,USD"}.get(unit, f"~{unit}" if unit else ""))
 
 
-def _fmt_diff(metric: str, value) -> str:
-    """A difference (B - A) in the metric's unit; resolve-rate differences in percentage points."""
-    if latex._missing(value):
+def _p_tex(p, adjusted: bool = False) -> str:
+    if fmt.missing(p):
         return "--"
-    if metric == "success":
-        return f"{100 * value:+.1f}\\,pp"
-    if "cost" in metric:
-        return f"{value:+.3f}"
-    return f"{value:+,.0f}".replace(",", "{,}") if abs(value) >= 100 else f"{value:+.2f}"
+    sym = "p_{\\mathrm{adj}}" if adjusted else "p"
+    return f"\\ensuremath{{{sym} < 0.001}}" if p < fmt.P_FLOOR else f"\\ensuremath{{{sym} = {p:.3f}}}"
 
 
-def _comparison_keys(comparisons: pd.DataFrame) -> list[str]:
-    """Macro stem per comparison row: metric, B, Vs, A (plus the test when a pair has several)."""
-    base = comparisons["metric"].astype(str) + "|" + comparisons["profile_b"].astype(str) + "|" + comparisons["profile_a"].astype(str)
-    dup = base.duplicated(keep=False)
-    keys = []
-    for row, d in zip(comparisons.itertuples(), dup):
-        parts = [row.metric, row.profile_b, "vs", row.profile_a] + ([row.test] if d else [])
-        keys.append(latex.macro_name(*parts))
-    return keys
+def _p_cell(p) -> str:
+    """A p-value for an S column: a number, or ``<0.001`` as braced text."""
+    if fmt.missing(p):
+        return "{--}"
+    return "{$<$0.001}" if p < fmt.P_FLOOR else f"{p:.3f}"
+
+
+def _digits(row) -> int:
+    if row.scale in ("ratio", "cost_per_success", "rate"):
+        return 1
+    return max(fmt.decimals(row.metric), 1) if registry.metric(row.metric).kind == "count" else fmt.decimals(row.metric)
+
+
+def _k(row) -> float:
+    return 100.0 if row.scale == "rate" else 1.0
+
+
+def _value_digits(row) -> tuple[float, int]:
+    """Scale and decimals of A and B of a comparison row (rates in %, money per the registry)."""
+    if row.scale == "rate":
+        return 100.0, 1
+    if row.scale == "cost_per_success":
+        return 1.0, 3
+    d = fmt.decimals(row.metric)
+    if registry.metric(row.metric).kind == "count" and (row.a_value % 1 or row.b_value % 1):
+        d = max(d, 1)  # a median of an even number of counts can fall halfway
+    return 1.0, d
+
+
+def _key(row) -> str:
+    return latex.macro_name(row.metric.replace("__", " "), row.profile_b, "vs", row.profile_a)
+
+
+# --------------------------------------------------------------------------- macros
 
 
 def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
     """Every number the text quotes, as macros with their metric id and source file."""
     m, src = inputs.metrics, inputs.source("metrics")
+    known = tables.outcome_trials(m)
     out = [
         latex.Macro("NumTasks", str(m["task_id"].nunique()), "n_tasks", src, "distinct task ids"),
         latex.Macro("NumProfiles", str(m["profile"].nunique()), "n_profiles", src),
         latex.Macro("NumTrials", str(len(m)), "n_trials", src, "all trials incl. infrastructure errors"),
         latex.Macro("NumRepetitions", str(int(m.groupby(["profile", "task_id"]).size().max())), "repetition", src,
                     "most repetitions of one task under one profile"),
-        latex.Macro("NumInfraErrors", str(int(len(m) - len(tables.outcome_trials(m)))), "infra_error", src),
+        latex.Macro("NumInfraErrors", str(int(len(m) - len(known))), "infra_error", src),
     ]
     if inputs.baseline:
         out.append(latex.Macro("BaselineProfile", latex.escape_tex(inputs.baseline), "profile", src, "baseline"))
-    for r in tables.resolve_rates(m).itertuples():
-        p = r.profile
-        out += [
-            latex.Macro(latex.macro_name("resolve rate", p), latex.fmt_pct(r.resolve_rate), "resolve_rate", src, p),
-            latex.Macro(latex.macro_name("resolve rate low", p), latex.fmt_pct(r.ci_low), "resolve_rate", src, f"{p}, Wilson 95% CI low"),
-            latex.Macro(latex.macro_name("resolve rate high", p), latex.fmt_pct(r.ci_high), "resolve_rate", src, f"{p}, Wilson 95% CI high"),
-            latex.Macro(latex.macro_name("successes", p), str(r.successes), "success", src, p),
-            latex.Macro(latex.macro_name("trials", p), str(r.n_trials), "success", src, f"{p}, known outcome"),
-        ]
-    summary = tables.profile_summary(m, ["total_tokens", "total_cost_usd"])
-    for r in summary.itertuples():
-        out.append(latex.Macro(latex.macro_name("median", r.metric, r.profile), _fmt_value(r.metric, r.median),
-                               r.metric, src, f"median per trial, {r.profile}"))
-    if inputs.comparisons is not None and len(inputs.comparisons):
-        c, csrc = inputs.comparisons.reset_index(drop=True), inputs.source("comparisons")
-        rel = forest_rows(c).set_index("label")
-        for key, row in zip(_comparison_keys(c), c.itertuples()):
-            mid, label = row.metric, f"{row.profile_b} vs {row.profile_a}, {row.test}"
-            out += [
-                latex.Macro(key + "Diff", _fmt_diff(mid, row.difference), mid, csrc, f"difference B-A, {label}"),
-                latex.Macro(key + "RelChange", latex.fmt_pct(row.relative_change_pct, scale=1, sign=True), mid, csrc,
-                            f"relative change 100*(B-A)/A, {label}"),
-                latex.Macro(key + "PValue", latex.fmt_p(row.p_value), mid, csrc, f"p, {label}"),
-                latex.Macro(key + "PHolm", latex.fmt_p(row.p_holm), mid, csrc, f"Holm-adjusted p, {label}"),
-                latex.Macro(key + "EffectSize", "--" if latex._missing(row.effect_size) else f"{row.effect_size:.2f}",
-                            mid, csrc, f"{row.effect_size_name}, {label}"),
-            ]
-            lbl = f"{mid}: {row.profile_b} vs {row.profile_a}"
-            if lbl in rel.index and not isinstance(rel.loc[lbl], pd.DataFrame):
-                r2 = rel.loc[lbl]
-                out += [latex.Macro(key + "RelLow", latex.fmt_pct(r2["low_pct"], scale=1, sign=True), mid, csrc,
-                                    f"95% CI low of the change in % of A, {label}"),
-                        latex.Macro(key + "RelHigh", latex.fmt_pct(r2["high_pct"], scale=1, sign=True), mid, csrc,
-                                    f"95% CI high of the change in % of A, {label}")]
+    if inputs.plan is not None:
+        p = inputs.plan
+        out += [latex.Macro("PlanHash", p.sha256[:12], "analysis_plan_sha256", "analysis_plan.json", "first 12 hex digits"),
+                latex.Macro("PlanName", latex.escape_tex(p.name), "plan_name", "analysis_plan.json"),
+                latex.Macro("PlanFixedAt", latex.escape_tex((p.recorded_at or "--").replace("T", " ").rstrip("Z")
+                                                            + (" UTC" if p.recorded_at else "")),
+                            "recorded_at", "analysis_plan.lock.json", "when the plan was recorded")]
+    if inputs.rates is not None:
+        rsrc = inputs.source("rates")
+        for r in inputs.rates.itertuples():
+            p = r.profile
+            for stem, est, lo, hi, what in (
+                ("pass rate", r.pass_rate, r.pass_rate_low, r.pass_rate_high, "pass_rate"),
+                ("resolve rate", r.resolve_rate, r.resolve_rate_low, r.resolve_rate_high, "resolve_rate"),
+            ):
+                out += [latex.Macro(latex.macro_name(stem, p), _qty(100 * est, 1, "%"), what, rsrc, p),
+                        latex.Macro(latex.macro_name(stem, "low", p), _qty(100 * lo, 1, "%"), what, rsrc, f"{p}, 95% CI low"),
+                        latex.Macro(latex.macro_name(stem, "high", p), _qty(100 * hi, 1, "%"), what, rsrc, f"{p}, 95% CI high")]
+            out += [latex.Macro(latex.macro_name("successes", p), str(int(r.successes)), "success", rsrc, p),
+                    latex.Macro(latex.macro_name("trials", p), str(int(r.n_outcome)), "success", rsrc, f"{p}, known outcome"),
+                    latex.Macro(latex.macro_name("tasks resolved", p), str(int(r.tasks_resolved)), "resolve_rate", rsrc, p),
+                    latex.Macro(latex.macro_name("tasks", p), str(int(r.n_tasks)), "resolve_rate", rsrc, p),
+                    latex.Macro(latex.macro_name("cost per success", p), _qty(r.cost_per_success, 3, "USD"),
+                                "cost_per_success", rsrc, p)]
+    if inputs.comparisons is not None:
+        csrc = inputs.source("comparisons")
+        for r in inputs.comparisons.itertuples():
+            if fmt.missing(r.estimate) or r.tier == "exploratory" and r.metric != "cost_per_success":
+                continue
+            key, unit, d, k = _key(r), fmt.comparison_unit(r.scale, r.unit), _digits(r), _k(r)
+            what = f"{r.label}, {r.profile_b} vs {r.profile_a}"
+            out += [latex.Macro(key + "Est", _qty(k * r.estimate, d, unit, sign=True), r.metric, csrc, f"{r.estimand}; {what}"),
+                    latex.Macro(key + "Low", _qty(k * r.ci_low, d, unit, sign=True), r.metric, csrc, f"{r.interval} 95% CI low; {what}"),
+                    latex.Macro(key + "High", _qty(k * r.ci_high, d, unit, sign=True), r.metric, csrc, f"{r.interval} 95% CI high; {what}"),
+                    latex.Macro(key + "Pairs", str(int(r.n_pairs)), r.metric, csrc, f"tasks paired; {what}")]
+            if not fmt.missing(r.p_value):
+                out += [latex.Macro(key + "P", _p_tex(r.p_value), r.metric, csrc, f"{r.test}; {what}"),
+                         latex.Macro(key + "PAdj", _p_tex(r.p_adjusted, adjusted=True), r.metric, csrc,
+                                     f"{r.correction}-adjusted over the {r.tier} tier; {what}")]
+            if r.scale == "rate" and not fmt.missing(r.odds_ratio_low):
+                out += [latex.Macro(key + "OddsRatio", _qty(r.odds_ratio, 2), r.metric, csrc, f"discordant-pair odds ratio; {what}"),
+                        latex.Macro(key + "OddsRatioLow", _qty(r.odds_ratio_low, 2), r.metric, csrc, f"exact 95% CI low; {what}"),
+                        latex.Macro(key + "OddsRatioHigh", _qty(r.odds_ratio_high, 2), r.metric, csrc, f"exact 95% CI high; {what}")]
+            if not fmt.missing(r.total_change_pct):
+                out += [latex.Macro(key + "Total", _qty(r.total_change_pct, 1, "%", sign=True), r.metric, csrc,
+                                    f"change of the total over paired tasks; {what}"),
+                        latex.Macro(key + "TotalLow", _qty(r.total_change_low, 1, "%", sign=True), r.metric, csrc,
+                                    f"bootstrap 95% CI low; {what}"),
+                        latex.Macro(key + "TotalHigh", _qty(r.total_change_high, 1, "%", sign=True), r.metric, csrc,
+                                    f"bootstrap 95% CI high; {what}")]
     return out
 
 
-def comparison_display(comparisons: pd.DataFrame) -> pd.DataFrame:
-    """The comparisons as a paper table: formatted text cells, one row per test."""
+# --------------------------------------------------------------------------- tables
+
+
+def _tabular(head: list[str], spec: str, rows: list[list[str]], caption: str, label: str, *, wide: bool = False,
+             note: str = "") -> str:
+    """A booktabs table with siunitx S columns (decimal-aligned); cells are TeX already."""
+    env = "table*" if wide else "table"
+    body = "\n".join(" & ".join(r) + " \\\\" for r in rows)
+    notes = f"\n\\par\\smallskip\\parbox{{\\linewidth}}{{\\footnotesize {note}}}" if note else ""
+    return (f"\\begin{{{env}}}\n\\centering\n\\footnotesize\\setlength{{\\tabcolsep}}{{3pt}}\n"
+            f"\\caption{{{caption}}}\n\\label{{{label}}}\n\\begin{{tabular}}{{{spec}}}\n\\toprule\n"
+            + " & ".join(head) + " \\\\\n\\midrule\n" + body + "\n\\bottomrule\n\\end{tabular}" + notes
+            + f"\n\\end{{{env}}}")
+
+
+def _s(x, digits: int, sign: bool = False) -> str:
+    return fmt.tex_number(x, digits, sign=sign)
+
+
+def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
+    rows = [[latex.escape_tex(r.profile), str(int(r.n_outcome)), _s(100 * r.pass_rate, 1), _s(100 * r.pass_rate_low, 1),
+             _s(100 * r.pass_rate_high, 1), f"{int(r.tasks_resolved)}/{int(r.n_tasks)}", _s(100 * r.resolve_rate, 1),
+             _s(100 * r.resolve_rate_low, 1), _s(100 * r.resolve_rate_high, 1), _s(r.cost_per_success, 3)]
+            for r in rates.itertuples()]
+    head = ["Profile", "Trials", "{Pass rate}", "\\multicolumn{2}{c}{95\\% CI}", "Tasks", "{Resolve rate}",
+            "\\multicolumn{2}{c}{95\\% CI}", "{Cost/success}"]
+    spec = "lr S[table-format=2.1] S[table-format=2.1] S[table-format=3.1] c S[table-format=2.1] " \
+           "S[table-format=2.1] S[table-format=3.1] S[table-format=1.3]"
+    note = ("Pass rate: successful trials / trials with an outcome (\\%), Wilson interval at the design-effective "
+            "size (repetitions of a task clustered). Resolve rate: tasks passed by the majority of their repetitions "
+            "(a tie fails) / tasks (\\%), Wilson interval over tasks. Cost per success: total cost / successes (USD).")
+    return _tabular(head, spec, rows, "Pass and resolve rates per profile" + (" (simulated data)" if simulated else ""),
+                    "tab:rates", wide=True, note=note)
+
+
+def comparisons_tex(comp: pd.DataFrame, simulated: bool) -> str:
     rows = []
-    for r in comparisons.itertuples():
-        ci = "--" if latex._missing(r.ci_low) else f"[{_fmt_diff(r.metric, r.ci_low)}, {_fmt_diff(r.metric, r.ci_high)}]"
-        rows.append({"Metric": latex.escape_tex(r.metric), "B vs A": latex.escape_tex(f"{r.profile_b} vs {r.profile_a}"),
-                     "Pairs": str(r.n_pairs), "A": _fmt_value(r.metric, r.a_value), "B": _fmt_value(r.metric, r.b_value),
-                     "B$-$A": _fmt_diff(r.metric, r.difference), "95\\% CI": ci,
-                     "Change": latex.fmt_pct(r.relative_change_pct, scale=1, sign=True),
-                     "$p$": latex.fmt_p(r.p_value), "$p_\\mathrm{Holm}$": latex.fmt_p(r.p_holm)})
-    return pd.DataFrame(rows)
+    for r in comp[comp["estimate"].notna() & (comp["tier"] != "exploratory")].itertuples():
+        k, d = _value_digits(r)
+        unit = fmt.comparison_unit(r.scale, r.unit)
+        unit_tex = {"%": "\\%", "pp": "pp"}.get(unit, latex.escape_tex(unit))
+        rows.append([f"{latex.escape_tex(r.label)}, {unit_tex}", latex.escape_tex(r.profile_b), str(int(r.n_pairs)),
+                     _s(k * r.a_value, d), _s(k * r.b_value, d), _s(_k(r) * r.estimate, _digits(r), True),
+                     _s(_k(r) * r.ci_low, _digits(r), True), _s(_k(r) * r.ci_high, _digits(r), True),
+                     _p_cell(r.p_value), _p_cell(r.p_adjusted)])
+    base = ", ".join(sorted(comp["profile_a"].astype(str).unique()))
+    head = ["Metric, unit of the change", "B", "Pairs", "{A}", "{B}", "{Change}", "\\multicolumn{2}{c}{95\\% CI}",
+            "{$p$}", "{$p_\\mathrm{adj}$}"]
+    spec = "llr S[table-format=6.3] S[table-format=6.3] S[table-format=+2.1] S[table-format=+2.1] " \
+           "S[table-format=+2.1] S[table-format=1.3] S[table-format=1.3]"
+    note = (f"A = baseline ({latex.escape_tex(base)}). A and B: resolve rate (\\%) or median over tasks of the "
+            "per-task medians. Change: resolve rate, difference in points with Tango's score interval and McNemar's "
+            "exact test; other metrics, typical per-task change (Hodges-Lehmann on log ratios, \\%) with the "
+            "interval that inverts the Wilcoxon signed-rank test beside it. $p_\\mathrm{adj}$: the plan's correction "
+            "over its tier (Holm for primary, Benjamini-Hochberg for secondary metrics), all pairs together.")
+    return _tabular(head, spec, rows, "Paired comparisons against the baseline" + (" (simulated data)" if simulated else ""),
+                    "tab:comparisons", wide=True, note=note)
 
 
-def _tex_table(df: pd.DataFrame, caption: str, label: str, wide: bool = False) -> str:
-    """A booktabs table whose cells are already TeX (so nothing is escaped twice)."""
-    return latex.booktabs_table(df, caption, label, formatters={c: str for c in df.columns}, escape_headers=False,
-                                wide=wide)
+def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
+    summ = tables.profile_summary(metrics, list(SUMMARY_COLUMNS))
+    rows = []
+    for r in summ.itertuples():
+        d = fmt.decimals(r.metric)
+        rows.append([latex.escape_tex(registry.metric(r.metric).axis_label), latex.escape_tex(r.profile),
+                     _s(r.mean, max(d, 1) if abs(r.mean) < 100 else d), _s(r.median, max(d, 1) if abs(r.median) < 100 else d),
+                     str(int(r.n))])
+    return _tabular(["Metric", "Profile", "{Mean}", "{Median}", "Trials"],
+                    "ll S[table-format=6.3] S[table-format=6.3] r", rows,
+                    "Per-trial process and cost metrics per profile" + (" (simulated data)" if simulated else ""),
+                    "tab:profile-summary", wide=True)
+
+
+# --------------------------------------------------------------------------- prose
 
 
 def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
@@ -157,24 +281,48 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
     names = {m.name for m in macros}
     lines = (["\\textbf{SIMULATED DATA: the runs come from the seeded simulator; these numbers are not findings.}"]
              if inputs.simulated else [])
-    lines += ["We ran \\NumTasks{} tasks under \\NumProfiles{} profiles with up to \\NumRepetitions{} repetitions "
-             "each (\\NumTrials{} trials, \\NumInfraErrors{} infrastructure errors excluded from outcome analyses)."]
-    for p in sorted(inputs.metrics["profile"].unique()):
-        s = latex.macro_name("resolve rate", p)
-        lines.append(f"Profile \\texttt{{{latex.escape_tex(p)}}} resolved \\{s}{{}} of its trials "
-                     f"(\\{latex.macro_name('successes', p)}{{}}/\\{latex.macro_name('trials', p)}{{}}; "
-                     f"95\\% CI \\{latex.macro_name('resolve rate low', p)}{{}}--\\{latex.macro_name('resolve rate high', p)}{{}}).")
-    if inputs.comparisons is not None and len(inputs.comparisons):
-        c = inputs.comparisons.reset_index(drop=True)
-        for key, row in zip(_comparison_keys(c), c.itertuples()):
-            if row.metric not in PRIMARY:
-                continue
-            ci = (f"; 95\\% CI \\{key}RelLow{{}} to \\{key}RelHigh{{}}" if key + "RelLow" in names else "")
-            lines.append(f"For \\texttt{{{latex.escape_tex(row.metric)}}}, \\texttt{{{latex.escape_tex(row.profile_b)}}} "
-                         f"vs \\texttt{{{latex.escape_tex(row.profile_a)}}} changed by \\{key}RelChange{{}}{ci} "
-                         f"($p$ = \\{key}PValue{{}}, Holm-adjusted \\{key}PHolm{{}}).")
-    else:
+    if inputs.plan is not None:
+        dev = ("The analysis departs from the recorded plan; the reports open with the difference."
+               if inputs.plan.changed else "The analysis follows the recorded plan without deviation.")
+        lines.append("\\paragraph{Pre-registration.} Tiers, tests, corrections and intervals follow the analysis plan "
+                     "\\texttt{\\PlanName} (plan hash \\texttt{\\PlanHash}), recorded on \\PlanFixedAt{} by the first "
+                     f"analysis of these runs. {dev}")
+    n_prof = inputs.metrics["profile"].nunique()
+    lines.append(f"We ran \\NumTasks{{}} tasks under \\NumProfiles{{}} {'profile' if n_prof == 1 else 'profiles'} with "
+                 "up to \\NumRepetitions{} repetitions each (\\NumTrials{} trials; \\NumInfraErrors{} infrastructure "
+                 "errors excluded from outcome analyses).")
+    if inputs.rates is not None:
+        for p in inputs.rates["profile"]:
+            n = lambda *parts: "\\" + latex.macro_name(*parts)  # noqa: E731
+            lines.append(f"Profile \\texttt{{{latex.escape_tex(p)}}} passed {n('pass rate', p)}{{}} of its trials "
+                         f"({n('successes', p)}{{}}/{n('trials', p)}{{}}; 95\\% CI {n('pass rate low', p)}{{}} to "
+                         f"{n('pass rate high', p)}{{}}) and resolved {n('resolve rate', p)}{{}} of its tasks by majority "
+                         f"vote ({n('tasks resolved', p)}{{}}/{n('tasks', p)}{{}}; 95\\% CI {n('resolve rate low', p)}{{}} "
+                         f"to {n('resolve rate high', p)}{{}}).")
+    comp = inputs.comparisons
+    if comp is None or comp.empty:
         lines.append("(Paired comparisons were not available when these snippets were generated.)")
+        return "\n".join(lines)
+    for r in comp[comp["tier"] == "primary"].itertuples():
+        key = _key(r)
+        if key + "Est" not in names:
+            continue
+        subject = (f"The resolve rate of \\texttt{{{latex.escape_tex(r.profile_b)}}}" if r.scale == "rate" else
+                   f"For {latex.escape_tex(registry.metric(r.metric).label)}, \\texttt{{{latex.escape_tex(r.profile_b)}}}")
+        if r.scale == "rate":
+            text = (f"{subject} differed from \\texttt{{{latex.escape_tex(r.profile_a)}}}'s by \\{key}Est{{}} "
+                    f"(Tango 95\\% CI \\{key}Low{{}} to \\{key}High{{}}; McNemar "
+                    f"\\{key}P{{}}, \\{key}PAdj{{}}")
+            if key + "OddsRatio" in names:
+                text += (f"; discordant-pair odds ratio \\{key}OddsRatio{{}}, exact 95\\% CI \\{key}OddsRatioLow{{}} "
+                         f"to \\{key}OddsRatioHigh{{}}")
+            lines.append(text + ").")
+        else:
+            total = (f" The total over the paired tasks changed by \\{key}Total{{}} (bootstrap 95\\% CI "
+                     f"\\{key}TotalLow{{}} to \\{key}TotalHigh{{}})." if key + "Total" in names else "")
+            lines.append(f"{subject} changed the typical task by \\{key}Est{{}} against "
+                         f"\\texttt{{{latex.escape_tex(r.profile_a)}}} (95\\% CI \\{key}Low{{}} to \\{key}High{{}}; "
+                         f"Wilcoxon \\{key}P{{}}, \\{key}PAdj{{}}; \\{key}Pairs{{}} tasks).{total}")
     return "\n".join(lines)
 
 
@@ -190,6 +338,24 @@ def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool) -> str:
     return "\n\n".join(envs) if envs else "% no figures were generated"
 
 
+# --------------------------------------------------------------------------- Markdown
+
+
+def _markdown_sections(inputs: PaperInputs, macros: list[latex.Macro]) -> list[tuple[str, str]]:
+    from .comparison_report import mcnemar_lines, rates_table, tier_table
+
+    out = []
+    if inputs.rates is not None:
+        out.append(("Rates per profile", rates_table(inputs.rates)))
+    comp = inputs.comparisons
+    if comp is not None and len(comp):
+        for tier in ("primary", "secondary"):
+            if (comp["tier"] == tier).any():
+                body = tier_table(comp, tier) + ("\n\n" + "\n".join(mcnemar_lines(comp)) if tier == "primary" else "")
+                out.append((f"Paired comparisons: {tier} metrics", body))
+    return out
+
+
 def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir: str | Path,
                          figures_rel: str = "../figures") -> dict[str, Path]:
     """Write macros, tables, the results paragraph, figure environments and paper_snippets.md.
@@ -200,47 +366,19 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     """
     snip = Path(paper_dir) / "snippets"
     sim, msrc = inputs.simulated, inputs.source("metrics")
-    for stale in ("comparisons.tex", "codecanvas.tex"):
+    for stale in ("comparisons.tex", "codecanvas.tex", "resolve_rates.tex", "rates.tex"):
         # A table from an earlier run must not outlive its input.
         (snip / stale).unlink(missing_ok=True)
     written: dict[str, Path] = {}
     macros = quoted_macros(inputs)
     written["macros"] = atomic_write_text(snip / "macros.tex", latex.render_macros(macros, sim, msrc))
-
-    rates = tables.resolve_rates(inputs.metrics)
-    rates_disp = pd.DataFrame({
-        "Profile": [latex.escape_tex(p) for p in rates["profile"]], "Trials": rates["n_trials"].astype(str),
-        "Resolved": rates["successes"].astype(str), "Rate": [latex.fmt_pct(v) for v in rates["resolve_rate"]],
-        "95\\% CI": [f"{latex.fmt_pct(lo)}--{latex.fmt_pct(hi)}" for lo, hi in zip(rates["ci_low"], rates["ci_high"])]})
-    written["resolve_rates"] = latex.write_tex(snip / "resolve_rates.tex", _tex_table(
-        rates_disp, "Resolve rate per profile" + (" (simulated data)" if sim else ""), "tab:resolve-rates"), sim, msrc)
-
-    summ = tables.profile_summary(inputs.metrics, list(SUMMARY_COLUMNS))
-    summ_disp = pd.DataFrame({"Metric": [latex.escape_tex(x) for x in summ["metric"]],
-                              "Profile": [latex.escape_tex(x) for x in summ["profile"]],
-                              "Mean": [_fmt_value(mm, v) for mm, v in zip(summ["metric"], summ["mean"])],
-                              "Median": [_fmt_value(mm, v) for mm, v in zip(summ["metric"], summ["median"])],
-                              "N": summ["n"].astype(str)})
-    written["profile_summary"] = latex.write_tex(snip / "profile_summary.tex", _tex_table(
-        summ_disp, "Per-trial process and cost metrics per profile" + (" (simulated data)" if sim else ""),
-        "tab:profile-summary", wide=True), sim, msrc)
-
-    md_sections = [("Resolve rates", markdown.pipe_table(pd.DataFrame({
-        "profile": rates["profile"], "trials": rates["n_trials"], "resolved": rates["successes"],
-        "resolve rate": [f"{100 * v:.1f}%" for v in rates["resolve_rate"]],
-        "95% CI (Wilson)": [f"{100 * lo:.1f}-{100 * hi:.1f}%" for lo, hi in zip(rates["ci_low"], rates["ci_high"])]})))]
-
+    if inputs.rates is not None:
+        written["rates"] = latex.write_tex(snip / "rates.tex", rates_tex(inputs.rates, sim), sim, inputs.source("rates"))
+    written["profile_summary"] = latex.write_tex(snip / "profile_summary.tex", summary_tex(inputs.metrics, sim), sim, msrc)
     if inputs.comparisons is not None and len(inputs.comparisons):
-        csrc = inputs.source("comparisons")
-        written["comparisons"] = latex.write_tex(snip / "comparisons.tex", _tex_table(
-            comparison_display(inputs.comparisons), "Paired comparisons (B vs A)" + (" (simulated data)" if sim else ""),
-            "tab:comparisons", wide=True), sim, csrc)
-        c = inputs.comparisons
-        md_sections.append(("Paired comparisons", markdown.pipe_table(pd.DataFrame({
-            "metric": c["metric"], "B vs A": c["profile_b"] + " vs " + c["profile_a"], "test": c["test"],
-            "pairs": c["n_pairs"], "change %": c["relative_change_pct"].round(1),
-            "CI": ["" if pd.isna(lo) else f"[{lo:.4g}, {hi:.4g}]" for lo, hi in zip(c["ci_low"], c["ci_high"])],
-            "p": c["p_value"].round(4), "p (Holm)": c["p_holm"].round(4)}))))
+        written["comparisons"] = latex.write_tex(snip / "comparisons.tex", comparisons_tex(inputs.comparisons, sim), sim,
+                                                 inputs.source("comparisons"))
+    md_sections = _markdown_sections(inputs, macros)
     if inputs.codecanvas is not None and len(inputs.codecanvas):
         cc = inputs.codecanvas
         cols = [x for x in cc.columns if x not in {"profile", "task_id", "repetition", "run_id", "trial_path"}
@@ -248,25 +386,24 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
         cc_summary = tables.profile_summary(cc, cols)
         cc_summary = cc_summary[cc_summary["n"] > 0]
         if len(cc_summary):
-            disp = pd.DataFrame({"Metric": [latex.escape_tex(x) for x in cc_summary["metric"]],
-                                 "Profile": [latex.escape_tex(x) for x in cc_summary["profile"]],
-                                 "Mean": [f"{v:.2f}" for v in cc_summary["mean"]],
-                                 "Median": [f"{v:.2f}" for v in cc_summary["median"]],
-                                 "N": cc_summary["n"].astype(str)})
-            written["codecanvas"] = latex.write_tex(snip / "codecanvas.tex", _tex_table(
-                disp, "CodeCanvas metrics per profile" + (" (simulated data)" if sim else ""), "tab:codecanvas", wide=True),
+            rows = [[latex.escape_tex(r.metric), latex.escape_tex(r.profile), _s(r.mean, 2), _s(r.median, 2), str(int(r.n))]
+                    for r in cc_summary.itertuples()]
+            written["codecanvas"] = latex.write_tex(snip / "codecanvas.tex", _tabular(
+                ["Metric", "Profile", "{Mean}", "{Median}", "Trials"], "ll S[table-format=2.2] S[table-format=2.2] r", rows,
+                "CodeCanvas metrics per profile" + (" (simulated data)" if sim else ""), "tab:codecanvas", wide=True),
                 sim, inputs.source("codecanvas"))
-            md_sections.append(("CodeCanvas", markdown.pipe_table(cc_summary.round(3))))
-
+            md_sections.append(("CodeCanvas", markdown.table(
+                ["metric", "profile", "mean", "median", "trials"],
+                [[r.metric, r.profile, fmt.number(r.mean, 2), fmt.number(r.median, 2), str(int(r.n))]
+                 for r in cc_summary.itertuples()])))
     if inputs.llm_snippets and inputs.llm_snippets.strip():
         # Nested under our section: every heading of the judge's file moves down two levels.
         demoted = "\n".join("##" + ln if ln.startswith("#") else ln for ln in inputs.llm_snippets.strip().splitlines())
         md_sections.append(("LLM analyses (Layer 2, explanatory; numbers come from the tables above)", demoted))
     written["results"] = latex.write_tex(snip / "results.tex", _results_paragraph(inputs, macros), sim, msrc)
     written["figures"] = latex.write_tex(snip / "figures.tex", _figures_tex(Path(figures_dir), figures_rel, sim), sim, msrc)
-    md_sections.append(("Quoted numbers (macros.tex)", markdown.pipe_table(pd.DataFrame(
-        {"macro": ["\\" + m.name for m in macros], "value": [m.text for m in macros],
-         "metric id": [m.metric_id for m in macros], "what": [m.note for m in macros]}))))
+    md_sections.append(("Quoted numbers (macros.tex)", markdown.table(
+        ["macro", "value", "metric id", "what"], [["\\" + m.name, m.text, m.metric_id, m.note] for m in macros])))
     written["paper_snippets"] = atomic_write_text(Path(paper_dir) / "paper_snippets.md",
                                                   markdown.render_snippets(md_sections, sim, msrc))
     return written

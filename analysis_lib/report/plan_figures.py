@@ -1,4 +1,4 @@
-"""Figures of the pre-registered report (RESULTS.md): tested effects per tier, exploratory distributions.
+"""Figures of the pre-registered report (RESULTS.md) beyond the forest plot: exploratory distributions.
 
 Same style as :mod:`analysis_lib.report.figures` (seaborn colorblind palette, one column wide, no
 random draw, PNG saved without version or date metadata); titles say "simulated data" when the
@@ -17,7 +17,7 @@ import pandas as pd
 from ..fileio import atomic_write_bytes
 from .figures import PNG_METADATA, WIDTH_IN, profile_colors, set_style, title
 
-__all__ = ["plot_tier_effects", "plot_exploratory", "save_png"]
+__all__ = ["plot_exploratory", "save_png"]
 
 
 def save_png(fig: plt.Figure, out_dir: str | Path, name: str) -> Path:
@@ -25,30 +25,6 @@ def save_png(fig: plt.Figure, out_dir: str | Path, name: str) -> Path:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata=PNG_METADATA, bbox_inches="tight", dpi=200)
     return atomic_write_bytes(Path(out_dir) / f"{name}.png", buf.getvalue())
-
-
-def plot_tier_effects(rows: pd.DataFrame, tier: str, simulated: bool, colors: dict | None = None) -> plt.Figure:
-    """One panel per tested metric: paired difference B - A and its bootstrap CI per profile; filled = significant."""
-    set_style()
-    rows = rows[(rows["tier"] == tier) & rows["difference"].notna()]
-    metrics = list(dict.fromkeys(rows["metric_id"]))
-    fig, axes = plt.subplots(max(len(metrics), 1), 1, figsize=(WIDTH_IN, 0.5 + 0.75 * max(len(metrics), 1)), squeeze=False)
-    colors = colors or profile_colors(sorted(set(rows["profile_b"]) | set(rows["profile_a"])))
-    for ax, metric in zip(axes[:, 0], metrics):
-        sub = rows[rows["metric_id"] == metric].reset_index(drop=True)
-        for i, r in sub.iterrows():
-            sig = bool(r["significant"]) if pd.notna(r["significant"]) else False
-            lo, hi = r["difference"] - r["ci_low"], r["ci_high"] - r["difference"]
-            ax.errorbar(r["difference"], i, xerr=[[max(lo, 0)], [max(hi, 0)]], fmt="o", capsize=2, markersize=4,
-                        color=colors[r["profile_b"]], mfc=colors[r["profile_b"]] if sig else "white")
-        ax.axvline(0, color="0.3", linewidth=0.8)
-        ax.set_yticks(range(len(sub)), [f"{b} vs {a}" for a, b in zip(sub["profile_a"], sub["profile_b"])], fontsize=6)
-        ax.set_ylim(-0.6, len(sub) - 0.4)
-        ax.invert_yaxis()
-        ax.set_xlabel(f"{metric}: {sub['ci_of'].iloc[0]}", fontsize=6)
-    axes[0, 0].set_title(title(f"{tier.capitalize()} metrics: B - A, 95% CI (filled = significant)", simulated))
-    fig.tight_layout()
-    return fig
 
 
 def plot_exploratory(metrics: pd.DataFrame, columns: list[str], simulated: bool, colors: dict | None = None) -> plt.Figure:

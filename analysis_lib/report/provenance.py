@@ -1,7 +1,8 @@
-"""Where the data came from: whether a runs folder holds simulated runs (``index.json`` says so)."""
+"""Where the data came from: whether a runs folder holds simulated runs (its ``index.json`` or its trials say so)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ..fileio import read_json
@@ -28,10 +29,32 @@ def declared_baseline(runs_dir: str | Path) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def is_simulated(runs_dir: str | Path) -> bool:
-    """True when ``runs_dir/index.json`` exists and declares ``"simulated": true``.
+def _trial_says_simulated(path: Path) -> bool:
+    """A Harbor ``result.json`` whose ``config.simulated`` is true (the seeded simulator writes it)."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return False
+    if b'"simulated"' not in raw:  # most files: no parse needed
+        return False
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return False
+    config = data.get("config") if isinstance(data, dict) else None
+    return isinstance(config, dict) and config.get("simulated") is True
 
-    A missing index means real runs (users' own folders usually have none); an unreadable one is
-    reported in one line and treated as not simulated.
+
+def is_simulated(runs_dir: str | Path) -> bool:
+    """True when ``runs_dir/index.json`` declares ``"simulated": true`` or any trial's ``result.json`` does.
+
+    The trials are asked too, so that a copy of simulated runs without its index is still marked.
+    A missing index means real runs unless a trial says otherwise; an unreadable index is reported
+    in one line.
     """
-    return _index(runs_dir).get("simulated") is True
+    if _index(runs_dir).get("simulated") is True:
+        return True
+    root = Path(runs_dir)
+    if root.is_file():
+        return _trial_says_simulated(root) if root.name == "result.json" else False
+    return any(_trial_says_simulated(p) for p in root.rglob("result.json"))

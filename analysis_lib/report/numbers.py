@@ -1,0 +1,115 @@
+"""One way to print a number: per-metric precision, a real minus sign, ``p < 0.001``, units, plurals.
+
+Markdown, notebooks and figure labels use these plain-text forms; the TeX snippets use the same
+rounding through :func:`tex_number` (siunitx typesets the minus sign and aligns the decimals).
+Rounding happens here, once, at the end: frames keep full precision.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from .. import registry
+
+__all__ = ["MINUS", "missing", "number", "value", "estimate", "interval", "p_value", "plural", "decimals",
+           "tex_number", "comparison_unit"]
+
+MINUS = "\u2212"
+DASH = "–"
+P_FLOOR = 0.001
+
+
+def missing(x) -> bool:
+    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
+
+
+def number(x, digits: int = 0, *, sign: bool = False) -> str:
+    """``x`` rounded to ``digits`` decimals with thousands separators and a real minus; ``–`` when missing."""
+    if missing(x):
+        return DASH
+    x = float(x)
+    if math.isinf(x):
+        return ("+" if sign else "") + "∞" if x > 0 else MINUS + "∞"
+    text = f"{x:{'+' if sign else ''},.{digits}f}"
+    if text.lstrip("+-").strip("0.,") == "":  # rounds to zero: no signed zero
+        text = f"{0:.{digits}f}"
+    return text.replace("-", MINUS)
+
+
+def decimals(metric_id: str) -> int:
+    """The metric's precision: counts as integers, money in tenths of a cent, as the registry says."""
+    try:
+        return registry.metric(metric_id).decimals
+    except ValueError:
+        return 2
+
+
+def value(metric_id: str, x, *, rate: bool = False) -> str:
+    """A value of the metric in its unit (a rate as a percentage with one decimal)."""
+    if rate:
+        return DASH if missing(x) else number(100 * float(x), 1) + " %"
+    d = decimals(metric_id)
+    if registry.metric(metric_id).kind == "count" and not missing(x) and float(x) != round(float(x)) and abs(float(x)) < 100:
+        d = 1  # the median of an even number of small counts can fall halfway
+    return number(x, d)
+
+
+def comparison_unit(scale: str, unit: str = "") -> str:
+    """The unit of a comparison's estimate: ``%`` (ratios), ``pp`` (rates) or the metric's own."""
+    return {"ratio": "%", "cost_per_success": "%", "rate": "pp"}.get(scale, unit)
+
+
+def _scaled(row, x):
+    return 100 * x if row.scale == "rate" else x
+
+
+def _digits(row) -> int:
+    if row.scale in ("ratio", "cost_per_success", "rate"):
+        return 1
+    d = decimals(row.metric)
+    return max(d, 1) if registry.metric(row.metric).kind == "count" else d
+
+
+def estimate(row, *, unit: bool = True) -> str:
+    """A comparison's estimate, signed, in its unit: ``−17.4 %``, ``+25.0 pp``, ``−0.5 reads``."""
+    if missing(row.estimate):
+        return DASH
+    u = comparison_unit(row.scale, row.unit)
+    return number(_scaled(row, row.estimate), _digits(row), sign=True) + (f" {u}" if unit and u else "")
+
+
+def interval(row, low: str = "ci_low", high: str = "ci_high", *, unit: bool = False) -> str:
+    """``[low, high]`` of a comparison, signed, on its estimate's scale."""
+    lo, hi = getattr(row, low), getattr(row, high)
+    if missing(lo) or missing(hi):
+        return DASH
+    u = comparison_unit(row.scale, row.unit)
+    text = f"[{number(_scaled(row, lo), _digits(row), sign=True)}, {number(_scaled(row, hi), _digits(row), sign=True)}]"
+    return text + (f" {u}" if unit and u else "")
+
+
+def p_value(p, *, prefix: bool = False) -> str:
+    """``0.070`` or ``< 0.001`` (three decimals); with ``prefix``: ``p = 0.070`` / ``p < 0.001``."""
+    if missing(p):
+        return DASH
+    if p < P_FLOOR:
+        return "p < 0.001" if prefix else "< 0.001"
+    return f"p = {p:.3f}" if prefix else f"{p:.3f}"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 profile``, ``3 profiles``."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+def tex_number(x, digits: int, *, sign: bool = False) -> str:
+    """A number for siunitx (``\\num{}`` or an S column): rounded, ``-`` for minus, ``{--}`` when missing."""
+    if missing(x):
+        return "{--}"
+    x = float(x)
+    if math.isinf(x):
+        return "{$\\infty$}" if x > 0 else "{$-\\infty$}"
+    text = f"{x:{'+' if sign else ''}.{digits}f}"
+    return f"{0:.{digits}f}" if text.lstrip("+-").strip("0.") == "" else text

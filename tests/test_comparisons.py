@@ -1,0 +1,181 @@
+"""The comparison engine and everything rendered from it: one value per quantity, each estimate in its interval.
+
+The property test runs many simulated studies through the engine and every output made from it
+(``comparisons.csv``, ``comparison_report.md``, the TeX macros and tables, the forest data) and
+checks, on the printed numbers, that each estimate lies inside its interval and that interval and
+test agree where the method guarantees it (McNemar exact and the odds-ratio interval; Wilcoxon and
+the Hodges-Lehmann interval on continuous metrics).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis_lib import comparisons as C
+from analysis_lib import plan as P
+from analysis_lib.rates import profile_rates
+from analysis_lib.report import figures, paper
+from analysis_lib.report.comparison_report import write_comparisons
+from analysis_lib.simulate import Effects, simulate_metrics
+
+MINUS = "\u2212"
+
+
+def _plan(n_resamples: int = 1000) -> P.AnalysisPlan:
+    d = P.load_plan().model_dump(mode="json")
+    d["bootstrap"]["n_resamples"] = n_resamples
+    return P.parse_plan(d)
+
+
+def _check(plan: P.AnalysisPlan) -> P.PlanCheck:
+    return P.PlanCheck(plan, P.plan_hash(plan), "params/analysis_plan.yaml")
+
+
+@pytest.fixture(scope="module")
+def metrics() -> pd.DataFrame:
+    return simulate_metrics(20261121)
+
+
+def test_one_row_per_planned_metric_and_pair_with_pairs_and_undefined_counted(metrics):
+    plan = _plan()
+    table = C.compare(metrics, plan, C.profile_pairs(metrics["profile"].unique(), baseline="text"))
+    assert list(table.columns) == C.COLUMNS
+    prim = table[table["tier"] == "primary"]
+    assert list(prim["metric"]) == ["success"] * 2 + ["total_tokens"] * 2 + ["total_cost_usd"] * 2
+    assert (table["n_pairs"] >= 0).all() and (table["n_undefined"] >= 0).all()
+    tok = prim[prim["metric"] == "total_tokens"].iloc[0]
+    # The estimate is the HL of the per-task log ratios, shown as % change; its test is on the same ratios.
+    from analysis_lib import stats
+
+    pairs = stats.pair_tasks(C.usable_trials(metrics), "total_tokens", "text", tok["profile_b"])
+    d = np.log(pairs["b"] / pairs["a"])
+    hl = stats.hodges_lehmann(d).iloc[0]
+    assert tok["estimate"] == pytest.approx(100 * math.expm1(hl["estimate"]))
+    assert tok["p_value"] == pytest.approx(stats.wilcoxon(d).iloc[0]["p_val"])
+    assert tok["total_change_pct"] == pytest.approx(100 * (pairs["b"].sum() / pairs["a"].sum() - 1))
+
+
+def test_cost_per_success_is_a_ratio_of_totals_and_never_infinite(metrics):
+    plan = _plan()
+    m = metrics.copy()
+    m.loc[m["profile"] == "codegraph", "success"] = False  # an arm without a single success
+    table = C.compare(m, plan, [("text", "codegraph"), ("text", "codecanvas")])
+    cps = table[table["metric"] == "cost_per_success"].set_index("profile_b")
+    assert math.isnan(cps.loc["codegraph", "estimate"]) and "no success under codegraph" in cps.loc["codegraph", "note"]
+    ok = cps.loc["codecanvas"]
+    use = C.usable_trials(m)
+    arm = lambda p: use.loc[use["profile"] == p, "total_cost_usd"].sum() / use.loc[use["profile"] == p, "success"].astype(bool).sum()  # noqa: E731
+    assert ok["a_value"] == pytest.approx(arm("text")) and ok["b_value"] == pytest.approx(arm("codecanvas"))
+    assert ok["ci_low"] <= ok["estimate"] <= ok["ci_high"]
+    assert not np.isinf(table[["estimate", "ci_low", "ci_high", "p_value"]].to_numpy(float)).any()
+    assert table.loc[table["metric"] == "cost_per_success", "p_value"].isna().all()  # never tested
+
+
+def test_no_pairs_gives_nan_with_a_reason(metrics):
+    plan = _plan()
+    m = metrics[~((metrics["profile"] == "codegraph") & metrics["task_id"].isin(metrics["task_id"].unique()[:99]))]
+    m = pd.concat([m, metrics[metrics["profile"] == "codegraph"].assign(task_id=lambda x: "other-" + x["task_id"])])
+    table = C.compare(m, plan, [("text", "codegraph")])
+    prim = table[table["tier"] == "primary"]
+    assert (prim["n_pairs"] == 0).all() and prim["p_value"].isna().all() and prim["estimate"].isna().all()
+    assert prim["note"].str.contains("no task").all()
+
+
+def _nums(text: str) -> list[float]:
+    return [float(x.replace(MINUS, "-").replace(",", "")) for x in re.findall(r"[+\u2212-]?\d[\d,]*\.?\d*", text)]
+
+
+def _inside(est: float, lo: float, hi: float) -> bool:
+    return lo - 1e-9 <= est <= hi + 1e-9
+
+
+def _study(seed: int, tmp_path) -> tuple[pd.DataFrame, dict]:
+    rng = np.random.default_rng(seed)
+    effects = Effects() if seed % 3 else Effects.null()
+    m = simulate_metrics(seed, n_tasks=int(rng.integers(6, 40)), repetitions=int(rng.integers(1, 4)),
+                         profiles=("text", "codegraph"), effects=effects)
+    out = tmp_path / f"s{seed}"
+    study = write_comparisons(m, out, plan_check=_check(_plan(400)), baseline="text", simulated=True)
+    inputs = paper.PaperInputs(m, study.comparisons, study.rates, simulated=True, baseline="text")
+    rendered = {"report": (out / "comparison_report.md").read_text(), "macros": paper.quoted_macros(inputs),
+                "table": paper.comparisons_tex(study.comparisons, True), "forest": figures.forest_rows(study.comparisons),
+                "csv": pd.read_csv(out / "comparisons.csv"), "rates": study.rates}
+    return study.comparisons, rendered
+
+
+def test_every_rendered_estimate_lies_in_its_interval_and_agrees_with_its_test(tmp_path):
+    checked = {"csv": 0, "report": 0, "macros": 0, "table": 0, "forest": 0, "agree": 0}
+    for seed in range(24):
+        comp, r = _study(seed, tmp_path)
+        csv = r["csv"]
+        has = csv["estimate"].notna()
+        assert ((csv.loc[has, "ci_low"] <= csv.loc[has, "estimate"] + 1e-12)
+                & (csv.loc[has, "estimate"] <= csv.loc[has, "ci_high"] + 1e-12)).all()
+        checked["csv"] += int(has.sum())
+        for row in csv[has].itertuples():
+            if row.test == "McNemar exact":
+                assert (row.p_value < 0.05) == (not row.odds_ratio_low <= 1 <= row.odds_ratio_high)
+                assert row.odds_ratio_low <= row.odds_ratio <= row.odds_ratio_high
+                checked["agree"] += 1
+            elif row.metric in ("total_tokens", "total_cost_usd") and row.test.endswith("(exact)"):
+                assert (row.p_value < 0.05) == (not row.ci_low <= 0 <= row.ci_high)
+                checked["agree"] += 1
+            if not np.isnan(row.total_change_pct):
+                assert _inside(row.total_change_pct, row.total_change_low, row.total_change_high)
+        # Markdown: each "estimate [low, high]" cell, as printed (rounded alike, so the order holds).
+        for cell in re.findall(r"\| ([+\u2212]?[\d.,]+ (?:%|pp|calls|reads|steps)?\s?\[[^\]]+\])", r["report"]):
+            est, lo, hi = _nums(cell)[:3]
+            assert _inside(est, lo, hi), cell
+            checked["report"] += 1
+        # Macros: Est / Low / High triplets, as TeX will print them.
+        macros = {m.name: m.text for m in r["macros"]}
+        for name, text in macros.items():
+            if name.endswith("Est"):
+                stem = name[:-3]
+                est, lo, hi = (_nums(macros[stem + k])[0] for k in ("Est", "Low", "High"))
+                assert _inside(est, lo, hi), (name, macros[stem + "Est"], macros[stem + "Low"], macros[stem + "High"])
+                checked["macros"] += 1
+        # TeX table: Change, CI low, CI high columns.
+        for line in r["table"].splitlines():
+            cells = [c.strip() for c in line.rstrip("\\ ").split("&")]
+            if len(cells) == 10 and cells[2].isdigit():
+                est, lo, hi = float(cells[5]), float(cells[6]), float(cells[7])
+                assert _inside(est, lo, hi), line
+                checked["table"] += 1
+        f = r["forest"]
+        assert ((f["low"] <= f["estimate"] + 1e-9) & (f["estimate"] <= f["high"] + 1e-9)).all()
+        checked["forest"] += len(f)
+        # One value per quantity: the forest draws the CSV's numbers, unchanged.
+        joined = f.merge(comp.assign(label=comp["label"] + ": " + comp["profile_b"]), on="label")
+        k = np.where(joined["scale_x"] == "rate", 100.0, 1.0)
+        np.testing.assert_allclose(joined["estimate_x"], k * joined["estimate_y"])
+    assert min(checked.values()) >= 20, checked
+
+
+def test_the_sample_quotes_one_value_per_quantity(sample_runs, tmp_path):
+    """The comparison report, the macros and the forest data give the same token change for each pair."""
+    from analysis_lib.layer1 import analyse
+
+    res = analyse(sample_runs, None, cache=False, workers=1)
+    study = write_comparisons(res.metrics, tmp_path, plan_check=_check(_plan(1000)), baseline="text", simulated=True)
+    comp = study.comparisons
+    inputs = paper.PaperInputs(res.metrics, comp, study.rates, simulated=True, baseline="text")
+    macros = {m.name: m.text for m in paper.quoted_macros(inputs)}
+    report = (tmp_path / "comparison_report.md").read_text()
+    forest = figures.forest_rows(comp).set_index("label")
+    for row in comp[comp["metric"] == "total_tokens"].itertuples():
+        key = paper._key(row)
+        printed = f"{row.estimate:+.1f}".replace("-", MINUS)
+        assert macros[key + "Est"] == f"\\num{{{row.estimate:+.1f}}}\\,\\%"
+        assert f"{printed} % [" in report
+        assert forest.loc[f"{row.label}: {row.profile_b}", "estimate"] == pytest.approx(row.estimate)
+    rates = profile_rates(res.metrics)
+    text_rates = rates.set_index("profile").loc["text"]
+    assert text_rates["pass_rate"] != text_rates["resolve_rate"]  # two quantities, two names
+    assert "PassRateText" in macros and "ResolveRateText" in macros
+    assert "1 profiles" not in report and "e+0" not in report and "e-0" not in report
