@@ -1,4 +1,4 @@
-"""The pre-registered analysis plan: read and validate it, hash it, record it beside the runs.
+"""The pre-registered analysis plan: read and validate it, hash it, record it and date it against the data.
 
 ``params/analysis_plan.yaml`` declares three tiers of metrics and how each is tested: primary
 (formal tests, Holm-corrected), secondary (formal tests, Benjamini-Hochberg) and exploratory
@@ -9,10 +9,12 @@ so that what is tested is what was declared before looking (docs/analysis-plan.m
 correction runs over all its rows: every metric of the tier and every profile pair.
 
 Integrity: the plan's hash is the sha256 of its *parsed, canonical* form (the validated plan with
-defaults filled in, as JSON with sorted keys), so comments and layout do not change it. The first
-analysis of a runs folder records the plan in ``<runs>/analysis_plan.lock.json``; a later
-analysis with another plan gets ``plan changed after data was analysed: ...`` and the diff at
-the top of its reports (:class:`PlanCheck`).
+defaults filled in, as JSON with sorted keys), so comments and layout do not change it. The runner
+records the plan in the run record (``<runs>/analysis_plan.lock.json``) before the first trial:
+that is the pre-registration. The analysis never writes into the runs it reads: without a run
+record, the first analysis records the plan in its output folder. A later analysis with another
+plan gets ``plan changed after the plan record`` and the diff at the top of its reports, and a
+record dated after the first trial is flagged as not a pre-registration (:class:`PlanCheck`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from .trial import InputError
 
 __all__ = [
     "PlanError", "AnalysisPlan", "PlanCheck", "LOCK_NAME", "default_plan_path", "load_plan", "parse_plan",
-    "plan_hash", "plan_yaml", "check_plan", "adjust_p", "metric_kind",
+    "plan_hash", "plan_yaml", "plan_record", "write_preregistration", "check_plan", "adjust_p", "metric_kind",
 ]
 
 LOCK_NAME = "analysis_plan.lock.json"
@@ -285,30 +287,64 @@ def plan_yaml(plan: AnalysisPlan | dict) -> str:
 
 @dataclass
 class PlanCheck:
-    """The plan used by an analysis and how it compares with the one recorded beside the runs."""
+    """The plan used by an analysis, the record it is compared with, and when that record was made."""
 
     plan: AnalysisPlan
     sha256: str
     source: str
     recorded: dict | None = None
     recorded_now: bool = False
+    record_where: str = ""
     changed: bool = False
     diff: str = ""
+    first_trial_at: str | None = None
     warnings: list[str] = field(default_factory=list)
 
     @property
     def short(self) -> str:
         return self.sha256[:12]
 
+    @property
+    def recorded_at(self) -> str | None:
+        return (self.recorded or {}).get("recorded_at")
+
+    @property
+    def fixed_before_data(self) -> bool | None:
+        """True when the record predates the first trial (a pre-registration); None when either time is unknown."""
+        fixed, first = _when(self.recorded_at), _when(self.first_trial_at)
+        return None if fixed is None or first is None else fixed <= first
+
+    def note_first_trial(self, started_at) -> None:
+        """Take the earliest trial start (ISO strings; missing ones ignored) to date the plan against the data."""
+        times = sorted(t for t in (_when(x) for x in started_at) if t is not None)
+        self.first_trial_at = _stamp(times[0]) if times else None
+
+    def timing_line(self) -> str:
+        """One sentence: when the plan was fixed, relative to the first trial."""
+        if self.recorded_at is None:
+            return "The plan was not recorded; when it was fixed is unknown."
+        where = f" in the {self.record_where}" if self.record_where else ""
+        before = self.fixed_before_data
+        if before is None:
+            return f"The plan was recorded{where} on {self.recorded_at}; the start of the first trial is unknown."
+        gap = _duration(abs(_when(self.first_trial_at) - _when(self.recorded_at)))
+        if before:
+            return (f"The plan was fixed{where} on {self.recorded_at}, {gap} before the first trial "
+                    f"({self.first_trial_at}): it is a pre-registration.")
+        return (f"The plan was recorded{where} on {self.recorded_at}, {gap} after the first trial "
+                f"({self.first_trial_at}): it is not a pre-registration.")
+
     def banner(self) -> list[str]:
         """Markdown lines for the very top of a report: the plan departure with its diff, and warnings."""
         out: list[str] = []
         if self.changed and self.recorded is not None:
-            out += [f"> **plan changed after data was analysed:** the plan recorded in `{LOCK_NAME}` on "
-                    f"{self.recorded.get('recorded_at', '?')} (sha256 `{str(self.recorded.get('analysis_plan_sha256'))[:12]}`) "
+            out += [f"> **plan changed after the plan record:** the plan recorded in the {self.record_where} on "
+                    f"{self.recorded_at or '?'} (sha256 `{str(self.recorded.get('analysis_plan_sha256'))[:12]}`) "
                     f"differs from the plan used for this report (`{self.source}`, sha256 `{self.short}`). "
-                    "Results below follow the changed plan; the departure from the pre-registered one is:", "",
+                    "Results below follow the changed plan; the deviations from the recorded one are:", "",
                     "```diff", self.diff.rstrip("\n"), "```", ""]
+        if self.fixed_before_data is False:
+            out += [f"> **plan fixed after the data:** {self.timing_line()}", ""]
         for w in self.warnings:
             out += [f"> **analysis plan warning:** {w}", ""]
         return out
@@ -320,58 +356,114 @@ class PlanCheck:
         """What ``analysis_plan.json`` beside the outputs holds (the hash, the plan, the record state)."""
         return {"analysis_plan_sha256": self.sha256, "plan_name": self.plan.name, "plan_source": self.source,
                 "plan": _canonical(self.plan), "recorded_sha256": (self.recorded or {}).get("analysis_plan_sha256"),
-                "recorded_at": (self.recorded or {}).get("recorded_at"),
-                "plan_changed_after_analysis": self.changed, "warnings": self.warnings}
+                "recorded_at": self.recorded_at, "recorded_in": self.record_where or None,
+                "first_trial_at": self.first_trial_at, "fixed_before_first_trial": self.fixed_before_data,
+                "plan_changed_after_record": self.changed, "warnings": self.warnings}
 
 
-def lock_path(runs: str | os.PathLike) -> Path:
-    """Where the plan record of a runs folder lives: ``<runs>/analysis_plan.lock.json``; for a single
-    results file (mcpbr, Inspect log), ``<file>.analysis_plan.lock.json`` beside it."""
-    p = Path(runs)
+def _when(value) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+
+def _stamp(t: datetime) -> str:
+    return t.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _duration(d) -> str:
+    minutes = int(d.total_seconds() // 60)
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    parts = [f"{days} d"] * bool(days) + [f"{hours} h"] * bool(hours) + [f"{mins} min"] * bool(mins and not days)
+    return " ".join(parts) or "less than a minute"
+
+
+def lock_path(folder: str | os.PathLike) -> Path:
+    """The plan record of a folder: ``<folder>/analysis_plan.lock.json``; for a single results file
+    (mcpbr, Inspect log), ``<file>.analysis_plan.lock.json`` beside it."""
+    p = Path(folder)
     return p.with_name(p.name + "." + LOCK_NAME) if p.is_file() else p / LOCK_NAME
 
 
-def check_plan(runs_dir: str | os.PathLike, plan: AnalysisPlan, source: str = PLAN_FILE.as_posix(), *,
-               record: bool = True, now: datetime | None = None) -> PlanCheck:
-    """Compare ``plan`` with the record in ``runs_dir/analysis_plan.lock.json``; write the record when absent.
+def plan_record(plan: AnalysisPlan, source: str, recorded_by: str, now: datetime | None = None) -> dict:
+    """The JSON a plan record holds: hash, canonical plan, when and by what it was recorded."""
+    return {"analysis_plan_sha256": plan_hash(plan), "plan_name": plan.name, "plan_source": source,
+            "plan": _canonical(plan), "recorded_at": _stamp(now or datetime.now(timezone.utc)),
+            "recorded_by": recorded_by, "tool": "analysis_lib", "tool_version": __version__,
+            "note": "Do not edit: analyses compare their plan with this record."}
 
-    The record is written once, atomically, by the first analysis (``record=True``); it is never
-    replaced. A runs folder that cannot be written gets a warning, not an error; so does an
-    unreadable record (it is left alone).
+
+def write_preregistration(runs_dir: str | os.PathLike, plan: AnalysisPlan, source: str,
+                          now: datetime | None = None) -> Path | None:
+    """The runner's pre-registration: the plan recorded in the run record before the first trial.
+
+    Written once into the runs folder the runner itself creates; an existing record is kept (a resumed
+    run keeps the date of its first start). Returns the path, or None when one was already there.
     """
-    sha = plan_hash(plan)
-    check = PlanCheck(plan, sha, source)
-    lock = lock_path(runs_dir)
-    if lock.exists():
+    path = lock_path(runs_dir)
+    if path.exists():
+        return None
+    return atomic_write_json(path, plan_record(plan, source, "runner, before the first trial", now))
+
+
+def _read_record(path: Path) -> dict:
+    rec = read_json(path, "plan")
+    if not isinstance(rec, dict) or not isinstance(rec.get("analysis_plan_sha256"), str):
+        raise InputError(str(path), "plan", "not an analysis plan record")
+    return rec
+
+
+def check_plan(runs_dir: str | os.PathLike, plan: AnalysisPlan, source: str = PLAN_FILE.as_posix(), *,
+               out_dir: str | os.PathLike | None = None, record_path: str | os.PathLike | None = None,
+               record: bool = True, now: datetime | None = None) -> PlanCheck:
+    """Compare ``plan`` with its record; never write into the runs folder, which is read-only input.
+
+    The record compared with is, first found: ``record_path`` (named by the user), the runner's
+    pre-registration in the runs folder, the record in ``out_dir``. When there is none and ``record``
+    is set, the plan is recorded in ``out_dir`` (once, atomically; never replaced). An unreadable or
+    unwritable record is a warning, not an error.
+    """
+    check = PlanCheck(plan, plan_hash(plan), source)
+    candidates = [(Path(record_path), "named plan record")] if record_path is not None else []
+    candidates += [(lock_path(runs_dir), "run record")]
+    if out_dir is not None:
+        candidates.append((lock_path(out_dir), "output folder"))
+    for path, where in candidates:
+        if not path.exists():
+            if where == "named plan record":
+                raise PlanError(f"{display_path(path)}: plan record not found")
+            continue
         try:
-            rec = read_json(lock, "plan")
-            if not isinstance(rec, dict) or not isinstance(rec.get("analysis_plan_sha256"), str):
-                raise InputError(str(lock), "plan", "not an analysis plan record")
+            rec = _read_record(path)
         except InputError as exc:
-            check.warnings.append(f"{LOCK_NAME}: unreadable plan record, left as it is ({exc.error.message}); "
-                                  "the plan cannot be compared with the one of the first analysis")
+            check.warnings.append(f"{display_path(path)}: unreadable plan record, left as it is ({exc.error.message}); "
+                                  "the plan cannot be compared with the recorded one")
             return check
-        check.recorded = rec
-        if rec["analysis_plan_sha256"] != sha:
+        check.recorded, check.record_where = rec, where
+        if rec["analysis_plan_sha256"] != check.sha256:
             check.changed = True
             old = rec.get("plan") if isinstance(rec.get("plan"), dict) else {}
             check.diff = "".join(difflib.unified_diff(
                 plan_yaml(old).splitlines(keepends=True), plan_yaml(plan).splitlines(keepends=True),
                 fromfile=f"recorded plan ({rec.get('recorded_at', '?')})", tofile=f"{source} (this analysis)"))
         return check
-    if not record:
+    if not record or out_dir is None:
         return check
-    stamp = (now or datetime.now(timezone.utc)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    rec = {"analysis_plan_sha256": sha, "plan_name": plan.name, "plan_source": source, "plan": _canonical(plan),
-           "recorded_at": stamp, "tool": "analysis_lib", "tool_version": __version__,
-           "note": "Recorded by the first analysis of these runs. Do not edit: later analyses compare their plan with this one."}
+    rec = plan_record(plan, source, "first analysis into this output folder", now)
+    lock = lock_path(out_dir)
     try:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
         atomic_write_json(lock, rec)
     except OSError as exc:
         check.warnings.append(f"{display_path(lock)}: plan record not written ({type(exc).__name__}: "
-                              f"{exc.strerror or exc}); later changes of the plan cannot be detected for these runs")
+                              f"{exc.strerror or exc}); later changes of the plan cannot be detected")
         return check
-    check.recorded, check.recorded_now = rec, True
+    check.recorded, check.recorded_now, check.record_where = rec, True, "output folder"
     return check
 
 
