@@ -56,7 +56,12 @@ class PlanError(ValueError):
 RENAMED = {"resolve_rate": "success", "cost_per_task": "total_cost_usd", "wall_clock": "elapsed_sec",
            "tool_call_count": "tool_calls_count", "files_explored": "exploration_breadth",
            "mcp_calls_by_tool": "mcp_calls__*", "time_to_first_edit": "time_to_first_edit_sec"}
-TESTS = {"mcnemar_exact": "binary", "mcnemar_midp": "binary", "wilcoxon_signed_rank": "continuous", "descriptive": None}
+TESTS = {"mcnemar_exact": "binary", "mcnemar_midp": "binary", "paired_t": "binary", "sign_flip": "binary",
+         "wilcoxon_signed_rank": "continuous", "descriptive": None}
+# Which tests fit which way of combining repetitions (pairing.repetitions, or a sensitivity row's own).
+MAJORITY_TESTS = ("mcnemar_exact", "mcnemar_midp")
+ALL_REPETITION_TESTS = ("paired_t", "sign_flip")
+AGGREGATES = {"majority": ("majority_vote", "median"), "all": ("pass_rate", "geometric_mean")}
 
 
 def metric_kind(metric_id: str) -> str:
@@ -85,7 +90,9 @@ class MetricSpec(_Strict):
     """One planned metric and its test."""
 
     id: str
-    test: Literal["mcnemar_exact", "mcnemar_midp", "wilcoxon_signed_rank", "descriptive"]
+    test: Literal["mcnemar_exact", "mcnemar_midp", "paired_t", "sign_flip", "wilcoxon_signed_rank", "descriptive"]
+    # Only in the sensitivity tier: combine repetitions otherwise than the plan's pairing does.
+    repetitions: Literal["majority", "all"] | None = None
 
     @field_validator("id")
     @classmethod
@@ -113,16 +120,36 @@ class Tiers(_Strict):
     primary: Tier
     secondary: Tier
     exploratory: Tier
+    sensitivity: Tier | None = None
 
 
 class Pairing(_Strict):
     """The pairing rule; only what :mod:`analysis_lib.stats` implements can be declared."""
 
     unit: Literal["task"] = "task"
-    binary_aggregate: Literal["majority_vote"] = "majority_vote"
-    continuous_aggregate: Literal["median"] = "median"
+    # majority: a task's repetitions give one verdict by majority vote (a tie fails) and the median of
+    # continuous metrics; all: every repetition counts, as the task's pass rate and geometric mean.
+    repetitions: Literal["majority", "all"] = "majority"
+    binary_aggregate: Literal["majority_vote", "pass_rate"] = "majority_vote"
+    continuous_aggregate: Literal["median", "geometric_mean"] = "median"
     exclude_infra_errors: Literal[True] = True
     baseline: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aggregates_follow_repetitions(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("repetitions") in AGGREGATES:
+            binary, continuous = AGGREGATES[data["repetitions"]]
+            data = {"binary_aggregate": binary, "continuous_aggregate": continuous, **data}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Pairing":
+        if (self.binary_aggregate, self.continuous_aggregate) != AGGREGATES[self.repetitions]:
+            binary, continuous = AGGREGATES[self.repetitions]
+            raise ValueError(f"repetitions: {self.repetitions} aggregates by {binary} and {continuous}; "
+                             "leave binary_aggregate and continuous_aggregate out or set them so")
+        return self
 
 
 class Bootstrap(_Strict):
@@ -130,6 +157,35 @@ class Bootstrap(_Strict):
     confidence: float = Field(0.95, gt=0, lt=1)
     seed: int = 0
     method: Literal["percentile"] = "percentile"
+
+
+class Hypothesis(_Strict):
+    """One step of a fixed-sequence (gatekeeping) claim about B against the baseline.
+
+    ``superior``: B better in the metric's direction; ``noninferior``: B not worse by more than
+    ``margin``; ``equivalent``: B within ``margin`` either way (TOST). Margins are in the
+    comparison's own scale: a fraction of the rate for pass/fail (0.05 = 5 points), a relative
+    change for ratio metrics (0.10 = 10 %).
+    """
+
+    id: str
+    claim: Literal["superior", "noninferior", "equivalent"]
+    margin: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _margin_fits(self) -> "Hypothesis":
+        kind = metric_kind(self.id)
+        if self.id.endswith("*") or self.id == "cost_per_success":
+            raise ValueError(f"{self.id}: a hypothesis needs a single tested metric")
+        if self.claim == "superior" and self.margin is not None:
+            raise ValueError("a superiority claim has no margin")
+        if self.claim != "superior" and self.margin is None:
+            raise ValueError(f"a {self.claim} claim needs a margin (> 0)")
+        if kind == "continuous" and registry.metric(self.id).scale != "ratio":
+            raise ValueError(f"{self.id}: hypotheses are supported for pass/fail and ratio-scale metrics")
+        if registry.metric(self.id).direction == "none" and self.claim != "equivalent":
+            raise ValueError(f"{self.id} has no better direction: only an equivalence claim fits")
+        return self
 
 
 class AnalysisPlan(_Strict):
@@ -140,6 +196,8 @@ class AnalysisPlan(_Strict):
     pairing: Pairing = Pairing()
     bootstrap: Bootstrap = Bootstrap()
     tiers: Tiers
+    # A fixed sequence: each step is tested at alpha only if every step before it held.
+    hypotheses: list[Hypothesis] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _tier_rules(self) -> "AnalysisPlan":
@@ -148,6 +206,10 @@ class AnalysisPlan(_Strict):
             t: Tier = getattr(self.tiers, tier)
             for i, m in enumerate(t.metrics):
                 where = f"tiers.{tier}.metrics[{i}]"
+                if m.repetitions is not None:
+                    raise ValueError(f"{where}.repetitions: only sensitivity analyses combine repetitions "
+                                     "otherwise than pairing.repetitions")
+                _check_test_fits_repetitions(where, m, self.pairing.repetitions)
                 if tier == "exploratory" and m.test != "descriptive":
                     raise ValueError(f"{where}.test: exploratory metrics are described, not tested (use descriptive)")
                 if tier != "exploratory" and m.test == "descriptive":
@@ -160,10 +222,35 @@ class AnalysisPlan(_Strict):
                 seen[m.id] = tier
         if self.tiers.exploratory.correction != "none":
             raise ValueError("tiers.exploratory.correction: exploratory metrics have no p-values to correct (use none)")
+        sens = self.tiers.sensitivity
+        if sens is not None:
+            if sens.correction != "none":
+                raise ValueError("tiers.sensitivity.correction: sensitivity analyses restate a planned test, they "
+                                 "are not a family of their own (use none)")
+            for i, m in enumerate(sens.metrics):
+                where = f"tiers.sensitivity.metrics[{i}]"
+                if seen.get(m.id) not in ("primary", "secondary"):
+                    raise ValueError(f"{where}.id: {m.id} is not a primary or secondary metric of this plan")
+                if m.test == "descriptive":
+                    raise ValueError(f"{where}.test: a sensitivity analysis is a test (not descriptive)")
+                _check_test_fits_repetitions(where, m, m.repetitions or self.pairing.repetitions)
         return self
 
     def tier_metrics(self) -> list[tuple[str, MetricSpec, Tier]]:
-        return [(tier, m, getattr(self.tiers, tier)) for tier in TIERS for m in getattr(self.tiers, tier).metrics]
+        tiers = TIERS + (("sensitivity",) if self.tiers.sensitivity is not None else ())
+        return [(tier, m, getattr(self.tiers, tier)) for tier in tiers for m in getattr(self.tiers, tier).metrics]
+
+    def repetitions_of(self, spec: MetricSpec) -> str:
+        """How a planned row combines the repetitions of a task: its own (sensitivity) or the plan's."""
+        return spec.repetitions or self.pairing.repetitions
+
+
+def _check_test_fits_repetitions(where: str, m: MetricSpec, repetitions: str) -> None:
+    if repetitions == "all" and m.test in MAJORITY_TESTS:
+        raise ValueError(f"{where}.test: {m.test} compares majority verdicts; with repetitions: all use "
+                         f"{' or '.join(ALL_REPETITION_TESTS)}")
+    if repetitions == "majority" and m.test in ALL_REPETITION_TESTS:
+        raise ValueError(f"{where}.test: {m.test} compares per-task pass rates; it needs repetitions: all")
 
 
 # --------------------------------------------------------------------------- reading

@@ -274,3 +274,53 @@ def test_layer1_and_comparisons_carry_the_hash_and_flag_a_changed_plan(tmp_path)
     assert side["fixed_before_first_trial"] is None and side["first_trial_at"] is None
     assert any("the start of the first trial is unknown" in line for line in head)
     assert any(f"sha256 `{current}`" in line for line in head[:20])
+
+
+ALL_REPS = PLAN.parent / "analysis_plan_all_repetitions.yaml"
+
+
+def test_repetitions_choose_the_aggregates_and_the_tests_that_fit_them():
+    p = P.load_plan(ALL_REPS)
+    assert (p.pairing.repetitions, p.pairing.binary_aggregate, p.pairing.continuous_aggregate) == \
+        ("all", "pass_rate", "geometric_mean")
+    assert [(m.id, m.test, p.repetitions_of(m)) for m in p.tiers.sensitivity.metrics] == \
+        [("success", "sign_flip", "all"), ("success", "mcnemar_exact", "majority")]
+    d = _plan_dict()
+    d["pairing"]["repetitions"] = "all"
+    with pytest.raises(P.PlanError, match="binary_aggregate"):  # the default plan spells out majority_vote
+        P.parse_plan(d, "p.yaml")
+    for key in ("binary_aggregate", "continuous_aggregate"):
+        d["pairing"].pop(key)
+    with pytest.raises(P.PlanError, match="mcnemar_exact compares majority verdicts; with repetitions: all use "
+                                          "paired_t or sign_flip"):
+        P.parse_plan(d, "p.yaml")
+    d = _plan_dict()
+    d["tiers"]["primary"]["metrics"][0] = {"id": "success", "test": "paired_t"}
+    with pytest.raises(P.PlanError, match="paired_t compares per-task pass rates; it needs repetitions: all"):
+        P.parse_plan(d, "p.yaml")
+    d = _plan_dict()
+    d["tiers"]["sensitivity"] = {"correction": "none", "metrics": [{"id": "duplicate_reads", "test": "wilcoxon_signed_rank"}]}
+    with pytest.raises(P.PlanError, match="duplicate_reads is not a primary or secondary metric"):
+        P.parse_plan(d, "p.yaml")
+
+
+def test_the_all_repetitions_plan_runs_with_sensitivity_rows_beside_the_planned_ones(sample_runs):
+    from analysis_lib.layer1 import analyse
+    from analysis_lib.report.comparison_report import methods_lines, tier_table
+
+    m = analyse(sample_runs, None, cache=False, workers=1).metrics
+    plan = P.load_plan(ALL_REPS)
+    t = comparisons.compare(m, plan, comparisons.profile_pairs(m["profile"].unique(), baseline="text"))
+    s = t[(t["metric"] == "success") & (t["profile_b"] == "codecanvas")].set_index("tier")
+    primary, sens = s.loc["primary"], t[(t["tier"] == "sensitivity") & (t["profile_b"] == "codecanvas")]
+    # pass@1 is the mean of per-task pass rates, computed here by hand from the trials.
+    ok = m[~m["infra_error"].astype(bool)]
+    rates = ok.groupby(["profile", "task_id"])["success"].mean().unstack(0)
+    assert primary["estimate"] == pytest.approx((rates["codecanvas"] - rates["text"]).mean())
+    assert primary["scale"] == "pass_rate" and primary["test"] == "paired t"
+    assert (primary["ci_low"] > 0) == (primary["p_value"] < 0.05)
+    assert list(sens["test"]) == ["sign-flip randomisation", "McNemar exact"]
+    assert sens["p_adjusted"].isna().all() and sens["significant"].isna().all()  # no family, no verdict
+    text = tier_table(t, "sensitivity")
+    assert "(repetitions: majority)" in text and "p (Holm)" not in text
+    assert "pass@1" in "\n".join(methods_lines(plan))
