@@ -114,18 +114,18 @@ def _p_cell(p) -> str:
 
 
 def _digits(row) -> int:
-    if row.scale in ("ratio", "cost_per_success", "rate"):
+    if row.scale in ("ratio", "cost_per_success", *fmt.POINT_SCALES):
         return 1
     return max(fmt.decimals(row.metric), 1) if registry.metric(row.metric).kind == "count" else fmt.decimals(row.metric)
 
 
 def _k(row) -> float:
-    return 100.0 if row.scale == "rate" else 1.0
+    return 100.0 if row.scale in fmt.POINT_SCALES else 1.0
 
 
 def _value_digits(row) -> tuple[float, int]:
     """Scale and decimals of A and B of a comparison row (rates in %, money per the registry)."""
-    if row.scale == "rate":
+    if row.scale in fmt.POINT_SCALES:
         return 100.0, 1
     if row.scale == "cost_per_success":
         return 1.0, 3
@@ -136,7 +136,9 @@ def _value_digits(row) -> tuple[float, int]:
 
 
 def _key(row) -> str:
-    return latex.macro_name(row.metric.replace("__", " "), row.profile_b, "vs", row.profile_a)
+    """Macro stem of a comparison row; a sensitivity row is named apart from the planned row it restates."""
+    extra = ("sensitivity", str(row.repetitions)) if getattr(row, "tier", "") == "sensitivity" else ()
+    return latex.macro_name(row.metric.replace("__", " "), row.profile_b, "vs", row.profile_a, *extra)
 
 
 # --------------------------------------------------------------------------- macros
@@ -324,12 +326,13 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
         key = _key(r)
         if key + "Est" not in names:
             continue
-        subject = (f"The resolve rate of \\texttt{{{latex.escape_tex(r.profile_b)}}}" if r.scale == "rate" else
+        subject = (f"The {latex.escape_tex(r.label)} of \\texttt{{{latex.escape_tex(r.profile_b)}}}"
+                   if r.scale in fmt.POINT_SCALES else
                    f"For {latex.escape_tex(registry.metric(r.metric).label)}, \\texttt{{{latex.escape_tex(r.profile_b)}}}")
-        if r.scale == "rate":
+        if r.scale in fmt.POINT_SCALES:
             text = (f"{subject} differed from \\texttt{{{latex.escape_tex(r.profile_a)}}}'s by \\{key}Est{{}} "
-                    f"(Tango 95\\% CI \\{key}Low{{}} to \\{key}High{{}}; McNemar "
-                    f"\\{key}P{{}}, \\{key}PAdj{{}}")
+                    f"({latex.escape_tex(r.interval)} 95\\% CI \\{key}Low{{}} to \\{key}High{{}}; "
+                    f"{latex.escape_tex(r.test)} \\{key}P{{}}, \\{key}PAdj{{}}")
             if key + "OddsRatio" in names:
                 text += (f"; discordant-pair odds ratio \\{key}OddsRatio{{}}, exact 95\\% CI \\{key}OddsRatioLow{{}} "
                          f"to \\{key}OddsRatioHigh{{}}")
