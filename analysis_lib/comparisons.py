@@ -42,20 +42,23 @@ COLUMNS = [
     "total_change_pct", "total_change_low", "total_change_high", "note",
 ]
 TEST_LABELS = {"mcnemar_exact": "McNemar exact", "mcnemar_midp": "McNemar mid-p", "paired_t": "paired t",
-               "sign_flip": "sign-flip randomisation", "wilcoxon_signed_rank": "Wilcoxon signed-rank",
+               "sign_flip": "sign-flip randomisation", "gee": "GEE (identity link, exchangeable, task clusters)",
+               "wilcoxon_signed_rank": "Wilcoxon signed-rank",
                "descriptive": "descriptive (no test)"}
 ESTIMANDS = {
     "rate": "difference in resolve rate (task majority), B − A",
     "pass_rate": "mean over tasks of the per-task pass-rate difference (pass@1), B − A",
+    "gee": "marginal difference in pass rate per trial, B − A (GEE, exchangeable within task)",
     "ratio": "typical per-task change, 100 (exp(HL of log B/A) − 1) %",
     "difference": "typical per-task difference B − A (Hodges-Lehmann)",
     "cost_per_success": "change in cost per success, 100 (ratio B/A − 1) %",
 }
 # Not the pooled per-trial pass rate: each task weighs the same, whatever its number of repetitions.
 PASS_AT_1 = "pass@1 (mean of per-task pass rates)"
+GEE_LABEL = "pass rate per trial (GEE, task clusters)"
 INTERVALS = {"rate": "Tango score", "ratio": "inverted Wilcoxon", "difference": "inverted Wilcoxon",
              "cost_per_success": "percentile bootstrap over tasks", "paired_t": "t (paired, CR2)",
-             "sign_flip": "inverted sign-flip test"}
+             "sign_flip": "inverted sign-flip test", "gee": "Wald, robust (sandwich) standard error"}
 
 
 def _is_true(values: pd.Series) -> np.ndarray:
@@ -130,7 +133,16 @@ def _pass_rate_row(trials: pd.DataFrame, column: str, test: str, a: str, b: str,
         return {**row, "note": "no task with an outcome under both profiles"}
     d = pairs["b"].to_numpy(float) - pairs["a"].to_numpy(float)
     row.update(a_value=float(pairs["a"].mean()), b_value=float(pairs["b"].mean()))
-    if test == "sign_flip":
+    if test == "gee":
+        sub = trials[trials["profile"].astype(str).isin([a, b]) & trials["task_id"].astype(str).isin(pairs["task_id"])]
+        r = stats.gee_difference(stats.as_outcome(sub[column].to_numpy()).to_numpy(),
+                                 (sub["profile"].astype(str) == b).to_numpy(), sub["task_id"].astype(str).to_numpy(),
+                                 confidence=boot.confidence).iloc[0]
+        y = stats.as_outcome(sub[column].to_numpy()).to_numpy()
+        is_b = (sub["profile"].astype(str) == b).to_numpy()
+        row.update(p_value=float(r["p_val"]), statistic=float(r["z"]), a_value=float(np.nanmean(y[~is_b])),
+                   b_value=float(np.nanmean(y[is_b])))
+    elif test == "sign_flip":
         r = stats.sign_flip(d, confidence=boot.confidence, seed=boot.seed).iloc[0]
         note = None if r["exact"] else f"Monte-Carlo p, standard error {r['mc_se']:.4f}"
         row.update(p_value=float(r["p_val"]), note=note)
@@ -211,12 +223,12 @@ def _row(trials: pd.DataFrame, column: str, test: str, a: str, b: str, plan: Ana
         row = _continuous_row(trials, column, kind, test, a, b, plan.bootstrap,
                               "geometric_mean" if repetitions == "all" else "median")
     unit = "%" if kind in ("ratio", "cost_per_success") else ("points" if kind in ("rate", "pass_rate") else m.unit)
-    label = (PASS_AT_1 if kind == "pass_rate" and column == "success"
+    label = (GEE_LABEL if kind == "pass_rate" and test == "gee" else PASS_AT_1 if kind == "pass_rate" and column == "success"
              else registry.DERIVED["resolve_rate"].label if column == "success" else m.axis_label)
     estimand = ESTIMANDS[kind] if kind != "rate" or column == "success" else \
         f"difference in task-majority share of {m.label}, B − A"
     if kind == "pass_rate":
-        estimand = ESTIMANDS[kind]
+        estimand = ESTIMANDS["gee"] if test == "gee" else ESTIMANDS[kind]
     elif repetitions == "all" and kind in ("ratio", "difference"):
         estimand += " of per-task geometric means of the repetitions"
     return {"metric": column, "label": label, "unit": unit, "scale": kind, "estimand": estimand,

@@ -56,11 +56,11 @@ class PlanError(ValueError):
 RENAMED = {"resolve_rate": "success", "cost_per_task": "total_cost_usd", "wall_clock": "elapsed_sec",
            "tool_call_count": "tool_calls_count", "files_explored": "exploration_breadth",
            "mcp_calls_by_tool": "mcp_calls__*", "time_to_first_edit": "time_to_first_edit_sec"}
-TESTS = {"mcnemar_exact": "binary", "mcnemar_midp": "binary", "paired_t": "binary", "sign_flip": "binary",
+TESTS = {"mcnemar_exact": "binary", "mcnemar_midp": "binary", "paired_t": "binary", "sign_flip": "binary", "gee": "binary",
          "wilcoxon_signed_rank": "continuous", "descriptive": None}
 # Which tests fit which way of combining repetitions (pairing.repetitions, or a sensitivity row's own).
 MAJORITY_TESTS = ("mcnemar_exact", "mcnemar_midp")
-ALL_REPETITION_TESTS = ("paired_t", "sign_flip")
+ALL_REPETITION_TESTS = ("paired_t", "sign_flip", "gee")
 AGGREGATES = {"majority": ("majority_vote", "median"), "all": ("pass_rate", "geometric_mean")}
 
 
@@ -90,7 +90,7 @@ class MetricSpec(_Strict):
     """One planned metric and its test."""
 
     id: str
-    test: Literal["mcnemar_exact", "mcnemar_midp", "paired_t", "sign_flip", "wilcoxon_signed_rank", "descriptive"]
+    test: Literal["mcnemar_exact", "mcnemar_midp", "paired_t", "sign_flip", "gee", "wilcoxon_signed_rank", "descriptive"]
     # Only in the sensitivity tier: combine repetitions otherwise than the plan's pairing does.
     repetitions: Literal["majority", "all"] | None = None
 
@@ -248,7 +248,7 @@ class AnalysisPlan(_Strict):
 def _check_test_fits_repetitions(where: str, m: MetricSpec, repetitions: str) -> None:
     if repetitions == "all" and m.test in MAJORITY_TESTS:
         raise ValueError(f"{where}.test: {m.test} compares majority verdicts; with repetitions: all use "
-                         f"{' or '.join(ALL_REPETITION_TESTS)}")
+                         f"{', '.join(ALL_REPETITION_TESTS)}")
     if repetitions == "majority" and m.test in ALL_REPETITION_TESTS:
         raise ValueError(f"{where}.test: {m.test} compares per-task pass rates; it needs repetitions: all")
 

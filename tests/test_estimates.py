@@ -241,3 +241,20 @@ def test_repetitions_aggregate_by_pass_rate_and_geometric_mean():
     assert geo.loc["t1", "value"] == pytest.approx(100.0) and np.isnan(geo.loc["t2", "value"])
     with pytest.raises(ValueError, match="cannot aggregate pass/fail repetitions by 'median'"):
         stats.aggregate_repetitions(trials, "success", how="median")
+
+
+def test_gee_difference_on_a_balanced_design_is_the_difference_of_rates_with_cluster_robust_se():
+    """Balanced tasks: GEE's estimate is the plain difference of pass rates and its sandwich SE is the CR0
+    cluster-robust SE of the same OLS fit (statsmodels OLS with cov_type='cluster', no small-sample factor)."""
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(11)
+    tasks = np.repeat(np.arange(20), 6)
+    arm = np.tile([0, 0, 0, 1, 1, 1], 20)
+    p = rng.uniform(0.2, 0.8, 20)[tasks] + 0.1 * arm
+    y = (rng.random(tasks.size) < p).astype(float)
+    r = stats.gee_difference(y, arm, tasks).iloc[0]
+    assert r["estimate"] == pytest.approx(y[arm == 1].mean() - y[arm == 0].mean(), abs=1e-10)
+    ols = sm.OLS(y, sm.add_constant(arm.astype(float))).fit(cov_type="cluster", cov_kwds={"groups": tasks, "use_correction": False})
+    assert r["se"] == pytest.approx(float(ols.bse[1]), rel=1e-6)
+    assert (r["ci_low"] > 0) == (r["p_val"] < 0.05)

@@ -284,7 +284,7 @@ def test_repetitions_choose_the_aggregates_and_the_tests_that_fit_them():
     assert (p.pairing.repetitions, p.pairing.binary_aggregate, p.pairing.continuous_aggregate) == \
         ("all", "pass_rate", "geometric_mean")
     assert [(m.id, m.test, p.repetitions_of(m)) for m in p.tiers.sensitivity.metrics] == \
-        [("success", "sign_flip", "all"), ("success", "mcnemar_exact", "majority")]
+        [("success", "sign_flip", "all"), ("success", "mcnemar_exact", "majority"), ("success", "gee", "all")]
     d = _plan_dict()
     d["pairing"]["repetitions"] = "all"
     with pytest.raises(P.PlanError, match="binary_aggregate"):  # the default plan spells out majority_vote
@@ -292,7 +292,7 @@ def test_repetitions_choose_the_aggregates_and_the_tests_that_fit_them():
     for key in ("binary_aggregate", "continuous_aggregate"):
         d["pairing"].pop(key)
     with pytest.raises(P.PlanError, match="mcnemar_exact compares majority verdicts; with repetitions: all use "
-                                          "paired_t or sign_flip"):
+                                          "paired_t, sign_flip, gee"):
         P.parse_plan(d, "p.yaml")
     d = _plan_dict()
     d["tiers"]["primary"]["metrics"][0] = {"id": "success", "test": "paired_t"}
@@ -319,7 +319,7 @@ def test_the_all_repetitions_plan_runs_with_sensitivity_rows_beside_the_planned_
     assert primary["estimate"] == pytest.approx((rates["codecanvas"] - rates["text"]).mean())
     assert primary["scale"] == "pass_rate" and primary["test"] == "paired t"
     assert (primary["ci_low"] > 0) == (primary["p_value"] < 0.05)
-    assert list(sens["test"]) == ["sign-flip randomisation", "McNemar exact"]
+    assert list(sens["test"]) == ["sign-flip randomisation", "McNemar exact", "GEE (identity link, exchangeable, task clusters)"]
     assert sens["p_adjusted"].isna().all() and sens["significant"].isna().all()  # no family, no verdict
     text = tier_table(t, "sensitivity")
     assert "(repetitions: majority)" in text and "p (Holm)" not in text
