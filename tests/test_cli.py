@@ -18,6 +18,8 @@ from builders import small_runs
 FILES = ["metrics_detail.csv", "metrics_summary.csv", "aggregate_metrics.json", "errors.csv",
          # with two or more profiles the plan's comparisons and the profile rates are written beside them
          "comparisons.csv", "profile_rates.csv", "comparison_report.md",
+         # what the repetitions of a task say: variance components, pass@k / pass^k
+         "variance_components.csv", "pass_at_k.csv",
          # the analysis plan sidecar (plan hash of the CSVs), and the plan record: these runs carry no
          # pre-registration, so the first analysis records its plan here, never in the runs folder
          "analysis_plan.json", "analysis_plan.lock.json"]
