@@ -202,13 +202,15 @@ files it writes: `comparisons.csv` and `profile_rates.csv`.
         code(ENV),
         params(COMMON + "\n" + FIGS + '''
 baseline: str = ""  # baseline profile (empty: the plan's, else the one index.json declares, else the first in sort order)
-plan_file: str = "params/analysis_plan.yaml"  # the pre-registered plan; params/analysis_plan_all_repetitions.yaml uses every repetition'''),
+plan_file: str = "params/analysis_plan.yaml"  # the pre-registered plan; params/analysis_plan_all_repetitions.yaml uses every repetition
+task_groups: str = ""  # optional CSV task_id,group (repository, category): per-group effects with partial pooling'''),
         code(SETUP + '''
 import matplotlib.pyplot as plt
 
 from analysis_lib.plan import check_plan, load_plan, plan_hash
 from analysis_lib.report import figures, tables
-from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table, write_comparisons'''),
+from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table, write_comparisons
+from analysis_lib.subgroups import read_task_groups'''),
         code(RUN_INFO + '''
 metrics = pd.read_csv(paths.metrics_detail)
 profiles = sorted(metrics["profile"].unique())
@@ -232,7 +234,9 @@ undefined), `profile_rates.csv` and the reviewer's `comparison_report.md`.
 check = check_plan(Path(project_root) / info["runs_dir"], plan, plan_file, out_dir=paths.analytics)
 check.note_first_trial(metrics["started_at"].dropna().tolist() if "started_at" in metrics else [])
 print(check.timing_line())
-study = write_comparisons(metrics, paths.comparisons_dir, plan_check=check, baseline=base, simulated=simulated)
+groups = read_task_groups(Path(project_root) / task_groups) if task_groups else None
+study = write_comparisons(metrics, paths.comparisons_dir, plan_check=check, baseline=base, simulated=simulated,
+                          task_groups=groups)
 comparisons, rates = study.comparisons, study.rates
 for tier in ("primary", "secondary", "exploratory", "sensitivity"):
     if (comparisons["tier"] == tier).any():

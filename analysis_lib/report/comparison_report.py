@@ -16,6 +16,7 @@ from .. import power, stats
 from ..comparisons import compare, profile_pairs, usable_trials
 from ..hypotheses import test_sequence
 from ..repetitions import pass_at_k_table, variance_components
+from ..subgroups import subgroup_effects
 from ..fileio import atomic_write_csv, atomic_write_text
 from ..plan import AnalysisPlan, PlanCheck, PlanError, load_plan, plan_hash, write_sidecar
 from ..rates import profile_rates
@@ -46,6 +47,7 @@ class Study:
     hypotheses: pd.DataFrame | None = None  # the plan's fixed sequence, when it declares one
     variance: pd.DataFrame = field(default_factory=pd.DataFrame)  # between- and within-task variance
     pass_at_k: pd.DataFrame = field(default_factory=pd.DataFrame)
+    subgroups: pd.DataFrame | None = None  # per group of tasks, when groups are given
 
 
 def _default_check() -> PlanCheck | None:
@@ -57,7 +59,8 @@ def _default_check() -> PlanCheck | None:
 
 
 def analyse_comparisons(metrics: pd.DataFrame, plan: AnalysisPlan, *, compare_pair: tuple[str, str] | None = None,
-                        baseline: str | None = None, refused: dict[str, str] | None = None) -> Study:
+                        baseline: str | None = None, refused: dict[str, str] | None = None,
+                        task_groups: pd.Series | None = None) -> Study:
     """Run the plan over every profile pair and compute the profile rates."""
     for col in ("profile", "task_id"):
         if col not in metrics.columns:
@@ -69,17 +72,19 @@ def analyse_comparisons(metrics: pd.DataFrame, plan: AnalysisPlan, *, compare_pa
                  profile_rates(metrics, confidence=boot.confidence, n_boot=boot.n_resamples, seed=boot.seed), plan, pairs,
                  test_sequence(metrics, plan, pairs) if plan.hypotheses else None,
                  variance_components(metrics),
-                 pass_at_k_table(metrics, pairs, n_boot=boot.n_resamples, seed=boot.seed, confidence=boot.confidence))
+                 pass_at_k_table(metrics, pairs, n_boot=boot.n_resamples, seed=boot.seed, confidence=boot.confidence),
+                 pd.concat([subgroup_effects(metrics, task_groups, a, b).assign(profile_a=a, profile_b=b)
+                            for a, b in pairs], ignore_index=True) if task_groups is not None and pairs else None)
 
 
 def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check: PlanCheck | None = None,
                       compare_pair: tuple[str, str] | None = None, baseline: str | None = None,
-                      simulated: bool = False) -> Study:
+                      simulated: bool = False, task_groups: pd.Series | None = None) -> Study:
     """Analyse and write ``comparisons.csv``, ``profile_rates.csv``, ``comparison_report.md`` (and the plan sidecar)."""
     check = plan_check if plan_check is not None else _default_check()
     if check is None:
         raise PlanError("params/analysis_plan.yaml: the analysis plan cannot be read")
-    study = analyse_comparisons(metrics, check.plan, compare_pair=compare_pair, baseline=baseline)
+    study = analyse_comparisons(metrics, check.plan, compare_pair=compare_pair, baseline=baseline, task_groups=task_groups)
     out = Path(out_dir)
     atomic_write_csv(out / "comparisons.csv", study.comparisons)
     atomic_write_csv(out / "profile_rates.csv", study.rates)
@@ -87,6 +92,8 @@ def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check:
         atomic_write_csv(out / "hypotheses.csv", study.hypotheses)
     atomic_write_csv(out / "variance_components.csv", study.variance)
     atomic_write_csv(out / "pass_at_k.csv", study.pass_at_k)
+    if study.subgroups is not None:
+        atomic_write_csv(out / "subgroups.csv", study.subgroups)
     write_sidecar(out, check)
     atomic_write_text(out / "comparison_report.md", comparison_report(metrics, study, check, simulated=simulated))
     return study
@@ -341,6 +348,16 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
         parts += [f"**Only {fmt.plural(int(few.min()), 'paired task')} in some comparison:** with fewer than "
                   f"{FEW_PAIRS} pairs the intervals matter more than the p-values.", ""]
     parts += _repetitions_section(study, conf)
+    if study.subgroups is not None and not study.subgroups.empty:
+        rows = [[f"{r.profile_b} vs {r.profile_a}", str(r.group), str(r.n_tasks),
+                 f"{fmt.number(100 * r.raw, 1, sign=True)} pp (SE {fmt.number(100 * r.se, 1)})",
+                 f"{fmt.number(100 * r.shrunk, 1, sign=True)} pp", fmt.number(r.shrinkage, 2)]
+                for r in study.subgroups.itertuples()]
+        parts += ["## Subgroups (descriptive: no per-group tests)", "",
+                  "pass@1 difference per group of tasks, raw and partially pooled (empirical Bayes: each group pulled "
+                  "towards the overall effect by SE² / (SE² + tau²), tau² by DerSimonian-Laird). Groups with few tasks "
+                  "are mostly noise; read the pooled column, and test no group on its own.", "",
+                  md_table(["pair", "group", "tasks", "raw difference", "partially pooled", "pull to overall"], rows), ""]
     trials = usable_trials(metrics)
     if study.pairs:
         parts += _planning_section(trials, study.pairs, seed=plan.bootstrap.seed) + [""]
