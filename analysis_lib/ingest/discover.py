@@ -212,10 +212,13 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
         return
     if looked is not None:
         looked.folders.append((path, mtime))
-    # A TB1 run may have lost its run_metadata.json and kept only the run-level results.json (results[]).
-    if looked is not None and "results.json" in names:
-        looked.file(os.path.join(path, "results.json"))
-    if "run_metadata.json" in names or ("results.json" in names and _is_tb1_run(path)):
+    # A TB1 run may have lost its run_metadata.json and kept only run-level results files (results[]),
+    # results.json or <timestamp>_results.json.
+    run_results = sorted(n for n in names if n == "results.json" or n.endswith("_results.json"))
+    if looked is not None:
+        for n in run_results:
+            looked.file(os.path.join(path, n))
+    if "run_metadata.json" in names or (run_results and _is_tb1_run(path)):
         sources.append(TrialSource(kind="tb1_run", path=path, run_id=os.path.basename(path), source_format="tb1"))
         return
     for e in sorted(entries, key=lambda e: e.name):
