@@ -134,3 +134,56 @@ def test_tb1_rates_match_tb1s_own_numbers(tmp_path: Path) -> None:
     pk = pass_at_k(df, 5)
     assert int(pk["n_tasks"].iloc[0]) == 80
     assert float(pk["pass_at_k"].iloc[0]) == pytest.approx(_tb1_pass_at_k(recs, 5))
+
+
+# --------------------------------------------------------------------------- Codex token counters
+
+def _codex_line(ts: str, kind: str, payload: dict) -> str:
+    return json.dumps({"timestamp": ts, "type": kind, "payload": payload})
+
+
+def _token_count(ts: str, last: tuple[int, int, int], total: tuple[int, int, int]) -> str:
+    def usage(u):
+        return {"input_tokens": u[0], "cached_input_tokens": u[1], "output_tokens": u[2], "reasoning_output_tokens": 0,
+                "total_tokens": u[0] + u[2]}
+    return _codex_line(ts, "event_msg", {"type": "token_count", "info": {"last_token_usage": usage(last), "total_token_usage": usage(total)}})
+
+
+def _codex_session(head: str) -> list[str]:
+    return [
+        _codex_line(head, "session_meta", {"id": "0199aa00-1111-7222-8333-444455556666", "cwd": "/testbed", "cli_version": "0.46.0"}),
+        _codex_line(head, "turn_context", {"cwd": "/testbed", "model": "gpt-5-codex"}),
+        _codex_line(head, "response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]}),
+    ]
+
+
+@pytest.mark.parametrize("resume_header", [True, False])
+def test_codex_tokens_sum_over_resumed_segments(tmp_path: Path, resume_header: bool) -> None:
+    """``codex exec resume`` restarts the cumulative counter: 3,078 + 3,110 input tokens, not the last 3,110."""
+    from analysis_lib.ingest.codex import rollout_to_atif
+
+    lines = _codex_session("2026-05-13T09:00:00.000Z")
+    lines += [_token_count("2026-05-13T09:00:05.000Z", (1500, 0, 40), (1500, 0, 40)),
+              _token_count("2026-05-13T09:00:09.000Z", (1578, 1400, 60), (3078, 1400, 100)),
+              _token_count("2026-05-13T09:00:09.500Z", (1578, 1400, 60), (3078, 1400, 100))]  # repeated event
+    if resume_header:
+        lines += _codex_session("2026-05-13T10:00:00.000Z")
+    lines += [_token_count("2026-05-13T10:00:05.000Z", (3110, 0, 70), (3110, 0, 70))]
+    p = tmp_path / "rollout-resumed.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    fm = rollout_to_atif(p)["final_metrics"]
+    assert (fm["total_prompt_tokens"], fm["total_completion_tokens"], fm["total_cached_tokens"]) == (6188, 170, 1400)
+    assert "2 segments" in fm["extra"]["source"]
+
+
+def test_codex_counter_carried_over_a_resume_is_not_counted_twice(tmp_path: Path) -> None:
+    from analysis_lib.ingest.codex import rollout_to_atif
+
+    lines = _codex_session("2026-05-13T09:00:00.000Z")
+    lines += [_token_count("2026-05-13T09:00:05.000Z", (1000, 0, 10), (1000, 0, 10))]
+    lines += _codex_session("2026-05-13T10:00:00.000Z")
+    lines += [_token_count("2026-05-13T10:00:05.000Z", (1200, 900, 20), (2200, 900, 30))]
+    p = tmp_path / "rollout-carried.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    fm = rollout_to_atif(p)["final_metrics"]
+    assert (fm["total_prompt_tokens"], fm["total_completion_tokens"]) == (2200, 30)
