@@ -187,3 +187,57 @@ def test_codex_counter_carried_over_a_resume_is_not_counted_twice(tmp_path: Path
     p.write_text("\n".join(lines) + "\n")
     fm = rollout_to_atif(p)["final_metrics"]
     assert (fm["total_prompt_tokens"], fm["total_completion_tokens"]) == (2200, 30)
+
+
+# --------------------------------------------------------------------------- convert warnings
+
+_CC_USER = {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s1", "timestamp": "2026-02-10T10:00:00.000Z",
+            "message": {"role": "user", "content": "add a test"}}
+_CC_ASSISTANT = {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "s1", "timestamp": "2026-02-10T10:00:03.000Z",
+                 "requestId": "req_1", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-opus-4-6",
+                 "content": [{"type": "text", "text": "Done — café"}], "stop_reason": "end_turn",
+                 "usage": {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 100}}}
+
+
+def _cc_lines() -> list[bytes]:
+    return [json.dumps(_CC_USER).encode(), json.dumps(_CC_ASSISTANT, ensure_ascii=False).encode()]
+
+
+def _run_convert(*args: str) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "analysis_lib", "convert", *args], cwd=root, capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_convert_warns_per_file_for_cut_lines_replaced_bytes_and_empty_inputs(tmp_path: Path) -> None:
+    src = tmp_path / "sessions"
+    src.mkdir()
+    lines = _cc_lines()
+    (src / "cut.jsonl").write_bytes(lines[0] + b"\n" + lines[1] + b"\n" + lines[1][:40])  # cut mid-line
+    (src / "latin1.jsonl").write_bytes(lines[0] + b"\n" + lines[1].replace("é".encode(), b"\xe9") + b"\n")  # non-UTF-8 byte
+    (src / "empty.jsonl").write_bytes(b"")
+    (src / "clean.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    code, out, err = _run_convert(str(src), "--out-dir", str(tmp_path / "out"), "-q")
+    assert code == 0, err
+    assert out.strip() == "converted 3, failed 0, 3 warnings"
+    warns = sorted(line for line in err.splitlines() if line.startswith("warning:"))
+    assert len(warns) == 3, err
+    assert str(src / "cut.jsonl") in warns[0] and "last line truncated" in warns[0]
+    assert str(src / "empty.jsonl") in warns[1] and "empty file" in warns[1]
+    assert str(src / "latin1.jsonl") in warns[2] and "invalid UTF-8" in warns[2]
+    assert not any("clean.jsonl" in line for line in err.splitlines())
+    # A single named file warns the same way.
+    code, out, err = _run_convert(str(src / "latin1.jsonl"), "-o", str(tmp_path / "one.json"))
+    assert code == 0 and out.strip().endswith("converted 1, failed 0, 1 warning") and "invalid UTF-8" in err
+
+
+def test_ingest_reports_conversion_losses_as_warning_rows(tmp_path: Path) -> None:
+    lines = _cc_lines()
+    (tmp_path / "session.jsonl").write_bytes(lines[0] + b"\n" + lines[1] + b"\n" + lines[1][:40])
+    res = load_rows(tmp_path, workers=1)
+    assert len(res.frame) == 1
+    assert [(e.severity, e.stage, Path(e.path).name) for e in res.errors] == [("warning", "convert", "session.jsonl")]
+    assert "truncated" in res.errors[0].message

@@ -258,8 +258,8 @@ def rollout_to_atif(path: str | os.PathLike) -> dict[str, Any]:
                                     f"sum of the last total_token_usage of {segments} segments (resumed or reset counter)")
     final["total_steps"] = len(steps)
     conv: dict[str, Any] = {"name": CONVERTER, "source_format": "codex_rollout", "skipped": dict(sorted(counts.items())), "lines": stats.as_dict()}
-    if stats.truncated_last_line:
-        conv["warnings"] = ["last line truncated (session still being written?); skipped"]
+    if stats.warnings():
+        conv["warnings"] = stats.warnings()
     return {
         "schema_version": ATIF_VERSION,
         "session_id": str(meta.get("id") or p.stem),

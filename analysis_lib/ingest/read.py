@@ -55,9 +55,14 @@ def _read_transcript(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
         from .convert import convert_file
     except ImportError:
         return [], [IngestError(src.path, "convert", "transcript conversion is not available in this version")]
-    traj = parse_trajectory(convert_file(src.path), src.path)
+    doc = convert_file(src.path)
+    traj = parse_trajectory(doc, src.path)
     task = os.path.splitext(os.path.basename(src.path))[0]
-    return _file_trial(src, traj, task, "transcript", default_profile="claude-code")
+    trials, errors = _file_trial(src, traj, task, "transcript", default_profile="claude-code")
+    # What the conversion lost (a cut last line, replaced bytes) is said once per file.
+    conv = (doc.get("extra") or {}).get("converter") or {}
+    errors += [IngestError(src.path, "convert", w, "warning") for w in conv.get("warnings") or [] if isinstance(w, str)]
+    return trials, errors
 
 
 def _read_atif_file(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
