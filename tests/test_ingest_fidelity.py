@@ -536,7 +536,6 @@ def _tree_digest(root: Path) -> dict[str, str]:
 
 
 @pytest.mark.real_fixtures
-@pytest.mark.xfail(reason="plan record moves to the output folder", strict=False)
 def test_analysis_leaves_every_real_fixture_byte_identical(real_fixtures: Path, tmp_path: Path) -> None:
     """The whole analysis (Layer 1 and comparisons) over every real fixture folder adds, changes and
     removes nothing in it. It runs on a copy made at test time, so that a failure cannot touch ../shared."""
