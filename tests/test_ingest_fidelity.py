@@ -373,6 +373,13 @@ def test_unread_agent_logs_are_warning_rows(tmp_path: Path) -> None:
     (tmp_path / "events.json").write_text(json.dumps([{"id": 1, "source": "agent", "action": "run", "observation": "ok"}]))
     (tmp_path / "broken.traj").write_text(json.dumps({"trajectory": "not a list"}))
     (tmp_path / "settings.json").write_text(json.dumps({"model": "x", "temperature": 0}))
+    # An mcpbr task log is read through its run's results file, an ATIF subagent through its parent: no warning.
+    (tmp_path / "astropy__astropy-12907_mcp_20260101_120000.json").write_text(json.dumps(
+        {"instance_id": "astropy__astropy-12907", "run_type": "mcp",
+         "events": [{"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}}]}))
+    (tmp_path / "t.trajectory.summarization-1-summary.json").write_text(json.dumps(
+        {"schema_version": "ATIF-v1.5", "agent": {"name": "x", "version": "1", "extra": {"parent_session_id": "s"}},
+         "steps": [{"step_id": 1, "source": "user", "message": "m", "role": "user"}]}))
     res = load_rows(tmp_path, workers=1)
     assert len(res.frame) == 1
     warned = sorted((Path(e.path).name, e.severity, e.stage) for e in res.errors)

@@ -310,8 +310,8 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
 
 
 def _read_through_another(path: str) -> bool:
-    """Files read with the trajectory that refers to them: ATIF subagent and continuation segments,
-    Claude Code subagent transcripts beside their session."""
+    """Files read with the trajectory or results file that refers to them: ATIF subagent and
+    continuation segments, Claude Code subagent transcripts beside their session, mcpbr task logs."""
     name = os.path.basename(path)
     if ".trajectory." in name and (".cont-" in name or ".summarization-" in name):
         return True
@@ -323,6 +323,8 @@ def _read_through_another(path: str) -> bool:
             return False
         if b'"schema_version"' in head and (b'"parent_session_id"' in head or b'"continuation_index"' in head):
             return True
+        if b'"instance_id"' in head and b'"run_type"' in head and b'"events"' in head:
+            return True  # an mcpbr per-task log: its task is read from the run's results file
     try:
         from .convert import is_subagent_transcript
     except ImportError:
