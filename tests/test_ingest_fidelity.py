@@ -35,8 +35,8 @@ def _tb1_record(task: str, name: str, resolved: bool | None, mode: str = "unset"
     return rec
 
 
-def _tb1_run(root: Path, per_trial: list[dict], run_level: dict[str, list[dict]]) -> Path:
-    run = root / "2025-08-07__20-46-16"
+def _tb1_run(root: Path, per_trial: list[dict], run_level: dict[str, list[dict]], name: str = "2025-08-07__20-46-16") -> Path:
+    run = root / name
     run.mkdir(parents=True)
     (run / "run_metadata.json").write_text(json.dumps({
         "run_id": run.name, "dataset_name": "terminal-bench-core", "dataset_version": "0.1.1",
@@ -561,3 +561,24 @@ def test_analysis_leaves_every_real_fixture_byte_identical(real_fixtures: Path, 
     added = sorted(set(after) - set(before))
     changed = sorted(k for k in before if after.get(k) != before[k])
     assert (added, changed) == ([], [])
+
+
+def test_tb1_runs_of_one_profile_numbered_apart(tmp_path: Path) -> None:
+    """A leaderboard submission of run1/, run2/ ... each holding <task>.1-of-1 trials: one repetition per run."""
+    from analysis_lib.layer1 import analyse
+
+    runs = [("run1_2025-08-10__05-27-18", "2025-08-10T05:30:00+00:00", False),
+            ("run2_2025-08-10__21-53-39", "2025-08-10T22:00:00+00:00", True),
+            ("run3_2025-08-09__01-00-00", "2025-08-09T01:05:00+00:00", False)]
+    for folder, started, resolved in runs:
+        stamp = folder.split("_", 1)[1]
+        rec = _tb1_record("fix-git", f"fix-git.1-of-1.{stamp}", resolved)
+        rec["trial_started_at"] = started
+        run = _tb1_run(tmp_path, [rec], {}, name=folder)
+        (run / "run_metadata.json").write_text(json.dumps({"run_id": stamp, "agent_name": "cursor-cli",
+                                                           "model_name": "anthropic/claude-sonnet-4-20250514"}))
+    df = analyse(tmp_path, None, cache=False, workers=1).metrics.sort_values("repetition")
+    assert df["repetition"].tolist() == [1, 2, 3]
+    # In the order of the runs' start: run3 (Aug 9), run1, run2 (the resolved one).
+    assert df["success"].tolist() == [False, False, True]
+    assert set(df["profile"]) == {"cursor-cli@claude-sonnet-4-20250514"}
