@@ -12,8 +12,8 @@ no trajectory, so the metrics come as :attr:`Trial.carried_metrics`.
 
 Decisions, each a documented rule rather than a guess per file:
 
-* profile = ``<agent_name>@<model>``, the model without its provider/router prefix
-  (``openhands`` + ``openai/neulab/claude-sonnet-4-20250514`` -> ``openhands@claude-sonnet-4-20250514``);
+* profile = ``<agent_name>@<model>``, the model's one name across providers (:mod:`.identity`:
+  ``openhands`` + ``openai/neulab/claude-sonnet-4-20250514`` -> ``openhands@claude-sonnet-4-20250514``);
   ``<agent_name>`` alone when no model is recorded, ``tb1`` when there is no run_metadata.json.
   The full model name stays in ``metadata["model_name"]``.
 * reward = 1.0 / 0.0 from ``is_resolved`` whatever the ``failure_mode`` (TB1 grades the container
