@@ -32,11 +32,15 @@ def price_table() -> dict:
 
 @functools.lru_cache(maxsize=256)
 def model_prices(model: str | None) -> tuple[float, float, float] | None:
-    """(input, output, cache-read) USD per token for a model name, trying provider-less variants."""
+    """(input, output, cache-read) USD per token for a model name, trying provider-less variants and
+    the model's one name across providers (:func:`analysis_lib.ingest.identity.canonical_model`)."""
     if not model:
         return None
+    from .ingest.identity import canonical_model
+
     table = price_table()
-    candidates = [model, model.split("/", 1)[-1], model.rsplit("/", 1)[-1]]
+    # The provider's own id first (Bedrock and Vertex may price differently), then the model's one name.
+    candidates = [model, model.split("/", 1)[-1], model.rsplit("/", 1)[-1], canonical_model(model)]
     for name in candidates:
         entry = table.get(name)
         if isinstance(entry, dict) and entry.get("input_cost_per_token") is not None:
