@@ -359,7 +359,8 @@ _LOADED: dict[tuple, AnalysisPlan] = {}
 
 
 def _canonical(plan: AnalysisPlan | dict) -> dict:
-    return plan.model_dump(mode="json") if isinstance(plan, AnalysisPlan) else plan
+    """The validated plan as JSON data; unset optional keys (None) are left out, so diffs show only what is declared."""
+    return plan.model_dump(mode="json", exclude_none=True) if isinstance(plan, AnalysisPlan) else plan
 
 
 def plan_hash(plan: AnalysisPlan | dict) -> str:
