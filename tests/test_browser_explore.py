@@ -61,6 +61,10 @@ def lab(tmp_path, sample_runs):
         cmd.append("--allow-root")
     env = dict(os.environ, PYTHONPATH=str(ROOT), LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_LOG="ERROR",
                JUPYTER_CONFIG_DIR=str(tmp_path / ".jupyter"), JUPYTER_RUNTIME_DIR=str(tmp_path / ".runtime"))
+    # No "official Jupyter news?" prompt over the screenshots.
+    (tmp_path / ".jupyter" / "labconfig").mkdir(parents=True)
+    (tmp_path / ".jupyter" / "labconfig" / "page_config.json").write_text(
+        '{"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": true}}')
     log = open(tmp_path / "lab.log", "w")
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"

@@ -28,9 +28,10 @@ __all__ = ["CATEGORY_COLORS", "OUTCOME_COLORS", "GRID_SORTS", "PairView", "step_
            "files_compared", "arm_outcomes", "pair_view", "schedule_pair", "pair_options", "find_pair",
            "outcome_grid", "plot_cumulative", "render_grid_html", "render_pair_html"]
 
-# Okabe-Ito colours (distinguishable with colour blindness); "message" is a step without tool calls.
-CATEGORY_COLORS = {"read": "#56B4E9", "search": "#0072B2", "edit": "#E69F00", "execute": "#009E73",
-                   "mcp": "#CC79A7", "other": "#999999", "message": "#E8E8E8"}
+# Okabe-Ito colours (distinguishable with colour blindness), light enough for black text; "message" is
+# a step without tool calls.
+CATEGORY_COLORS = {"read": "#56B4E9", "search": "#F0E442", "edit": "#E69F00", "execute": "#4FBF9A",
+                   "mcp": "#CC79A7", "other": "#BBBBBB", "message": "#E8E8E8"}
 OUTCOME_COLORS = {"succeeded": "#009E73", "failed": "#D55E00", "infra_error": "#999999", "missing": "#FFFFFF"}
 ERROR_COLOR = "#D55E00"
 GRID_SORTS = ("difference", "-difference", "task")
@@ -361,12 +362,14 @@ def _step_cell(trial: Trial, row: Any, mcp_tools: frozenset[str], diverged: bool
     for o in d["observations"]:
         parts.append(f"<div><i>observation</i><pre style='white-space:pre-wrap;margin:2px 0'>{_e(o)}</pre></div>")
     detail = "".join(parts) or "<i>no message or tool call</i>"
-    return (f"<td style='vertical-align:top;padding:1px 4px;{'background:#fff7d6;' if diverged else ''}'>"
-            f"<details class='pv-step'><summary style='cursor:pointer;background:{color};border:{border};"
-            f"padding:1px 4px;border-radius:3px;list-style-position:inside'>"
-            f"<span class='pv-source'>{_e(row.source)}</span> {_e(row.summary)}{marks}"
-            f"<span style='float:right;color:#333'>{int(row.cum_tokens):,} tok</span></summary>"
-            f"<div class='pv-detail' style='padding:4px;border:1px solid #ddd;font-size:11px'>{detail}</div>"
+    # Inline left alignment: JupyterLab right-aligns table cells of HTML outputs.
+    return (f"<td style='vertical-align:top;text-align:left;padding:1px 4px;{'background:#fff7d6;' if diverged else ''}'>"
+            f"<details class='pv-step'><summary style='cursor:pointer;text-align:left;background:{color};border:{border};"
+            f"padding:1px 4px;border-radius:3px;list-style-position:inside;overflow:hidden;white-space:nowrap;"
+            f"text-overflow:ellipsis'><span style='float:right;color:#222;padding-left:6px'>{int(row.cum_tokens):,} tok</span>"
+            f"<span class='pv-source'>{_e(row.source)}</span> {_e(row.summary)}{marks}</summary>"
+            f"<div class='pv-detail' style='text-align:left;padding:4px;border:1px solid #ddd;font-size:11px;"
+            f"background:#fff'>{detail}</div>"
             f"</details></td>")
 
 
@@ -408,7 +411,7 @@ def render_pair_html(view: PairView, mcp_tools: frozenset[str] = DEFAULT_MCP_TOO
         cells = []
         for trial, lane in ((a, view.lane_a), (b, view.lane_b)):
             cells.append(_step_cell(trial, lane.iloc[i], mcp_tools, diverged) if i < len(lane) else "<td></td>")
-        body.append(f"<tr><td style='vertical-align:top;color:#666'>{i + 1}</td>{''.join(cells)}</tr>")
+        body.append(f"<tr><td style='vertical-align:top;text-align:right;color:#666'>{i + 1}</td>{''.join(cells)}</tr>")
     more = f"<p>{n - max_steps} more steps not shown.</p>" if n > max_steps else ""
     out.append(f"<table class='pv-lanes' style='width:100%;table-layout:fixed;font-size:12px;text-align:left'>"
                f"<colgroup><col style='width:3em'><col><col></colgroup>"
