@@ -147,7 +147,10 @@ def test_explorer_in_chromium(lab):
         expect(step.locator(".pv-detail")).to_contain_text("result")
         step.scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "explore_pair_step.png"))
-        explorer.locator(".pv-pair").first.screenshot(path=str(SHOTS / "explore_pair_view.png"))
+        explorer.locator(".pv-pair h4").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "explore_pair_header.png"))
+        explorer.locator(".widget-gridbox").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "explore_grid.png"))
 
         # The same profile for A and B: a message, not a traceback.
         b = explorer.locator(".widget-dropdown", has=page.locator("label", has_text="B")).first.locator("select")
