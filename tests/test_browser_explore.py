@@ -78,7 +78,7 @@ def lab(tmp_path, sample_runs):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"JupyterLab did not start: {(tmp_path / 'lab.log').read_text()[-1500:]}")
                 time.sleep(0.5)
-        yield base, token
+        yield base, token, tmp_path
     finally:
         proc.terminate()
         try:
@@ -96,7 +96,7 @@ def _header(page) -> str:
 def test_explorer_in_chromium(lab):
     from playwright.sync_api import expect, sync_playwright
 
-    base, token = lab
+    base, token, _ = lab
     SHOTS.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
     t0 = time.monotonic()
@@ -163,4 +163,44 @@ def test_explorer_in_chromium(lab):
         browser.close()
     elapsed = time.monotonic() - t0
     print(f"browser session: {elapsed:.1f} s")
+    assert not problems, "\n".join(problems)
+
+
+def _open(pw, base: str, token: str, path: str, problems: list[str]):
+    browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.goto(f"{base}/lab/tree/{path}?token={token}")
+    page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext.session"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'",
+                           timeout=90_000)
+    return browser, page
+
+
+@pytest.mark.slow
+def test_recorded_notebook_opened_and_saved_is_unchanged(lab):
+    """A notebook as `make nbval-record` stores it, opened in JupyterLab and saved, stays byte for byte."""
+    from playwright.sync_api import sync_playwright
+
+    base, token, project = lab
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    rec = subprocess.run([sys.executable, "-m", "analysis_lib", "paper", "--root", str(project), "--record-notebooks",
+                          "--only", "explore", "-q"], cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert rec.returncode == 0, rec.stderr[-2000:]
+    path = project / "notebooks" / "explore.ipynb"
+    before = path.read_bytes()
+    problems: list[str] = []
+    with sync_playwright() as pw:
+        browser, page = _open(pw, base, token, "notebooks/explore.ipynb", problems)
+        # The static fallback, not widget text, is what a reader sees before running.
+        assert page.locator(".jp-OutputArea .pv-pair h4").first.is_visible()
+        assert page.get_by_text("interactive(children=").count() == 0
+        page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+        page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
+        page.wait_for_timeout(500)
+        browser.close()
+    after = path.read_bytes()
+    assert after == before, "saving changed the notebook on disk"
     assert not problems, "\n".join(problems)
