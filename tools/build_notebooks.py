@@ -578,7 +578,7 @@ explore.show(explorer, fallback, f"A-vs-B explorer ({baseline} vs {other}); run 
       f"B = {static.b.profile}, {len(static.lane_b)} steps; first divergence at step {static.divergence}")
 for key, files in static.files.items():
     print(f"{key}: {len(files)}")
-display(static.outcomes)'''),
+display(static.outcomes.map(lambda v: round(v, 3) if isinstance(v, float) else v))'''),
         md("""
 ## Filter trials
 
