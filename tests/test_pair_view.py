@@ -84,6 +84,9 @@ def test_sample_pair_view(sample):
     assert page.count("<details") == len(view.lane_a) + len(view.lane_b)
     assert "First divergence: step 2" in page and "[MCP]" in page
     assert "<function" not in page and "62986.0" not in page
+    assert "Todos have been modified" in page
+    stored = pv.render_pair_html(view, results=False)  # what a recorded notebook keeps: no result texts
+    assert "Todos have been modified" not in stored and stored.count("shown when the notebook runs") > 0
 
 
 def test_outcome_grid_sorts_by_the_per_task_difference(sample):

@@ -570,7 +570,7 @@ first = pair_view.pair_options(trials, baseline, other).iloc[0]
 trial_a, trial_b = pair_view.find_pair(trials, baseline, other, first["task_id"], int(first["repetition"]))
 static = pair_view.pair_view(trial_a, trial_b)
 fallback = (pair_view.render_grid_html(pair_view.outcome_grid(metrics, baseline, other))
-            + pair_view.render_pair_html(static))
+            + pair_view.render_pair_html(static, results=False))
 explorer = explore.pair_explorer(trials, metrics, simulated, baseline, other)
 explore.show(explorer, fallback, f"A-vs-B explorer ({baseline} vs {other}); run the notebook in JupyterLab to use it")'''),
         md("The same pair in numbers (what the static view above shows)."),

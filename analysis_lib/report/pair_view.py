@@ -344,7 +344,7 @@ def render_grid_html(grid: pd.DataFrame, max_tasks: int = 60) -> str:
             + "".join(body) + "</table></div>")
 
 
-def _step_cell(trial: Trial, row: Any, mcp_tools: frozenset[str], diverged: bool) -> str:
+def _step_cell(trial: Trial, row: Any, mcp_tools: frozenset[str], diverged: bool, results: bool = True) -> str:
     d = step_detail(trial, int(row.position), mcp_tools)
     color = CATEGORY_COLORS[row.category]
     border = f"3px solid {ERROR_COLOR}" if row.errors else "1px solid #bbb"
@@ -358,7 +358,8 @@ def _step_cell(trial: Trial, row: Any, mcp_tools: frozenset[str], diverged: bool
         parts.append(f"<div class='pv-call'><b>{_e(c['name'])}</b> ({_e(c['category'])}){err}"
                      f"<pre style='white-space:pre-wrap;margin:2px 0;background:#f6f6f6'>{_e(c['arguments'])}</pre>"
                      f"<i>result</i> ({c['result_chars']:,} characters)"
-                     f"<pre style='white-space:pre-wrap;margin:2px 0;background:#f6f6f6'>{_e(c['result'])}</pre></div>")
+                     + (f"<pre style='white-space:pre-wrap;margin:2px 0;background:#f6f6f6'>{_e(c['result'])}</pre>"
+                        if results else " shown when the notebook runs") + "</div>")
     for o in d["observations"]:
         parts.append(f"<div><i>observation</i><pre style='white-space:pre-wrap;margin:2px 0'>{_e(o)}</pre></div>")
     detail = "".join(parts) or "<i>no message or tool call</i>"
@@ -373,8 +374,13 @@ def _step_cell(trial: Trial, row: Any, mcp_tools: frozenset[str], diverged: bool
             f"</details></td>")
 
 
-def render_pair_html(view: PairView, mcp_tools: frozenset[str] = DEFAULT_MCP_TOOLS, max_steps: int = 400) -> str:
-    """The paired view as HTML: outcomes, divergence, files only one arm touched, then the two step lanes."""
+def render_pair_html(view: PairView, mcp_tools: frozenset[str] = DEFAULT_MCP_TOOLS, max_steps: int = 400,
+                     results: bool = True) -> str:
+    """The paired view as HTML: outcomes, divergence, files only one arm touched, then the two step lanes.
+
+    ``results=False`` leaves the calls' result texts out (a stored notebook output: results carry
+    durations and paths of the agent's machine that would churn or leak).
+    """
     a, b = view.a, view.b
     out = [f"<div class='pv-pair'><h4 style='margin:4px 0'>{_e(a.task_id)}, repetition {a.repetition}: "
            f"A = {_e(a.profile)} vs B = {_e(b.profile)}</h4>"]
@@ -410,7 +416,7 @@ def render_pair_html(view: PairView, mcp_tools: frozenset[str] = DEFAULT_MCP_TOO
         diverged = view.divergence is not None and i + 1 == view.divergence
         cells = []
         for trial, lane in ((a, view.lane_a), (b, view.lane_b)):
-            cells.append(_step_cell(trial, lane.iloc[i], mcp_tools, diverged) if i < len(lane) else "<td></td>")
+            cells.append(_step_cell(trial, lane.iloc[i], mcp_tools, diverged, results) if i < len(lane) else "<td></td>")
         body.append(f"<tr><td style='vertical-align:top;text-align:right;color:#666'>{i + 1}</td>{''.join(cells)}</tr>")
     more = f"<p>{n - max_steps} more steps not shown.</p>" if n > max_steps else ""
     out.append(f"<table class='pv-lanes' style='width:100%;table-layout:fixed;font-size:12px;text-align:left'>"
