@@ -597,8 +597,10 @@ def show_filtered(profiles_sel=(), tasks_sel=(), outcome="any"):
 filter_controls = {"profiles_sel": widgets.SelectMultiple(options=profiles, description="profiles"),
                    "tasks_sel": widgets.SelectMultiple(options=tasks, description="tasks", rows=6),
                    "outcome": widgets.Dropdown(options=["any", "succeeded", "failed", "infra_error"], description="outcome")}
-filter_out = widgets.interactive_output(show_filtered, filter_controls)'''),
+'''),
         code('''# NBVAL_IGNORE_OUTPUT
+# interactive_output draws at once into its Output widget, which nbval cannot follow: created here.
+filter_out = widgets.interactive_output(show_filtered, filter_controls)
 explore.show(widgets.VBox([widgets.HBox(list(filter_controls.values())), filter_out]),
              "<p>Trial filter (profiles, tasks, outcome): run the notebook to use it.</p>", "Trial filter: run the notebook to use it")'''),
         md("Default selection (what the widgets show before any change): failed trials of the first task."),
@@ -626,8 +628,9 @@ timeline_controls = {"profile": widgets.Dropdown(options=profiles, description="
                      "task_id": widgets.Dropdown(options=tasks, description="task"),
                      "repetition": widgets.IntSlider(value=int(reps.min()), min=int(reps.min()), max=int(reps.max()),
                                                      description="repetition")}
-timeline_out = widgets.interactive_output(show_timeline, timeline_controls)'''),
+'''),
         code('''# NBVAL_IGNORE_OUTPUT
+timeline_out = widgets.interactive_output(show_timeline, timeline_controls)
 explore.show(widgets.VBox([widgets.HBox(list(timeline_controls.values())), timeline_out]),
              "<p>Step timeline picker: run the notebook to use it.</p>", "Step timeline picker: run the notebook to use it")'''),
         code('''trial = explore.find_trial(trials, profiles[-1], tasks[0], 1)
@@ -651,8 +654,9 @@ Mean over repetitions of each metric; `difference` is B minus A.
 side_controls = {"task_id": widgets.Dropdown(options=tasks, description="task"),
                  "profile_a": widgets.Dropdown(options=profiles, value=baseline, description="A"),
                  "profile_b": widgets.Dropdown(options=profiles, value=other, description="B")}
-side_out = widgets.interactive_output(show_side_by_side, side_controls)'''),
+'''),
         code('''# NBVAL_IGNORE_OUTPUT
+side_out = widgets.interactive_output(show_side_by_side, side_controls)
 explore.show(widgets.VBox([widgets.HBox(list(side_controls.values())), side_out]),
              "<p>Side-by-side means: run the notebook to use it.</p>", "Side-by-side means: run the notebook to use it")'''),
         code('''show_side_by_side(tasks[0], baseline, other)'''),
