@@ -12,13 +12,13 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import matplotlib.pyplot as plt
 import orjson
 import pandas as pd
 
-from ..metrics import UsageTotals, trial_metrics
+from ..metrics import trial_metrics
 from ..tools import DEFAULT_MCP_TOOLS, categorize, files_touched
 from ..trial import Step, Trial
 from .figures import WIDTH_IN, set_style, title
