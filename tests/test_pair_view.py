@@ -137,3 +137,16 @@ def test_pair_view_on_real_formats(real_fixtures, folder):
     if len(view.lane_a):
         detail = pv.step_detail(a, len(view.lane_a))
         assert detail["position"] == len(view.lane_a)
+
+
+def test_a_trial_without_trajectory_keeps_its_outcome(sample):
+    """The sample's one infrastructure error (no trajectory): an empty lane, a warning and its outcome."""
+    trials, _ = sample
+    broken = next(t for t in trials if t.trajectory is None)
+    other = next(t for t in trials if t.task_id == broken.task_id and t.repetition == broken.repetition
+                 and t.profile != broken.profile)
+    view = pv.pair_view(other, broken)
+    assert len(view.lane_b) == 0 and view.divergence is None
+    assert view.outcomes.at["outcome", "B"] == "infra_error"
+    assert view.warnings == [f"B: {broken.profile}/{broken.task_id} has no step-level trajectory (run_layout); outcome only"]
+    assert pv.render_pair_html(view).count("<details") == len(view.lane_a)
