@@ -5,6 +5,7 @@ opens a step, and asserts the console shows no error. Screenshots go to results/
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -123,6 +124,11 @@ def test_explorer_in_chromium(lab):
         assert chosen not in first
         expect(explorer.locator(".pv-pair h4").first).to_contain_text(f"{chosen}, repetition", timeout=30_000)
 
+        # Repetition dropdown: the same task, another repetition.
+        rep = explorer.locator(".widget-dropdown", has=page.locator("label", has_text="repetition")).locator("select")
+        rep.select_option(index=1)
+        expect(explorer.locator(".pv-pair h4").first).to_contain_text(f"{chosen}, repetition 2", timeout=30_000)
+
         # A grid cell opens its task and repetition.
         cell = explorer.locator(".pv-cell").nth(13)  # 14th cell: 3rd task row, 2nd repetition... whatever it is
         tip = cell.get_attribute("title")
@@ -153,10 +159,15 @@ def test_explorer_in_chromium(lab):
         page.screenshot(path=str(SHOTS / "explore_grid.png"))
 
         # The same profile for A and B: a message, not a traceback.
-        b = explorer.locator(".widget-dropdown", has=page.locator("label", has_text="B")).first.locator("select")
-        a_value = explorer.locator(".widget-dropdown", has=page.locator("label", has_text="A")).first.locator("select").input_value()
-        b.select_option(a_value)
+        def dropdown(label: str, scope=explorer):
+            return scope.locator(".widget-dropdown", has=page.locator("label", has_text=re.compile(f"^{label}$")))
+
+        a_value = dropdown("A").first.locator("select").input_value()
+        dropdown("B").first.locator("select").select_option(a_value)
         expect(explorer.locator(".pv-message")).to_contain_text("pick two different profiles", timeout=30_000)
+        # The side-by-side table below (the last A/B pickers of the page) answers the same way.
+        dropdown("B", page).last.locator("select").select_option(dropdown("A", page).last.locator("select").input_value())
+        expect(page.get_by_text("A and B are both")).to_have_count(2, timeout=30_000)
         assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
         assert page.get_by_text("Traceback").count() == 0
         assert page.get_by_text("<function").count() == 0
