@@ -21,10 +21,12 @@ from typing import Any
 import pandas as pd
 
 from . import plan as plan_mod
-from .report.comparison_report import CORRECTION_NAMES, mcnemar_lines, methods_lines, tier_table
+from .hypotheses import test_sequence
+from .report.comparison_report import CORRECTION_NAMES, hypotheses_table, mcnemar_lines, methods_lines, tier_table
 from .report.markdown import table as _table
 from .report.numbers import number
 from .fileio import atomic_write_text, read_json
+from .subgroups import subgroup_effects
 from .trial import InputError
 
 VERDICTS = ("passed", "failed")
@@ -258,6 +260,44 @@ def _cross_check(ev: pd.DataFrame, metrics: pd.DataFrame) -> list[str]:
     return out
 
 
+def manifest_task_groups(obj: dict) -> pd.Series | None:
+    """Task id -> repository, from the manifest stored in full_run.json; None unless tasks span two or more."""
+    content = ((obj.get("manifest") or {}).get("content") or {}) if isinstance(obj.get("manifest"), dict) else {}
+    tasks = content.get("tasks") if isinstance(content, dict) else None
+    if not isinstance(tasks, list):
+        return None
+    groups = {str(t["id"]): str(t["repo"]).rstrip("/").removesuffix(".git").rsplit("/", 1)[-1]
+              for t in tasks if isinstance(t, dict) and t.get("id") and t.get("repo")}
+    return pd.Series(groups) if len(set(groups.values())) >= 2 else None
+
+
+def _claims_and_groups(obj: dict, metrics: pd.DataFrame, plan: plan_mod.AnalysisPlan, pairs: list[tuple[str, str]],
+                       refused_reason: str | None) -> str:
+    """The plan's fixed-sequence hypotheses and, where the manifest names repositories, the subgroup table."""
+    out: list[str] = []
+    if plan.hypotheses and pairs:
+        out += ["## Fixed-sequence hypotheses (as declared, in order)", ""]
+        if refused_reason:
+            out += [f"Not tested: {refused_reason}.", ""]
+        else:
+            out += ["Each step only if every step before it held; each profile pair at alpha / (number of pairs); "
+                    "decisions read the interval of the comparison's own estimand (docs/analysis-plan.md).", "",
+                    hypotheses_table(test_sequence(metrics, plan, pairs)), ""]
+    groups = manifest_task_groups(obj)
+    if groups is not None and pairs and not refused_reason:
+        rows = []
+        for a, b in pairs:
+            for r in subgroup_effects(metrics, groups, a, b).itertuples():
+                rows.append([f"{b} vs {a}", str(r.group), str(r.n_tasks),
+                             f"{number(100 * r.raw, 1, sign=True)} pp (SE {number(100 * r.se, 1)})",
+                             f"{number(100 * r.shrunk, 1, sign=True)} pp"])
+        out += ["## Subgroups by repository (descriptive: no per-group tests)", "",
+                "pass@1 difference per repository named by the manifest, raw and partially pooled (empirical Bayes, "
+                "DerSimonian-Laird); read the pooled column and test no repository on its own.", "",
+                _table(["pair", "repository", "tasks", "raw difference", "partially pooled"], rows), ""]
+    return ("\n" + "\n".join(out)) if out else ""
+
+
 def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESULTS.md", plots: str | os.PathLike | None = None,
                   *, runs_dir: str | os.PathLike | None = None, plan_path: str | os.PathLike | None = None,
                   baseline: str | None = None, record: bool = True, plan_record: str | os.PathLike | None = None,
@@ -311,6 +351,7 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     text = results_report(obj, ev, table, metrics, check, simulated=simulated, baseline=pairs[0][0] if pairs else (base or "–"),
                           refused_reason=refused_reason, figures=figures, mismatches=mismatches,
                           ingest_errors=int((result.errors["severity"] == "error").sum()), source=plan_mod.display_path(full_run))
+    text += _claims_and_groups(obj, metrics, plan, pairs, refused_reason)
     outcome.files.insert(0, atomic_write_text(output, text))
     outcome.messages = [f"warning: {w}" for w in check.warnings]
     if check.changed:

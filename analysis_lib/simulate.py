@@ -426,10 +426,15 @@ class _Repo:
         return f"{self.pkg}.{mod}.{fn}" if path.startswith("src/") else f"tests.test_{mod}.test_{fn}"
 
 
+def _package(task_id: str) -> str:
+    """The simulated library a task is about: one per task, the same in every profile and seed."""
+    return _PACKAGES[int(hashlib.sha256(task_id.encode()).hexdigest(), 16) % len(_PACKAGES)]
+
+
 def _repo(seed: int, t_idx: int, task_id: str) -> _Repo:
     # Task-level generator: the same repository for every profile and repetition of a task.
     rng = _child_rng(seed, 7, t_idx)
-    pkg = _PACKAGES[int(hashlib.sha256(task_id.encode()).hexdigest(), 16) % len(_PACKAGES)]
+    pkg = _package(task_id)
     mods = [str(m) for m in rng.permutation(list(_MODULES))[:REPO_MODULES]]
     words = task_id.removeprefix("fix-").replace("-", " ")
     instruction = (f"The `{pkg}` library in /app has a bug: {words}. Find the cause in src/{pkg}/, fix it, "
@@ -1190,7 +1195,11 @@ def full_run_json(runs_dir: str | os.PathLike, phase_budget_usd: float = 100.0, 
     return {
         "generator": SIMULATOR, "simulated": True, "note": NOTE, "kind": "bench_full_run", "dry_run": False,
         "status": "complete",
-        "manifest": {"name": "simulated-ab", "source": None, "sha256": None, "content": None}, "manifest_sha256": None,
+        # The manifest names each task's repository, as a real one does (the simulator's package of the task).
+        "manifest": {"name": "simulated-ab", "source": None, "sha256": None,
+                     "content": {"name": "simulated-ab", "tasks": [{"id": t, "repo": f"simulated/{_package(t)}"}
+                                                                   for t in index["tasks"]]}},
+        "manifest_sha256": None,
         "seed": int(index["seed"]), "runs_per_condition": int(index["repetitions"]), "conditions": list(index["profiles"]),
         "tasks": list(index["tasks"]), "schedule": schedule,
         "projection": {"projected_total_usd": round(per_trial * n, 6), "cost_per_trial_usd": round(per_trial, 6),

@@ -177,3 +177,22 @@ def test_real_runner_output_with_scripted_agents(tmp_path, monkeypatch, capsys):
     assert cli(["runs/full_run.json", "--output", "R2.md", "--plan", str(PLAN)]) == 1
     assert (tmp_path / "R2.md").read_text() == text.replace("`results/full_run.json`", "`runs/full_run.json`")
     assert json.loads((tmp_path / "runs" / P.LOCK_NAME).read_text())["analysis_plan_sha256"] == P.plan_hash(P.load_plan(PLAN))
+
+
+def test_fixed_sequence_and_repository_subgroups_appear_as_declared(effect_run, tmp_path):
+    from analysis_lib.results import manifest_task_groups
+
+    out = tmp_path / "RESULTS.md"
+    plan = PLAN.parent / "analysis_plan_all_repetitions.yaml"
+    assert write_results(effect_run, out, plan_path=plan, record=False).exit_code == 0
+    text = out.read_text()
+    seq = text[text.index("## Fixed-sequence hypotheses"):text.index("## Subgroups by repository")]
+    rows = [r for r in seq.splitlines() if r.startswith("| codecanvas vs text |")]
+    assert [r.split(" | ")[1] for r in rows] == ["1", "2"] and "noninferior (margin 5.0 pp)" in rows[0]
+    assert "97.5 %" in rows[0]  # two pairs: each sequence at alpha / 2
+    if "not shown" in rows[0]:
+        assert "not tested" in rows[1]
+    groups = manifest_task_groups(json.loads(effect_run.read_text()))
+    assert groups is not None and groups.nunique() >= 2
+    sub = text[text.index("## Subgroups by repository"):]
+    assert all(f"| {g} |" in sub for g in groups.unique()) and "p =" not in sub  # described, not tested

@@ -153,7 +153,7 @@ def hypotheses_table(hyp: pd.DataFrame) -> str:
     """The fixed sequence, step by step per pair: claim, margin, the interval read, and the result."""
     rows = [[f"{r.profile_b} vs {r.profile_a}", str(r.step), f"{r.label}, `{r.metric}`",
              r.claim + ("" if fmt.missing(r.margin) else f" (margin {fmt.number(r.margin, 1)} {r.unit})"),
-             f"{r.confidence:.0%}",
+             f"{100 * r.confidence:g} %",
              "–" if fmt.missing(r.estimate) else f"{fmt.number(r.estimate, 1, sign=True)} {r.unit} "
              f"[{fmt.number(r.ci_low, 1, sign=True)}, {fmt.number(r.ci_high, 1, sign=True)}]",
              f"**{r.result}**" if r.result == "holds" else r.result, r.reason] for r in hyp.itertuples()]
