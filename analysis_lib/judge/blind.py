@@ -105,8 +105,14 @@ class Blinder:
     def text(self, s: str) -> str:
         """``s`` with every full tool name, server, bare MCP tool and (non-word) profile name replaced."""
         # Tokens are numbered by first appearance in the text, so find all names before replacing.
-        found: list[tuple[int, int, str, str]] = []  # (start, -length, kind, name)
+        found: list[tuple[int, int, str, str]] = []  # (start, end, kind, name)
         taken: list[tuple[int, int]] = []
+        # Any server__tool or mcp__server__tool spelling, also of a tool this run never called.
+        servers = "|".join(re.escape(x) for x in sorted(self.vocab.servers, key=len, reverse=True))
+        full = rf"mcp__[A-Za-z0-9-]+__[A-Za-z0-9_]+" + (rf"|(?:{servers})__[A-Za-z0-9_]+" if servers else "")
+        for m in re.finditer(rf"(?<![A-Za-z0-9])(?:{full})", s, re.IGNORECASE):
+            taken.append((m.start(), m.end()))
+            found.append((m.start(), m.end(), "tool", m.group(0)))
         names = [("tool", n) for n in self.vocab.tools] + [("profile", n) for n in self.vocab.profiles if n.lower() not in COMMON_WORDS]
         names += [("server", n) for n in self.vocab.servers] + [("bare", n) for n in self.vocab.bare_tools]
         for kind, name in sorted(names, key=lambda kn: -len(kn[1])):  # longest first: full names before their parts
