@@ -233,3 +233,23 @@ def test_bootstrap_intervals_hold_the_estimate_narrow_with_n_and_failed_are_coun
     assert r["units"] == 1 and r["missing_a"] == 1 and r["missing_b"] == 2
     assert bootstrap_ci(lambda us: float("nan"), [1, 2, 3]) == (None, None)
     assert math.isnan(gwet_ac1([["a", "a"], ["a", "a"]]))
+
+
+def test_human_labels_give_a_contrast_table_beside_the_agreement_table(llm_server, tmp_path, no_keys):
+    causes = {"task-0": "tool_misuse", "task-1": "knowledge_gap", "task-2": "tool_misuse", "task-3": "knowledge_gap"}
+
+    def answer(body):
+        if body["response_format"]["json_schema"]["name"] == "FailureAnalysis":
+            tid = re.search(r"Task: (\S+)", body["messages"][-1]["content"]).group(1)
+            return json.dumps({**FAILURE, "root_cause": causes[tid]})
+        return answer_for(body)
+
+    llm_server.default = answer
+    trials = [make_trial(p, t, 0, success=False) for p in ("plainarm", "graphmcp") for t in causes]
+    labels = tmp_path / "human.csv"
+    labels.write_text("trial_id,label,analysis\n" + "".join(f"{p}/{t}/0,{c},failure\n" for p in ("plainarm", "graphmcp") for t, c in list(causes.items())[:3]))
+    run_layer2(trials, None, tmp_path / "out", options(llm_server.url, human_labels=str(labels), baseline="plainarm"))
+    md = (tmp_path / "out" / "judge_contrasts.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith("| graphmcp - plainarm | tool_misuse")]
+    # Both arms: judge 2/4 tool_misuse, humans agree with the judge -> differences 0, PPI interval defined.
+    assert len(rows) == 1 and "| 4 / 4 | 3 / 3 |" in rows[0] and rows[0].count("+0.000 [") == 2

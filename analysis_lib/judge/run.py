@@ -40,6 +40,7 @@ MD_OUTPUTS = {
     "synthesis": "synthesis.md",
     "paper_snippets": "paper_snippets.md",
     "agreement": "judge_agreement.md",
+    "contrasts": "judge_contrasts.md",
 }
 SUMMARY_FILE = "layer2_summary.json"
 ESTIMATE_FILE = "llm_cost_estimate.json"
@@ -305,6 +306,11 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
     if rows:
         atomic_write_text(out_dir / MD_OUTPUTS["agreement"], agreement_md(rows, opts, k, human, records))
         written.append(MD_OUTPUTS["agreement"])
+    if human:
+        text = contrasts_md(records, human, opts)
+        if text:
+            atomic_write_text(out_dir / MD_OUTPUTS["contrasts"], text)
+            written.append(MD_OUTPUTS["contrasts"])
 
     led = ledger.summary()
     summary.update(
@@ -484,6 +490,41 @@ def agreement_md(rows: list[dict], opts: Layer2Options, k: int, human: dict, rec
     if human:
         notes.append(f"Human labels: {len(human)} rows from `{Path(opts.human_labels).name}`.\n")
     return "\n".join(n for n in notes if n)
+
+
+def contrast_frame(records: list[dict], field_name: str, human: dict[tuple[str, str], str], analysis: str) -> pd.DataFrame:
+    """One row per judged trial: arm (profile), the judge's label (None when failed) and the human label."""
+    return pd.DataFrame(
+        [{"arm": r["profile"], "judge": (r["result"] or {}).get(field_name) if r["ok"] else None, "human": human.get((analysis, r["trial_id"]))} for r in records],
+        columns=["arm", "judge", "human"],
+    )
+
+
+def contrasts_md(records: dict[str, list[dict]], human: dict[tuple[str, str], str], opts: Layer2Options) -> str | None:
+    """judge_contrasts.md: per class, the between-arm prevalence difference, judge-only and PPI-corrected."""
+    from .ppi import arm_contrasts, format_contrasts_md
+
+    parts = []
+    for analysis in ("strategy", "failure", "mcp"):
+        recs = records.get(analysis) or []
+        profiles = sorted({r["profile"] for r in recs})
+        if len(profiles) < 2:
+            continue
+        baseline = opts.baseline if opts.baseline in profiles else profiles[0]
+        table = arm_contrasts(contrast_frame(recs, LABEL_FIELDS[analysis], human, analysis), baseline)
+        parts.append(f"## {analysis} ({LABEL_FIELDS[analysis]})\n\n{format_contrasts_md(table)}\n")
+    if not parts:
+        return None
+    head = [
+        "# Between-arm contrasts of judge labels\n",
+        _banner(opts),
+        "Per class: the difference in prevalence between an arm and the baseline, with a 95 % interval. The judge-only "
+        "difference counts the judge's labels and ignores its errors; the PPI-corrected difference (prediction-powered "
+        "inference, Angelopoulos et al. 2023) adds the judge's average error measured on the human-labelled trials of each "
+        "arm, so its interval stays valid when the judge is biased. It needs a random human-labelled subset of each arm "
+        "(at least 2 trials); '-' where there is none. Failed judgements are left out of both.\n",
+    ]
+    return "\n".join(head + parts)
 
 
 def load_layer2_outputs(out_dir: str | Path) -> dict:
