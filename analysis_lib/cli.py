@@ -8,6 +8,7 @@ Subcommands live beside the concept they drive; each module exposes ``cli(argv) 
     bench      benchmark runner (analysis_lib.bench.cli)
     codecanvas CodeCanvas metrics, comparison and vision analysis (analysis_lib.codecanvas)
     results    pre-registered RESULTS.md of a benchmark run's full_run.json (analysis_lib.results)
+    label      human labels of a blinded trial sample, and their agreement (analysis_lib.judge.labelling)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ SUBCOMMANDS = {
     "bench": "analysis_lib.bench.cli",
     "codecanvas": "analysis_lib.codecanvas",
     "results": "analysis_lib.results",
+    "label": "analysis_lib.judge.labelling",
 }
 
 
