@@ -253,3 +253,16 @@ def test_human_labels_give_a_contrast_table_beside_the_agreement_table(llm_serve
     rows = [line for line in md.splitlines() if line.startswith("| graphmcp - plainarm | tool_misuse")]
     # Both arms: judge 2/4 tool_misuse, humans agree with the judge -> differences 0, PPI interval defined.
     assert len(rows) == 1 and "| 4 / 4 | 3 / 3 |" in rows[0] and rows[0].count("+0.000 [") == 2
+
+
+def test_cli_flags_reach_the_options_and_bad_unblind_names_are_refused():
+    from analysis_lib.cli import build_parser
+    from analysis_lib.judge.run import Layer2Options, plan_jobs
+
+    ns = build_parser().parse_args(["runs", "--judge-temperature", "0.5", "--no-blind", "--unblind-mcp", "--no-shuffle-classes", "--judge-samples", "3"])
+    opts = Layer2Options.from_namespace(ns)
+    assert (opts.judge_temperature, opts.blind, opts.unblind, opts.shuffle_classes, opts.judge_samples) == (0.5, False, ["mcp"], False, 3)
+    defaults = Layer2Options.from_namespace(build_parser().parse_args(["runs"]))
+    assert (defaults.judge_temperature, defaults.blind, defaults.unblind, defaults.shuffle_classes) == (0.0, True, None, True)
+    with pytest.raises(ValueError, match="unknown analyses: nope"):
+        plan_jobs(arm_trials(), None, Layer2Options(unblind=["nope"]))
