@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from ..trial import Trial
 from .blind import Blinder, Vocabulary
-from .class_order import class_list_text, class_order
+from .class_order import class_list_text, class_order, seeded_shuffle
 from .condense import Condensed, condense
 from .schemas import ComparativeNarrative, FailureAnalysis, MCPUtilization, StrategyAnalysis, Synthesis, comparative_model
 
@@ -241,7 +241,7 @@ def comparative_jobs(trials: list[Trial], lookup: dict, max_chars: int = 16_000,
         b = None
         if vocab is not None:
             b = Blinder(vocab, arms_in_prompt=len(profiles))
-            shown = class_order_free(profiles, f"{task_id}|{seed}")
+            shown = seeded_shuffle(profiles, f"{task_id}|{seed}")
             for p in shown:
                 b.profile(p)
             profiles = sorted(profiles, key=b.profile)
@@ -273,15 +273,6 @@ def comparative_jobs(trials: list[Trial], lookup: dict, max_chars: int = 16_000,
         jobs.append(Job("comparative", task_id, identity, "comparative", variables, schema, condensed, None, b.mapping if b else None))
     return jobs
 
-
-def class_order_free(items: list[str], key: str) -> list[str]:
-    """``items`` in a seeded order drawn from ``key`` (which arm is shown first says nothing)."""
-    import hashlib
-    import random
-
-    out = list(items)
-    random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")).shuffle(out)
-    return out
 
 
 def task_table(trials: list[Trial], lookup: dict, limit: int = 60) -> str:

@@ -33,13 +33,17 @@ CLASSES: dict[str, dict[str, str]] = {
 }
 
 
+def seeded_shuffle(items: list[str], key: str) -> list[str]:
+    """``items`` in an order drawn from a hash of ``key``: random across keys, the same for one key."""
+    out = list(items)
+    random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")).shuffle(out)
+    return out
+
+
 def class_order(analysis: str, key: str, seed: int = 0, shuffle: bool = True) -> list[str]:
     """The classes of ``analysis`` in the order shown for judgement ``key`` (canonical order when not shuffled)."""
     names = list(CLASSES[analysis])
-    if shuffle:
-        digest = hashlib.sha256(f"{analysis}|{key}|{seed}".encode()).digest()
-        random.Random(int.from_bytes(digest[:8], "big")).shuffle(names)
-    return names
+    return seeded_shuffle(names, f"{analysis}|{key}|{seed}") if shuffle else names
 
 
 def class_list_text(analysis: str, order: list[str]) -> str:

@@ -24,7 +24,7 @@ from ..trial import InputError, Trial
 from .agreement import format_agreement_md, agreement_row
 from .analyses import mcp_calls, outcome_text, trial_id, trial_success
 from .blind import Blinder, vocabulary
-from .class_order import CLASSES, class_order
+from .class_order import CLASSES, class_order, seeded_shuffle
 from .condense import condense
 from .schemas import LABEL_FIELDS
 
@@ -119,11 +119,9 @@ def append_label(path: str | Path, trial: str, analysis: str, rater: str, label:
 
 def choices(analysis: str, item_id: str, seed: int = 0) -> list[str]:
     """The classes offered to a person, in a seeded order per trial (people have order effects too)."""
-    names = list(LABEL_CLASSES[analysis])
     if analysis in CLASSES:
         return class_order(analysis, f"human|{item_id}", seed)
-    random.Random(f"{analysis}|{item_id}|{seed}").shuffle(names)
-    return names
+    return seeded_shuffle(list(LABEL_CLASSES[analysis]), f"{analysis}|human|{item_id}|{seed}")
 
 
 def label_items(items: list[LabelItem], rater: str, csv_path: str | Path, analyses: Iterable[str] = ("strategy", "failure", "mcp"),
