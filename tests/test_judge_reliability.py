@@ -265,3 +265,11 @@ def test_cli_flags_reach_the_options_and_bad_unblind_names_are_refused():
     assert (defaults.judge_temperature, defaults.blind, defaults.unblind, defaults.shuffle_classes) == (0.0, True, None, True)
     with pytest.raises(ValueError, match="unknown analyses: nope"):
         plan_jobs(arm_trials(), None, Layer2Options(unblind=["nope"]))
+
+
+def test_a_two_rater_label_csv_feeds_the_judge_with_the_first_rater(tmp_path):
+    from analysis_lib.judge.labels import load_human_labels_csv
+
+    p = tmp_path / "labels.csv"
+    p.write_text("trial_id,analysis,rater,label\na/t/0,failure,ann,tool_misuse\na/t/0,failure,bob,knowledge_gap\na/u/0,strategy,bob,chaotic\n")
+    assert load_human_labels_csv(p) == {("failure", "a/t/0"): "tool_misuse"}
