@@ -89,3 +89,10 @@ def test_a_malformed_label_csv_is_a_one_line_error_naming_the_file(sample_runs, 
     r = subprocess.run([sys.executable, "-m", "analysis_lib", "label", str(sample_runs), "--labels", str(bad), "--report"],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and "mine.csv" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_missing_runs_folder_is_a_one_line_error(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "analysis_lib", "label", str(tmp_path / "nope"), "--rater", "x", "--labels", str(tmp_path / "l.csv")],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'nope'}: no such folder"
+    assert not (tmp_path / "l.csv").exists()

@@ -231,9 +231,15 @@ def cli(argv: list[str] | None = None) -> int:
         p.error("--rater is required when labelling")
     from ..ingest.load import load_trials
 
+    if not Path(args.runs_dir).is_dir():
+        print(f"error: {args.runs_dir}: no such folder", file=sys.stderr)
+        return 2
     trials, errors = load_trials(args.runs_dir)
     for e in errors:
-        print(f"skipped: {e}", file=sys.stderr)
+        print(f"skipped {getattr(e, 'path', '')}: {getattr(e, 'message', e)}", file=sys.stderr)
+    if not trials:
+        print(f"error: {args.runs_dir}: no trial found", file=sys.stderr)
+        return 2
     sample = draw_sample(trials, args.per_stratum, args.seed)
     items = make_items(sample, trials, args.max_chars)
     print(f"{len(items)} trials drawn ({args.per_stratum} per profile x outcome, seed {args.seed}); arm names are hidden.")
