@@ -8,6 +8,7 @@ Subcommands live beside the concept they drive; each module exposes ``cli(argv) 
     bench      benchmark runner (analysis_lib.bench.cli)
     codecanvas CodeCanvas metrics, comparison and vision analysis (analysis_lib.codecanvas)
     results    pre-registered RESULTS.md of a benchmark run's full_run.json (analysis_lib.results)
+    label      human labels of a blinded trial sample, and their agreement (analysis_lib.judge.labelling)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ SUBCOMMANDS = {
     "bench": "analysis_lib.bench.cli",
     "codecanvas": "analysis_lib.codecanvas",
     "results": "analysis_lib.results",
+    "label": "analysis_lib.judge.labelling",
 }
 
 
@@ -56,7 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--budget-usd", type=float, metavar="USD", help="stop new LLM calls at 90%% of this spend")
     llm.add_argument("--concurrency", type=int, default=4, help="parallel LLM calls (default 4)")
     llm.add_argument("--refresh", action="store_true", help="bypass the LLM response cache")
-    llm.add_argument("--judge-samples", type=int, default=1, metavar="K", help="repeat each judgement K times")
+    llm.add_argument("--judge-samples", type=int, default=1, metavar="K", help="repeat each judgement K times; the label is their majority")
+    llm.add_argument("--judge-temperature", type=float, default=0.0, metavar="T", help="temperature of every sample (default 0)")
+    llm.add_argument("--no-blind", action="store_true", help="show the judge profile and MCP server/tool names (blinded by default)")
+    llm.add_argument("--unblind-mcp", action="store_true", help="let the MCP-utilisation analysis see the real tool names")
+    llm.add_argument("--no-shuffle-classes", action="store_true", help="list classes in a fixed order (shuffled per judgement by default)")
     llm.add_argument("--judge-model-b", metavar="MODEL", help="second judge model to compare agreement with")
     llm.add_argument("--human-labels", metavar="CSV", help="human labels (trial id, label) for judge agreement")
     llm.add_argument("--baseline", metavar="PROFILE", help="baseline profile when --compare is not given")

@@ -45,3 +45,9 @@ def sample_runs() -> Path:
 
 # The loopback OpenAI-compatible server (tests/llm_server.py) as the `llm_server` fixture.
 from llm_server import llm_server  # noqa: E402,F401
+
+
+@pytest.fixture(autouse=True)
+def _llm_cache_in_tmp(tmp_path_factory, monkeypatch):
+    """Each test gets its own LLM response cache: the user's shared cache is never read or written."""
+    monkeypatch.setenv("ANALYSIS_LIB_LLM_CACHE", str(tmp_path_factory.mktemp("llm-cache")))

@@ -113,7 +113,13 @@ def test_failure_judge_on_trail_traces_agreement_with_humans(judge_labels, llm_s
     # -> p_e = (9 + 1 + 1 + 1) / 36 = 1/3; kappa = (2/3 - 1/3) / (1 - 1/3) = 0.5.
     # Krippendorff: n = 12 values, 4 off-diagonal coincidences, sum_{c!=k} n_c n_k = 144 - (36+4+4+4) = 96
     # -> alpha = 1 - 11 * 4 / 96 = 0.5417.
-    assert cells[2] == "6" and cells[3] == "0.667" and cells[4] == "0.500" and cells[6] == "0.542"
+    # Gwet's AC1: pi = {KG 1/2, TM, CAPE, MT 1/6 each}, q = 4 -> p_e = (1/4 + 3 * 5/36) / 3 = 2/9;
+    # AC1 = (2/3 - 2/9) / (7/9) = 0.5714. Each value carries a bootstrap interval around it.
+    assert cells[2] == "6" and cells[3] == "0 / 0" and cells[4] == "0.667"
+    assert cells[5].startswith("0.500 [") and cells[6].startswith("0.542 [") and cells[7].startswith("0.571 [")
+    lo, hi = (float(x) for x in cells[5].split("[")[1].rstrip("]").split(","))
+    assert lo < 0.5 < hi
+    assert "## Confusion matrix, failure (root_cause)" in md
 
 
 def test_human_labels_csv_errors_name_the_file(tmp_path):

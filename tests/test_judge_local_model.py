@@ -63,3 +63,28 @@ def test_real_small_model_answers_flow_into_the_outputs(smollm2, tmp_path, monke
     again = run_layer2(trials, None, tmp_path, opts)
     assert again["requests"] == 0 and again["cache_hits"] == 3
     json.dumps(summary)
+
+
+@pytest.mark.real_fixtures
+def test_real_small_model_on_human_labelled_traces_gives_an_agreement_row(smollm2, judge_labels):
+    """Pipeline check on real labelled traces: blinded, shuffled prompts -> labels -> agreement with intervals.
+
+    A 135M model's agreement says nothing about judge validity; the row only has to be computed.
+    """
+    from analysis_lib.judge.agreement import agreement_row, format_agreement_md
+    from analysis_lib.judge.analyses import blind_job, failure_jobs, trial_id
+    from analysis_lib.judge.blind import vocabulary
+    from analysis_lib.judge.client import JudgeClient
+    from analysis_lib.judge.labels import load_who_and_when
+
+    items = sorted(load_who_and_when(judge_labels / "who-and-when"), key=lambda i: len(i.trial.trajectory.steps))[:2]
+    trials = [i.trial for i in items]
+    jobs = [blind_job(j, vocabulary(trials)) for j in failure_jobs(trials, {}, max_chars=600)]
+    client = JudgeClient(LITELLM_MODEL, api_base=smollm2, api_key="no-key", concurrency=1, max_tokens=300, max_string_chars=30, max_list_items=1)
+    results = client.judge_many([lambda j=j: client.judge(j.template, j.variables, j.schema) for j in jobs])
+    judge = [r.data["root_cause"] if r.ok else None for r in results]
+    human = {trial_id(i.trial): i.human_root_cause for i in items}
+    row = agreement_row("failure (root_cause)", "judge vs human labels", judge, [human[j.unit_id] for j in jobs], reps=200)
+    assert row["units"] + row["missing_a"] == 2
+    assert all(lab is None or lab in j.class_order for lab, j in zip(judge, jobs))
+    assert "judge vs human labels" in format_agreement_md([row])

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -122,7 +124,7 @@ def _client(url, tmp_path, **kw) -> JudgeClient:
 
 
 def _one(client, schema=StrategyAnalysis, sample=0):
-    variables = {"task_id": "t", "profile": "p", "outcome": "failure", "trajectory": "[step 1] agent", "shown_steps": 1, "total_steps": 1}
+    variables = {"task_id": "t", "profile": "p", "outcome": "failure", "trajectory": "[step 1] agent", "shown_steps": 1, "total_steps": 1, "classes": "- a: b"}
     tpl = "strategy" if schema is StrategyAnalysis else "failure"
     return client.judge_many([lambda: client.judge(tpl, variables, schema, sample)])[0]
 
@@ -165,7 +167,7 @@ def test_one_repair_attempt_then_success(llm_server, tmp_path):
 def test_schema_failure_after_repair_is_a_failed_record_and_the_rest_goes_on(llm_server, tmp_path, no_keys):
     llm_server.default = answer_for
     llm_server.on("Task: task-2\nProfile (agent configuration): text", Reply("I think it was grep and fix."))
-    summary = run_layer2(make_trials(3), None, tmp_path, options(llm_server.url))
+    summary = run_layer2(make_trials(3), None, tmp_path, options(llm_server.url, blind=False))
     failed = summary["failed_analyses"]
     assert [(f["analysis"], f["unit"]) for f in failed] == [("strategy", "text/task-2/0")]
     assert "schema validation failed after one repair attempt" in failed[0]["error"]
@@ -178,7 +180,7 @@ def test_schema_failure_after_repair_is_a_failed_record_and_the_rest_goes_on(llm
 def test_http_400_for_one_trajectory_does_not_stop_the_others(llm_server, tmp_path, no_keys):
     llm_server.default = answer_for
     llm_server.on("Task: task-0\nProfile (agent configuration): codegraph", Fail(400, "context length exceeded"))
-    summary = run_layer2(make_trials(3), None, tmp_path, options(llm_server.url))
+    summary = run_layer2(make_trials(3), None, tmp_path, options(llm_server.url, blind=False))
     units = sorted((f["analysis"], f["unit"]) for f in summary["failed_analyses"])
     assert units == [("mcp", "codegraph/task-0/0"), ("strategy", "codegraph/task-0/0")]
     assert "BadRequestError" in summary["failed_analyses"][0]["error"]
@@ -215,12 +217,13 @@ def test_key_from_dotenv_is_used_but_never_written(llm_server, tmp_path, no_keys
     # An error body that echoes the key back must not carry it into the outputs either.
     llm_server.on("Task: task-1\nProfile (agent configuration): text", Fail(401, f"invalid key {secret}"))
     out = tmp_path / "out"
-    summary = run_layer2(make_trials(2), None, out, options(llm_server.url))
+    summary = run_layer2(make_trials(2), None, out, options(llm_server.url, blind=False))
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # load_dotenv put it into the environment
     assert any(h.get("authorization") == f"Bearer {secret}" for h in llm_server.headers)
     assert summary["failed_analyses"] and "***" in summary["failed_analyses"][0]["error"]
-    files = [p for p in out.rglob("*") if p.is_file()]
-    assert any(".llm_cache" in str(p) for p in files)
+    cache = Path(os.environ["ANALYSIS_LIB_LLM_CACHE"])
+    files = [p for p in [*out.rglob("*"), *cache.rglob("*")] if p.is_file()]
+    assert any(p.is_relative_to(cache) for p in files)
     for p in files:
         assert secret not in p.read_text(errors="replace"), p
     assert secret not in json.dumps(summary)
@@ -260,15 +263,16 @@ def test_samples_second_judge_and_human_labels_give_agreement_table(llm_server, 
     assert summary["failed_analyses"] == []
     md = (tmp_path / "judge_agreement.md").read_text()
     rows = {tuple(c.strip() for c in line.split("|")[1:3]): [c.strip() for c in line.split("|")[3:-1]] for line in md.splitlines() if line.startswith("| failure")}
-    # Self: 3 failed trials, 2 of 3 with both samples equal.
-    self_row = rows[("failure (root_cause)", "self, 2 samples")]
-    assert self_row[0] == "3" and self_row[1] == "0.667"
+    # Self: 3 failed trials, 2 of 3 with both samples equal; both samples at temperature 0.
+    self_row = rows[("failure (root_cause)", "self, 2 samples at temperature 0")]
+    assert self_row[0] == "3" and self_row[1] == "0 / -" and self_row[2] == "0.667"
+    assert {b.get("temperature") for b in llm_server.requests} == {0.0}
     # A vs B: A always premature_termination, B always knowledge_gap -> 0 % agreement, kappa 0 (p_e = 0).
     ab = rows[("failure (root_cause)", "judge A vs judge B (openai/judge-b)")]
-    assert ab[0] == "3" and ab[1] == "0.000" and ab[2] == "0.000"
+    assert ab[0] == "3" and ab[2] == "0.000" and ab[3].startswith("0.000")
     # Human: 2 labelled trials, A agrees on 1 -> 50 %; kappa = (0.5 - 0.5) / (1 - 0.5) = 0.
     hu = rows[("failure (root_cause)", "judge vs human labels")]
-    assert hu[0] == "2" and hu[1] == "0.500" and hu[2] == "0.000"
+    assert hu[0] == "2" and hu[2] == "0.500" and hu[3].startswith("0.000")
     fail = json.loads((tmp_path / "failure_analyses.json").read_text())
     rec = next(r for r in fail["records"] if r["trial_id"] == "text/task-0/0")
     assert [s["label"] for s in rec["samples"]] == ["premature_termination", "tool_misuse"]

@@ -335,7 +335,12 @@ model: str = ""  # litellm model name (empty: the judge's default)
 api_base: str = ""  # OpenAI-compatible server, e.g. Ollama, vLLM, llama.cpp (empty: the provider's)
 budget_usd: float = 0.0  # stop new LLM calls at 90 % of this spend (0: no budget)
 llm_limit: int = 0  # judge at most this many trials, a seeded sample (0: every trial of metrics_detail.csv)
-seed: int = 0  # seed for sampling trials to judge'''),
+seed: int = 0  # seed for sampling trials to judge
+judge_samples: int = 1  # K answers per judgement; the reported label is their majority
+judge_temperature: float = 0.0  # temperature of every one of the K samples
+blind: bool = True  # hide profile, MCP server and MCP tool names from the judge
+unblind_mcp: bool = False  # let the MCP-utilisation analysis see the real tool names
+human_labels: str = ""  # CSV of human labels (python -m analysis_lib label), relative to the project root'''),
         code(SETUP),
         code(RUN_INFO),
         md("""
@@ -367,11 +372,25 @@ else:
             metrics = metrics[rows]
         print(f"judging {len(trials)} trials")
         options = argparse.Namespace(model=model or None, api_base=api_base or None, budget_usd=budget_usd or None,
-                                     concurrency=4, refresh=False, judge_samples=1, judge_model_b=None,
-                                     human_labels=None, estimate_cost=False, quiet=True, seed=seed,
-                                     simulated=simulated)
+                                     concurrency=4, refresh=False, judge_samples=judge_samples,
+                                     judge_temperature=judge_temperature, blind=blind, unblind_mcp=unblind_mcp,
+                                     judge_model_b=None, estimate_cost=False, quiet=True, seed=seed, simulated=simulated,
+                                     human_labels=str(Path(project_root) / human_labels) if human_labels else None)
         summary = run_layer2(trials, metrics, paths.llm, options)
         print({k: summary.get(k) for k in ("requests", "cache_hits", "skipped", "failed_analyses")})'''),
+        md("""
+## How far the labels can be trusted
+
+With human labels (`human_labels`, recorded with `python -m analysis_lib label` or `label.ipynb`)
+or `judge_samples > 1`, `judge_agreement` is the agreement table: Cohen's kappa, Krippendorff's
+alpha and Gwet's AC1, each with a 95 % bootstrap interval, the number of failed judgements per side
+(never dropped silently) and a human-by-judge confusion matrix. `judge_contrasts` gives, for each
+label class, the difference in prevalence between each arm and the baseline twice: counted from the
+judge's labels alone, and corrected for the judge's errors with the human-labelled trials
+(prediction-powered inference). Quote the corrected interval; the judge-only one is centred on the
+wrong value whenever the judge errs. The judge is blind to arm names by default (`blind`).
+A figure from the 135M local model is a pipeline check, not a validity figure.
+"""),
         md("""
 ## Layer 2 outputs
 
@@ -672,8 +691,89 @@ explore.show(widgets.VBox([widgets.HBox(list(side_controls.values())), side_out]
     ]
 
 
+def nb_label():
+    return [
+        md("""
+# Label trials (interactive)
+
+Not part of the pipeline. Draws a stratified (profile x outcome), seeded sample of the runs, hides
+the arm (profile, MCP server and tool names become neutral tokens) and shows each condensed
+trajectory with one choice per analysis. Labels go to `labels_csv` with your `rater` name; two
+raters using the same seed label the same trials. The last cells report inter-human agreement (the
+ceiling for any judge) before judge-vs-human agreement. The terminal version is
+`python -m analysis_lib label RUNS_DIR --rater NAME`. Executed headlessly, the notebook shows the
+first trial and the report of the CSV as it is.
+"""),
+        code(ENV),
+        params(COMMON + "\n" + RUNS + '''
+labels_csv: str = "results/human_labels.csv"  # where labels are appended, relative to the project root
+rater: str = ""  # your name or initials (required to record labels)
+per_stratum: int = 2  # trials per profile x outcome
+seed: int = 0  # seed of the sample: raters of one study use the same
+max_chars: int = 4000  # condensed trajectory size shown'''),
+        code('''from pathlib import Path
+
+import ipywidgets as widgets
+from IPython.display import Markdown, display
+
+from analysis_lib.ingest.load import load_trials
+from analysis_lib.judge.labelling import LABEL_CLASSES, append_label, choices, draw_sample, labelling_report, make_items, read_label_csv
+
+root = Path(project_root)
+csv_path = root / labels_csv
+trials, _ = load_trials(root / runs_dir)
+items = make_items(draw_sample(trials, per_stratum, seed), trials, max_chars)
+print(f"{len(items)} trials drawn ({per_stratum} per profile x outcome, seed {seed})")'''),
+        md("""
+## Label
+
+One trial at a time: pick a class per analysis and press *save and next* (needs `rater`).
+"""),
+        code('''# NBVAL_IGNORE_OUTPUT
+done = set(zip(*(read_label_csv(csv_path)[["trial_id", "analysis"]].to_numpy().T))) if rater and csv_path.exists() else set()
+state = {"i": 0}
+view = widgets.Output()
+
+def show(i):
+    view.clear_output()
+    with view:
+        if i >= len(items):
+            print("all trials labelled")
+            return
+        item = items[i]
+        pickers = {a: widgets.RadioButtons(options=choices(a, item.trial_id, seed), description=a, value=None) for a in item.analyses}
+        button = widgets.Button(description="save and next", disabled=not rater)
+
+        def save(_):
+            for a, w in pickers.items():
+                if w.value:
+                    append_label(csv_path, item.trial_id, a, rater, w.value)
+            state["i"] += 1
+            show(state["i"])
+
+        button.on_click(save)
+        display(Markdown(f"**Trial {i + 1} of {len(items)}**"), widgets.HTML("<pre style='white-space: pre-wrap'>" + item.text.replace("<", "&lt;") + "</pre>"),
+                *pickers.values(), button)
+
+show(0)
+view'''),
+        md("What the first trial looks like (also shown when the notebook runs headlessly):"),
+        code('''print(items[0].text[:1500] if items else "no trial to label")
+for a in (items[0].analyses if items else []):
+    print(f"[{a}]", ", ".join(choices(a, items[0].trial_id, seed)))'''),
+        md("""
+## Agreement
+
+Inter-human agreement first, then the judge against each rater when `llm/` holds judge labels.
+"""),
+        code('''llm_dir = root / output_dir / "llm"
+display(Markdown(labelling_report(csv_path, llm_dir if llm_dir.exists() else None) if csv_path.exists() else f"no labels yet in {labels_csv}"))'''),
+    ]
+
+
 BUILDERS = {"00_run_benchmark": nb_00, "01_metrics": nb_01, "02_stats": nb_02, "03_llm_analysis": nb_03,
-            "04_codecanvas": nb_04, "05_paper": nb_05, "explore": nb_explore}
+            "04_codecanvas": nb_04, "05_paper": nb_05, "explore": nb_explore,
+            "label": nb_label}
 
 
 def build(name: str) -> nbformat.NotebookNode:

@@ -1,6 +1,6 @@
-"""Agreement statistics for judge reliability: Cohen's kappa, Fleiss' kappa, Krippendorff's alpha.
+"""Agreement statistics for judge reliability: Cohen's kappa, Fleiss' kappa, Krippendorff's alpha, Gwet's AC1.
 
-Used three ways (issue 5, item 7): a judge against itself over K samples, two judge models
+Used three ways: a judge against itself over K samples, two judge models
 against each other, and a judge against human labels. All functions take plain label lists;
 ``None`` marks a missing label and is dropped pairwise (kappa) or per unit (alpha).
 """
@@ -89,53 +89,173 @@ def krippendorff_alpha_nominal(units: Sequence[Sequence[Hashable | None]]) -> fl
     return 1.0 - (n - 1) * observed / expected
 
 
-def agreement_row(name: str, comparison: str, a: Sequence, b: Sequence) -> dict:
-    """One row of the agreement table for two label lists (units aligned)."""
-    n = sum(1 for x, y in zip(a, b) if x is not None and y is not None)
-    return {
-        "analysis": name,
-        "comparison": comparison,
-        "units": n,
-        "percent_agreement": percent_agreement(a, b),
-        "cohen_kappa": cohen_kappa(a, b),
-        "krippendorff_alpha": krippendorff_alpha_nominal([[x, y] for x, y in zip(a, b)]),
-        "fleiss_kappa": None,
-    }
+def agreement_row(name: str, comparison: str, a: Sequence, b: Sequence, reps: int = 1000, seed: int = 0) -> dict:
+    """One row of the agreement table for two label lists (units aligned), with bootstrap intervals.
+
+    ``missing_a`` / ``missing_b`` count the units a side has no label for (failed judgements):
+    they are reported, not dropped silently.
+    """
+    return {"analysis": name, "comparison": comparison, **pair_reliability(a, b, reps, seed), "fleiss_kappa": None}
 
 
-def self_agreement_row(name: str, samples: Sequence[Sequence[Hashable | None]]) -> dict:
-    """Agreement of one judge with itself: ``samples[u]`` = the K labels of unit u."""
+def self_agreement_row(name: str, samples: Sequence[Sequence[Hashable | None]], temperature: float | None = None, reps: int = 1000, seed: int = 0) -> dict:
+    """Agreement of one judge with itself: ``samples[u]`` = the K labels of unit u (all at one temperature)."""
     pairable = [u for u in samples if sum(v is not None for v in u) >= 2]
     k = max((len(u) for u in samples), default=0)
     agree = [len(set(v for v in u if v is not None)) == 1 for u in pairable]
+    cats = sorted({v for u in samples for v in u if v is not None}, key=str)
+    temp = "" if temperature is None else f" at temperature {temperature:g}"
     return {
         "analysis": name,
-        "comparison": f"self, {k} samples",
+        "comparison": f"self, {k} samples{temp}",
         "units": len(pairable),
+        "missing_a": sum(1 for u in samples for v in u if v is None),  # failed samples
+        "missing_b": None,
         "percent_agreement": (sum(agree) / len(agree)) if agree else None,  # units where all samples agree
         "cohen_kappa": None,
+        "cohen_kappa_ci": (None, None),
         "krippendorff_alpha": krippendorff_alpha_nominal(samples),
+        "krippendorff_alpha_ci": bootstrap_ci(krippendorff_alpha_nominal, list(samples), reps, seed),
+        "gwet_ac1": gwet_ac1(samples, cats),
+        "gwet_ac1_ci": bootstrap_ci(lambda us: gwet_ac1(us, cats), list(samples), reps, seed),
         "fleiss_kappa": fleiss_kappa(samples),
     }
 
 
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "n/a (one category)" if math.isnan(v) else f"{v:.3f}"
+    return str(v)
+
+
+def _with_ci(value, ci) -> str:
+    text = _fmt(value)
+    lo, hi = ci if ci else (None, None)
+    return text if lo is None or value is None or (isinstance(value, float) and math.isnan(value)) else f"{text} [{lo:.2f}, {hi:.2f}]"
+
+
 def format_agreement_md(rows: list[dict]) -> str:
-    """Markdown table of agreement rows, numbers rounded to 3 places, '-' for not applicable."""
-
-    def f(v):
-        if v is None:
-            return "-"
-        if isinstance(v, float):
-            return "n/a (one category)" if math.isnan(v) else f"{v:.3f}"
-        return str(v)
-
+    """Markdown table of agreement rows: point values with [95 % bootstrap interval], '-' for not applicable."""
     lines = [
-        "| analysis | comparison | units | % agreement | Cohen's kappa | Fleiss' kappa | Krippendorff's alpha |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| analysis | comparison | units | failed (a / b) | % agreement | Cohen's kappa | Krippendorff's alpha | Gwet's AC1 | Fleiss' kappa |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
+        failed = f"{_fmt(r.get('missing_a'))} / {_fmt(r.get('missing_b'))}"
         lines.append(
-            f"| {r['analysis']} | {r['comparison']} | {r['units']} | {f(r['percent_agreement'])} | "
-            f"{f(r['cohen_kappa'])} | {f(r['fleiss_kappa'])} | {f(r['krippendorff_alpha'])} |"
+            f"| {r['analysis']} | {r['comparison']} | {r['units']} | {failed} | {_fmt(r['percent_agreement'])} | "
+            f"{_with_ci(r['cohen_kappa'], r.get('cohen_kappa_ci'))} | {_with_ci(r['krippendorff_alpha'], r.get('krippendorff_alpha_ci'))} | "
+            f"{_with_ci(r.get('gwet_ac1'), r.get('gwet_ac1_ci'))} | {_fmt(r['fleiss_kappa'])} |"
         )
     return "\n".join(lines)
+
+
+def format_confusion_md(table) -> str:
+    """A confusion matrix (from :func:`confusion_matrix`) as a Markdown table."""
+    if table is None or table.empty:
+        return "(no unit labelled by both)"
+    head = f"| {table.index.name} \\ {table.columns.name} | " + " | ".join(map(str, table.columns)) + " |"
+    lines = [head, "|---|" + "---:|" * len(table.columns)]
+    for idx, row in table.iterrows():
+        lines.append(f"| {idx} | " + " | ".join(str(int(v)) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def gwet_ac1(units: Sequence[Sequence[Hashable | None]], categories: Sequence[Hashable] | None = None) -> float | None:
+    """Gwet's AC1 for nominal data, any number of raters, missing values allowed.
+
+    With r_ik raters putting unit i in class k and r_i raters of unit i: p_a is the mean over units
+    with r_i >= 2 of sum_k r_ik (r_ik - 1) / (r_i (r_i - 1)); pi_k the mean over rated units of
+    r_ik / r_i; p_e = sum_k pi_k (1 - pi_k) / (q - 1), q the number of classes; AC1 =
+    (p_a - p_e) / (1 - p_e) (Gwet 2014, Handbook of Inter-Rater Reliability, 4th ed., ch. 4).
+    Unlike kappa it stays stable when one class dominates. None with no pairable unit.
+    """
+    rated = [[v for v in u if v is not None] for u in units]
+    rated = [u for u in rated if u]
+    pairable = [u for u in rated if len(u) >= 2]
+    if not pairable:
+        return None
+    cats = list(categories) if categories is not None else sorted({v for u in rated for v in u}, key=str)
+    q = len(cats)
+    p_a = sum(sum(c * (c - 1) for c in Counter(u).values()) / (len(u) * (len(u) - 1)) for u in pairable) / len(pairable)
+    if q < 2:
+        return float("nan")
+    pi = {k: sum(Counter(u)[k] / len(u) for u in rated) / len(rated) for k in cats}
+    p_e = sum(p * (1 - p) for p in pi.values()) / (q - 1)
+    return (p_a - p_e) / (1 - p_e)
+
+
+def confusion_matrix(a: Sequence[Hashable | None], b: Sequence[Hashable | None], name_a: str = "a", name_b: str = "b"):
+    """Counts of (label a, label b) over the units both labelled: rows ``name_a``, columns ``name_b``."""
+    import pandas as pd
+
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    if not pairs:
+        return pd.DataFrame()
+    cats = sorted({str(v) for p in pairs for v in p})
+    table = pd.crosstab(pd.Categorical([str(x) for x, _ in pairs], cats), pd.Categorical([str(y) for _, y in pairs], cats), dropna=False)
+    table.index.name, table.columns.name = name_a, name_b
+    return table
+
+
+def bootstrap_ci(stat, units: Sequence, reps: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile interval of ``stat(resampled units)`` over ``reps`` unit resamples (seeded).
+
+    Resamples where the statistic is undefined (None or NaN, e.g. a single class) are left out;
+    (None, None) when fewer than half of them are defined.
+    """
+    n = len(units)
+    if n < 2:
+        return None, None
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(reps):
+        idx = rng.integers(0, n, n)
+        v = stat([units[i] for i in idx])
+        if v is not None and not math.isnan(v):
+            vals.append(v)
+    if len(vals) < reps / 2:
+        return None, None
+    lo, hi = np.quantile(vals, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+def pair_reliability(a: Sequence[Hashable | None], b: Sequence[Hashable | None], reps: int = 1000, seed: int = 0) -> dict:
+    """Kappa, alpha and AC1 of two raters with 95 % bootstrap intervals, and each side's missing count."""
+    units = [(x, y) for x, y in zip(a, b, strict=True)]
+    paired = [(x, y) for x, y in units if x is not None and y is not None]
+    cats = sorted({v for p in paired for v in p}, key=str)
+
+    def kappa(us):
+        return cohen_kappa([x for x, _ in us], [y for _, y in us])
+
+    def alpha(us):
+        return krippendorff_alpha_nominal([list(u) for u in us])
+
+    def ac1(us):
+        return gwet_ac1([list(u) for u in us], cats)
+
+    out: dict = {
+        "units": len(paired),
+        "missing_a": sum(1 for x, y in units if x is None),
+        "missing_b": sum(1 for x, y in units if y is None),
+        "percent_agreement": percent_agreement(a, b),
+    }
+    for name, f in (("cohen_kappa", kappa), ("krippendorff_alpha", alpha), ("gwet_ac1", ac1)):
+        out[name] = f(paired) if paired else None
+        out[f"{name}_ci"] = bootstrap_ci(f, paired, reps, seed) if paired else (None, None)
+    return out
+
+
+def majority_label(labels: Sequence[Hashable | None]) -> tuple[Hashable | None, int]:
+    """The most frequent non-missing label and its index of first appearance (ties: the earliest sample)."""
+    votes = Counter(v for v in labels if v is not None)
+    if not votes:
+        return None, -1
+    top = max(votes.values())
+    for i, v in enumerate(labels):
+        if v is not None and votes[v] == top:
+            return v, i
+    return None, -1  # pragma: no cover

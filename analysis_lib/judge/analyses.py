@@ -17,6 +17,8 @@ import pandas as pd
 from pydantic import BaseModel
 
 from ..trial import Trial
+from .blind import Blinder, Vocabulary
+from .class_order import class_list_text, class_order, seeded_shuffle
 from .condense import Condensed, condense
 from .schemas import ComparativeNarrative, FailureAnalysis, MCPUtilization, StrategyAnalysis, Synthesis, comparative_model
 
@@ -46,6 +48,8 @@ class Job:
     variables: dict[str, Any]
     schema: type[BaseModel]
     condensed: list[Condensed] = field(default_factory=list)
+    class_order: list[str] | None = None  # the order the classes were listed in (classification prompts)
+    mapping: dict[str, str] | None = None  # blinding token -> original name; None when not blinded
 
 
 def trial_id(trial: Trial) -> str:
@@ -118,7 +122,19 @@ def _trajectory_vars(trial: Trial, max_chars: int) -> tuple[dict[str, Any], Cond
     return {"trajectory": c.text, "shown_steps": c.shown_steps, "total_steps": c.total_steps}, c
 
 
-def strategy_jobs(trials: list[Trial], lookup: dict, max_chars: int = 12_000) -> list[Job]:
+def _classified(analysis: str, t: Trial, variables: dict[str, Any], seed: int, shuffle: bool) -> tuple[dict[str, Any], list[str]]:
+    order = class_order(analysis, trial_id(t), seed, shuffle)
+    return {**variables, "classes": class_list_text(analysis, order)}, order
+
+
+def blind_job(job: Job, vocab: Vocabulary) -> Job:
+    """The job with its profile shown as ``arm`` and MCP server / tool names as neutral tokens."""
+    b = Blinder(vocab)
+    variables = {k: (b.profile(v) if k == "profile" else b.value(v)) for k, v in job.variables.items()}
+    return Job(job.analysis, job.unit_id, job.identity, job.template, variables, job.schema, job.condensed, job.class_order, b.mapping)
+
+
+def strategy_jobs(trials: list[Trial], lookup: dict, max_chars: int = 12_000, seed: int = 0, shuffle_classes: bool = True) -> list[Job]:
     """Strategy classification of every trial with a trajectory."""
     jobs = []
     for t in trials:
@@ -126,12 +142,12 @@ def strategy_jobs(trials: list[Trial], lookup: dict, max_chars: int = 12_000) ->
             continue
         row = lookup.get((t.profile, t.task_id, t.repetition))
         tv, c = _trajectory_vars(t, max_chars)
-        variables = {"task_id": t.task_id, "profile": t.profile, "outcome": outcome_text(t, row), **tv}
-        jobs.append(Job("strategy", trial_id(t), _identity(t), "strategy", variables, StrategyAnalysis, [c]))
+        variables, order = _classified("strategy", t, {"task_id": t.task_id, "profile": t.profile, "outcome": outcome_text(t, row), **tv}, seed, shuffle_classes)
+        jobs.append(Job("strategy", trial_id(t), _identity(t), "strategy", variables, StrategyAnalysis, [c], order))
     return jobs
 
 
-def failure_jobs(trials: list[Trial], lookup: dict, max_chars: int = 12_000) -> list[Job]:
+def failure_jobs(trials: list[Trial], lookup: dict, max_chars: int = 12_000, seed: int = 0, shuffle_classes: bool = True) -> list[Job]:
     """Root cause of every failed trial with a trajectory (infrastructure errors excluded)."""
     jobs = []
     for t in trials:
@@ -139,8 +155,8 @@ def failure_jobs(trials: list[Trial], lookup: dict, max_chars: int = 12_000) -> 
         if t.trajectory is None or not t.trajectory.steps or trial_success(t, row) is not False:
             continue
         tv, c = _trajectory_vars(t, max_chars)
-        variables = {"task_id": t.task_id, "profile": t.profile, "outcome": outcome_text(t, row), **tv}
-        jobs.append(Job("failure", trial_id(t), _identity(t), "failure", variables, FailureAnalysis, [c]))
+        variables, order = _classified("failure", t, {"task_id": t.task_id, "profile": t.profile, "outcome": outcome_text(t, row), **tv}, seed, shuffle_classes)
+        jobs.append(Job("failure", trial_id(t), _identity(t), "failure", variables, FailureAnalysis, [c], order))
     return jobs
 
 
@@ -206,10 +222,12 @@ def profile_table(rows: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def comparative_jobs(trials: list[Trial], lookup: dict, max_chars: int = 16_000) -> list[Job]:
+def comparative_jobs(trials: list[Trial], lookup: dict, max_chars: int = 16_000, vocab: Vocabulary | None = None, seed: int = 0) -> list[Job]:
     """One comparison per task attempted by two or more profiles; one trajectory per profile.
 
     The trajectory shown for a profile is its lowest repetition with a trajectory (deterministic).
+    With ``vocab`` the profiles are shown as ``arm_1``, ``arm_2``... in a seeded order per task
+    (the answer's winner is mapped back) and MCP names as neutral tokens.
     """
     by_task: dict[str, list[Trial]] = defaultdict(list)
     for t in trials:
@@ -220,27 +238,41 @@ def comparative_jobs(trials: list[Trial], lookup: dict, max_chars: int = 16_000)
         profiles = sorted({t.profile for t in ts})
         if len(profiles) < 2:
             continue
+        b = None
+        if vocab is not None:
+            b = Blinder(vocab, arms_in_prompt=len(profiles))
+            shown = seeded_shuffle(profiles, f"{task_id}|{seed}")
+            for p in shown:
+                b.profile(p)
+            profiles = sorted(profiles, key=b.profile)
+        name = b.profile if b else (lambda p: p)
         per_chars = max(2_000, max_chars // len(profiles))
         blocks, condensed = [], []
         for p in profiles:
             cands = sorted((t for t in ts if t.profile == p and t.trajectory is not None and t.trajectory.steps), key=lambda t: t.repetition)
             if not cands:
-                blocks.append(f"### {p}\n(no trajectory recorded)")
+                blocks.append(f"### {name(p)}\n(no trajectory recorded)")
                 continue
             t = cands[0]
             c = condense(t.trajectory, max_chars=per_chars)
             condensed.append(c)
             row = lookup.get((t.profile, t.task_id, t.repetition))
-            blocks.append(f"### {p} (repetition {t.repetition}: {outcome_text(t, row)}; {c.shown_steps} of {c.total_steps} steps shown)\n{c.text}")
+            text = b.text(c.text) if b else c.text
+            blocks.append(f"### {name(p)} (repetition {t.repetition}: {outcome_text(t, row)}; {c.shown_steps} of {c.total_steps} steps shown)\n{text}")
+        table = profile_table({name(p): r for p, r in profile_rows(ts, lookup).items()})
         variables = {
             "task_id": task_id,
-            "profiles": ", ".join(profiles),
-            "profile_table": profile_table(profile_rows(ts, lookup)),
+            "profiles": ", ".join(name(p) for p in profiles),
+            "profile_table": table,
             "trajectories": "\n\n".join(blocks),
         }
-        identity = {"task_id": task_id, "profiles": profiles}
-        jobs.append(Job("comparative", task_id, identity, "comparative", variables, comparative_model(profiles), condensed))
+        if b:
+            variables["task_id"] = b.text(task_id)
+        identity = {"task_id": task_id, "profiles": sorted(profiles)}
+        schema = comparative_model([name(p) for p in profiles])
+        jobs.append(Job("comparative", task_id, identity, "comparative", variables, schema, condensed, None, b.mapping if b else None))
     return jobs
+
 
 
 def task_table(trials: list[Trial], lookup: dict, limit: int = 60) -> str:

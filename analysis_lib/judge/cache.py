@@ -4,12 +4,16 @@ Key = sha256 of the model, the prompt template's name and version, the rendered 
 response schema and the sample index; never an API key or the server address, so that a cache
 can be shared and a key never leaks. Entries are written atomically, one JSON file each, so an
 interrupted run resumes from what was already answered.
+
+One cache serves every run of a user by default (:func:`default_cache_dir`), so the same
+judgement is never paid twice, whatever the output folder.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,17 @@ def cache_key(model: str, template_name: str, template_version: str, messages: l
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return hashlib.sha256(blob).hexdigest()
+
+
+ENV_VAR = "ANALYSIS_LIB_LLM_CACHE"
+
+
+def default_cache_dir() -> Path:
+    """``$ANALYSIS_LIB_LLM_CACHE``, else ``$XDG_CACHE_HOME/analysis_lib/llm``, else ``~/.cache/analysis_lib/llm``."""
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "analysis_lib" / "llm"
 
 
 class ResponseCache:

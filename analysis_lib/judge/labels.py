@@ -200,10 +200,12 @@ def load_who_and_when(root: str | Path) -> list[LabelledTrace]:
 
 
 def load_human_labels_csv(path: str | Path) -> dict[tuple[str, str], str]:
-    """Human labels from a CSV: columns ``trial_id,label`` and optionally ``analysis`` (default failure).
+    """Human labels from a CSV: columns ``trial_id,label`` and optionally ``analysis`` (default failure) and ``rater``.
 
     ``trial_id`` is ``profile/task_id/repetition`` (see :func:`analysis_lib.judge.analyses.trial_id`).
-    Returns {(analysis, trial_id): label}. Raises InputError naming the file when a column is missing.
+    Returns {(analysis, trial_id): label}; with several raters (the ``label`` workflow's CSV) the
+    first rater in the file is the reference, the others count for inter-human agreement only.
+    Raises InputError naming the file when a column is missing.
     """
     text = read_bytes(path, stage="human-labels").decode("utf-8-sig", errors="replace")
     reader = csv.DictReader(io.StringIO(text))
@@ -211,9 +213,13 @@ def load_human_labels_csv(path: str | Path) -> dict[tuple[str, str], str]:
     if not {"trial_id", "label"} <= cols:
         raise InputError(str(path), "human-labels", f"needs columns trial_id and label, found {sorted(cols) or 'none'}")
     out: dict[tuple[str, str], str] = {}
+    first_rater = None
     for row in reader:
         row = {(k or "").strip().lower(): (v or "").strip() for k, v in row.items()}
         if not row.get("trial_id") or not row.get("label"):
+            continue
+        first_rater = first_rater or row.get("rater")
+        if row.get("rater") and row["rater"] != first_rater:
             continue
         out[(row.get("analysis") or "failure", row["trial_id"])] = row["label"]
     return out

@@ -23,9 +23,10 @@ import pandas as pd
 
 from ..fileio import atomic_write_json, atomic_write_text, read_json
 from ..trial import InputError, Trial
-from .agreement import agreement_row, format_agreement_md, self_agreement_row
-from .analyses import Job, comparative_jobs, failure_jobs, mcp_jobs, metrics_lookup, strategy_jobs, synthesis_job
-from .cache import ResponseCache
+from .agreement import agreement_row, confusion_matrix, format_agreement_md, format_confusion_md, majority_label, self_agreement_row
+from .analyses import Job, blind_job, comparative_jobs, failure_jobs, mcp_jobs, metrics_lookup, strategy_jobs, synthesis_job
+from .blind import unblind as unblind_value, vocabulary
+from .cache import ResponseCache, default_cache_dir
 from .client import JudgeClient, JudgeResult, Ledger, run_sync
 from .estimate import estimate_jobs, format_estimate, total_row
 from .labels import load_human_labels_csv
@@ -39,6 +40,7 @@ MD_OUTPUTS = {
     "synthesis": "synthesis.md",
     "paper_snippets": "paper_snippets.md",
     "agreement": "judge_agreement.md",
+    "contrasts": "judge_contrasts.md",
 }
 SUMMARY_FILE = "layer2_summary.json"
 ESTIMATE_FILE = "llm_cost_estimate.json"
@@ -63,7 +65,12 @@ class Layer2Options:
     simulated: bool = False
     baseline: str | None = None
     mcp_tools: list[str] | None = None
-    cache_dir: str | None = None  # LLM response cache (default <out_dir>/.llm_cache)
+    cache_dir: str | None = None  # LLM response cache (default: the shared one, see cache.default_cache_dir)
+    judge_temperature: float = 0.0  # every one of the K samples is drawn at this temperature
+    blind: bool = True  # hide profile, MCP server and MCP tool names from the judge
+    unblind: list[str] | None = None  # analyses that see the real names, e.g. ["mcp"]
+    shuffle_classes: bool = True  # seeded order of the class list per judgement
+    bootstrap_reps: int = 1000  # bootstrap resamples for the agreement intervals
     max_chars: int = 12_000  # condensed trajectory budget per prompt
     max_tokens: int = 2048  # answer length cap per call
     max_string_chars: int | None = None  # maxLength sent for free strings (small local models)
@@ -80,6 +87,12 @@ class Layer2Options:
         kw.pop("cache_dir", None)
         if getattr(ns, "llm_cache_dir", None):
             kw["cache_dir"] = ns.llm_cache_dir
+        if getattr(ns, "no_blind", False):
+            kw["blind"] = False
+        if getattr(ns, "unblind_mcp", False):
+            kw["unblind"] = sorted(set(kw.get("unblind") or []) | {"mcp"})
+        if getattr(ns, "no_shuffle_classes", False):
+            kw["shuffle_classes"] = False
         opts = cls(**kw)
         if not opts.model:
             opts.model = DEFAULT_MODEL
@@ -128,12 +141,20 @@ def plan_jobs(trials: list[Trial], metrics: pd.DataFrame | None, opts: Layer2Opt
             mcp_kw = {"mcp_tools": set(DEFAULT_MCP_TOOLS) | set(opts.mcp_tools)}
         except ImportError:  # pragma: no cover
             pass
-    return (
-        strategy_jobs(trials, lookup, opts.max_chars)
-        + failure_jobs(trials, lookup, opts.max_chars)
+    vocab = vocabulary(trials, **mcp_kw) if opts.blind else None
+    unblind = set(opts.unblind or [])
+    unknown = unblind - {"strategy", "failure", "mcp", "comparative"}
+    if unknown:
+        raise ValueError(f"unblind names unknown analyses: {', '.join(sorted(unknown))}")
+    per_trial = (
+        strategy_jobs(trials, lookup, opts.max_chars, opts.seed, opts.shuffle_classes)
+        + failure_jobs(trials, lookup, opts.max_chars, opts.seed, opts.shuffle_classes)
         + mcp_jobs(trials, lookup, opts.max_chars, **mcp_kw)
-        + comparative_jobs(trials, lookup, opts.max_chars + opts.max_chars // 3)
     )
+    if vocab is not None:
+        per_trial = [j if j.analysis in unblind else blind_job(j, vocab) for j in per_trial]
+    comp_vocab = None if "comparative" in unblind else vocab
+    return per_trial + comparative_jobs(trials, lookup, opts.max_chars + opts.max_chars // 3, comp_vocab, opts.seed)
 
 
 def condensation_report(jobs: list[Job]) -> dict[str, Any]:
@@ -204,12 +225,13 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
             _say(f"human labels ignored: {exc}")
 
     ledger = Ledger(budget_usd=opts.budget_usd)
-    cache = ResponseCache(opts.cache_dir or out_dir / CACHE_DIRNAME)
+    cache = ResponseCache(opts.cache_dir or default_cache_dir())
     k = opts.judge_samples
     common = dict(max_tokens=opts.max_tokens, max_string_chars=opts.max_string_chars, max_list_items=opts.max_list_items, api_base=opts.api_base, api_key=api_key, cache=cache, ledger=ledger, concurrency=opts.concurrency, refresh=opts.refresh, seed=opts.seed)
-    # K > 1 samples only disagree when sampling is on: temperature 1 (the API default) then.
-    client = JudgeClient(opts.model, temperature=0.0 if k == 1 else 1.0, **common)
-    client_b = JudgeClient(opts.judge_model_b, temperature=0.0, **common) if opts.judge_model_b else None
+    # All K samples at one temperature: the self-agreement then describes the judge that gave the
+    # reported (majority) label. At temperature 0 samples differ only by their seed.
+    client = JudgeClient(opts.model, temperature=opts.judge_temperature, **common)
+    client_b = JudgeClient(opts.judge_model_b, temperature=opts.judge_temperature, **common) if opts.judge_model_b else None
 
     from tqdm.auto import tqdm
 
@@ -237,13 +259,20 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
     records: dict[str, list[dict[str, Any]]] = {"strategy": [], "failure": [], "mcp": [], "comparative": []}
     costs: dict[str, list[float | None]] = {name: [] for name in [*records, "synthesis"]}
     for job, rs, rb in zip(jobs, results_a, results_b):
-        first = rs[0]
-        rec = {**job.identity, "ok": first.ok, "result": first.data, "error": first.error, "repaired": first.repaired, "cost_usd": first.cost_usd}
         label_field = LABEL_FIELDS.get(job.analysis)
+        labels = [unblind_value((r.data or {}).get(label_field), job.mapping or {}) if r.ok else None for r in rs]
+        _, pick = majority_label(labels) if label_field else (None, 0)
+        first = rs[max(pick, 0)]  # the reported answer: the first sample giving the majority label
+        data = unblind_value(first.data, job.mapping) if job.mapping and first.data else first.data
+        rec = {**job.identity, "ok": first.ok, "result": data, "error": first.error, "repaired": first.repaired, "cost_usd": first.cost_usd}
+        rec["blinded"] = job.mapping is not None
+        if job.class_order:
+            rec["class_order"] = job.class_order
         if k > 1:
-            rec["samples"] = [{"ok": r.ok, "label": (r.data or {}).get(label_field), "error": r.error} for r in rs]
+            rec["samples"] = [{"ok": r.ok, "label": lab, "error": r.error} for r, lab in zip(rs, labels)]
         if rb is not None:
-            rec["model_b"] = {"model": client_b.model, "ok": rb.ok, "result": rb.data, "error": rb.error, "cost_usd": rb.cost_usd}
+            data_b = unblind_value(rb.data, job.mapping) if job.mapping and rb.data else rb.data
+            rec["model_b"] = {"model": client_b.model, "ok": rb.ok, "result": data_b, "error": rb.error, "cost_usd": rb.cost_usd}
         records[job.analysis].append(rec)
         costs[job.analysis].extend([r.cost_usd for r in rs if not r.skipped] + ([rb.cost_usd] if rb is not None and not rb.skipped else []))
         for r in [*rs, *([rb] if rb is not None else [])]:
@@ -273,10 +302,15 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
     atomic_write_text(out_dir / MD_OUTPUTS["synthesis"], synthesis_md(syn, opts, _cost_total([c for v in costs.values() for c in v])))
     atomic_write_text(out_dir / MD_OUTPUTS["paper_snippets"], paper_snippets_md(comp, syn, opts))
     written += [MD_OUTPUTS["comparative"], MD_OUTPUTS["synthesis"], MD_OUTPUTS["paper_snippets"]]
-    rows = agreement_rows(records, k, client_b.model if client_b else None, human)
+    rows = agreement_rows(records, k, client_b.model if client_b else None, human, opts)
     if rows:
-        atomic_write_text(out_dir / MD_OUTPUTS["agreement"], agreement_md(rows, opts, k, human))
+        atomic_write_text(out_dir / MD_OUTPUTS["agreement"], agreement_md(rows, opts, k, human, records))
         written.append(MD_OUTPUTS["agreement"])
+    if human:
+        text = contrasts_md(records, human, opts)
+        if text:
+            atomic_write_text(out_dir / MD_OUTPUTS["contrasts"], text)
+            written.append(MD_OUTPUTS["contrasts"])
 
     led = ledger.summary()
     summary.update(
@@ -316,6 +350,9 @@ def _json_output(analysis: str, recs: list[dict], costs: list[float | None], opt
         "prompt_template": tpl.name,
         "prompt_version": tpl.version,
         "judge_samples": opts.judge_samples,
+        "judge_temperature": opts.judge_temperature,
+        "blinded": bool(opts.blind) and analysis not in set(opts.unblind or []),
+        "class_order": ("shuffled per judgement" if opts.shuffle_classes else "fixed") if analysis in ("strategy", "failure") else None,
         "seed": opts.seed,
         "simulated": bool(opts.simulated),
         "n_units": len(recs),
@@ -397,41 +434,100 @@ def paper_snippets_md(comp: list[dict], syn: JudgeResult, opts: Layer2Options) -
     return "\n".join(p for p in parts if p) + "\n"
 
 
-def agreement_rows(records: dict[str, list[dict]], k: int, model_b: str | None, human: dict[tuple[str, str], str]) -> list[dict]:
-    """Self-agreement (K samples), judge A vs judge B and judge vs human rows per analysis."""
+def _labels(recs: list[dict], field_name: str, side: str = "a") -> list:
+    if side == "b":
+        return [(r["model_b"]["result"] or {}).get(field_name) if r["model_b"]["ok"] else None for r in recs]
+    return [(r["result"] or {}).get(field_name) if r["ok"] else None for r in recs]
+
+
+def agreement_rows(records: dict[str, list[dict]], k: int, model_b: str | None, human: dict[tuple[str, str], str], opts: Layer2Options | None = None) -> list[dict]:
+    """Self-agreement (K samples), judge A vs judge B and judge vs human rows per analysis, with intervals."""
+    opts = opts or Layer2Options()
+    boot = dict(reps=opts.bootstrap_reps, seed=opts.seed)
     rows = []
     for analysis in ("strategy", "failure", "mcp", "comparative"):
         field_name = LABEL_FIELDS[analysis]
         recs = sorted(records.get(analysis, []), key=lambda r: r.get("trial_id") or r.get("task_id"))
         if not recs:
             continue
-        label_a = [(r["result"] or {}).get(field_name) if r["ok"] else None for r in recs]
+        label_a = _labels(recs, field_name)
         if k > 1:
-            rows.append(self_agreement_row(f"{analysis} ({field_name})", [[s["label"] for s in r["samples"]] for r in recs]))
+            rows.append(self_agreement_row(f"{analysis} ({field_name})", [[s["label"] for s in r["samples"]] for r in recs], opts.judge_temperature, **boot))
         if model_b:
-            label_b = [(r["model_b"]["result"] or {}).get(field_name) if r["model_b"]["ok"] else None for r in recs]
-            rows.append(agreement_row(f"{analysis} ({field_name})", f"judge A vs judge B ({model_b})", label_a, label_b))
+            rows.append(agreement_row(f"{analysis} ({field_name})", f"judge A vs judge B ({model_b})", label_a, _labels(recs, field_name, "b"), **boot))
         unit_ids = [r.get("trial_id") or r.get("task_id") for r in recs]
         hum = [human.get((analysis, u)) for u in unit_ids]
         if any(h is not None for h in hum):
-            rows.append(agreement_row(f"{analysis} ({field_name})", "judge vs human labels", label_a, hum))
+            # Only units a person labelled count; a failed judgement on one of them is a missing judge label.
+            pairs = [(a, h) for a, h in zip(label_a, hum) if h is not None]
+            rows.append(agreement_row(f"{analysis} ({field_name})", "judge vs human labels", [a for a, _ in pairs], [h for _, h in pairs], **boot))
     return rows
 
 
-def agreement_md(rows: list[dict], opts: Layer2Options, k: int, human: dict) -> str:
-    """judge_agreement.md: the agreement table and how to read it."""
+def agreement_md(rows: list[dict], opts: Layer2Options, k: int, human: dict, records: dict[str, list[dict]] | None = None) -> str:
+    """judge_agreement.md: the agreement table, the judge-vs-human confusion matrices and how to read them."""
     notes = [
         "# Judge agreement\n",
         _banner(opts),
-        f"Judge A: `{opts.model}`" + (f"; judge B: `{opts.judge_model_b}`" if opts.judge_model_b else "") + f"; samples per judgement: {k} (temperature {'1' if k > 1 else '0'}); seed {opts.seed}.\n",
-        "Labels compared: the categorical field of each analysis. Cohen's kappa for two raters; Fleiss' kappa "
-        "and Krippendorff's alpha (nominal) across the K samples of one judge; % agreement for self-agreement "
-        "is the share of units on which all samples agree. Failed judgements count as missing labels.\n",
+        f"Judge A: `{opts.model}`" + (f"; judge B: `{opts.judge_model_b}`" if opts.judge_model_b else "")
+        + f"; samples per judgement: {k}, all at temperature {opts.judge_temperature:g} (the reported label is their majority); seed {opts.seed}; "
+        + ("judge blinded to arm names" + (f" except for {', '.join(opts.unblind)}" if opts.unblind else "") if opts.blind else "judge NOT blinded to arm names")
+        + f"; class order {'shuffled per judgement' if opts.shuffle_classes else 'fixed'}.\n",
+        "Labels compared: the categorical field of each analysis. Cohen's kappa for two raters; Fleiss' kappa across "
+        "the K samples of one judge; Krippendorff's alpha (nominal) and Gwet's AC1 for any number of raters (AC1 stays "
+        "stable when one class dominates, where kappa and alpha collapse). Brackets: 95 % percentile bootstrap interval "
+        f"over units ({opts.bootstrap_reps} resamples). % agreement for self-agreement is the share of units on which all "
+        "samples agree. `failed (a / b)`: units without a label from each side (failed judgements), left out of the statistics.\n",
         format_agreement_md(rows) + "\n",
     ]
+    if human and records:
+        for analysis in ("strategy", "failure", "mcp", "comparative"):
+            recs = sorted(records.get(analysis, []), key=lambda r: r.get("trial_id") or r.get("task_id"))
+            units = [r.get("trial_id") or r.get("task_id") for r in recs]
+            hum = [human.get((analysis, u)) for u in units]
+            if any(h is not None for h in hum):
+                a = _labels(recs, LABEL_FIELDS[analysis])
+                pairs = [(x, h) for x, h in zip(a, hum) if h is not None]
+                cm = confusion_matrix([h for _, h in pairs], [x for x, _ in pairs], "human", "judge")
+                notes.append(f"## Confusion matrix, {analysis} ({LABEL_FIELDS[analysis]}): human rows, judge columns\n\n{format_confusion_md(cm)}\n")
     if human:
         notes.append(f"Human labels: {len(human)} rows from `{Path(opts.human_labels).name}`.\n")
     return "\n".join(n for n in notes if n)
+
+
+def contrast_frame(records: list[dict], field_name: str, human: dict[tuple[str, str], str], analysis: str) -> pd.DataFrame:
+    """One row per judged trial: arm (profile), the judge's label (None when failed) and the human label."""
+    return pd.DataFrame(
+        [{"arm": r["profile"], "judge": (r["result"] or {}).get(field_name) if r["ok"] else None, "human": human.get((analysis, r["trial_id"]))} for r in records],
+        columns=["arm", "judge", "human"],
+    )
+
+
+def contrasts_md(records: dict[str, list[dict]], human: dict[tuple[str, str], str], opts: Layer2Options) -> str | None:
+    """judge_contrasts.md: per class, the between-arm prevalence difference, judge-only and PPI-corrected."""
+    from .ppi import arm_contrasts, format_contrasts_md
+
+    parts = []
+    for analysis in ("strategy", "failure", "mcp"):
+        recs = records.get(analysis) or []
+        profiles = sorted({r["profile"] for r in recs})
+        if len(profiles) < 2:
+            continue
+        baseline = opts.baseline if opts.baseline in profiles else profiles[0]
+        table = arm_contrasts(contrast_frame(recs, LABEL_FIELDS[analysis], human, analysis), baseline)
+        parts.append(f"## {analysis} ({LABEL_FIELDS[analysis]})\n\n{format_contrasts_md(table)}\n")
+    if not parts:
+        return None
+    head = [
+        "# Between-arm contrasts of judge labels\n",
+        _banner(opts),
+        "Per class: the difference in prevalence between an arm and the baseline, with a 95 % interval. The judge-only "
+        "difference counts the judge's labels and ignores its errors; the PPI-corrected difference (prediction-powered "
+        "inference, Angelopoulos et al. 2023) adds the judge's average error measured on the human-labelled trials of each "
+        "arm, so its interval stays valid when the judge is biased. It needs a random human-labelled subset of each arm "
+        "(at least 2 trials); '-' where there is none. Failed judgements are left out of both.\n",
+    ]
+    return "\n".join(head + parts)
 
 
 def load_layer2_outputs(out_dir: str | Path) -> dict:

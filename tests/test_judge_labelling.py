@@ -1,0 +1,98 @@
+"""The labelling workflow: a blinded, stratified sample of our own trials labelled by people.
+
+The terminal front end runs as a real subprocess with its answers piped into stdin, once per
+rater; the report puts inter-human agreement before judge-vs-human agreement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+
+from analysis_lib.ingest.load import load_trials
+from analysis_lib.judge.analyses import trial_id
+from analysis_lib.judge.labelling import LABEL_CLASSES, draw_sample, labelling_report, make_items, outcome_of
+from analysis_lib.judge.run import run_layer2
+from judge_fakes import answer_for
+
+
+def label(runs, csv_path, rater, answers, *extra):
+    return subprocess.run(
+        [sys.executable, "-m", "analysis_lib", "label", str(runs), "--rater", rater, "--labels", str(csv_path), "--per-stratum", "1", "--max-chars", "800", *extra],
+        input=answers, capture_output=True, text=True, timeout=120, cwd=csv_path.parent, env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+
+
+def test_two_raters_label_a_blinded_stratified_sample_in_the_terminal(sample_runs, tmp_path):
+    labels = tmp_path / "labels.csv"
+    ann = label(sample_runs, labels, "ann", "1\n" * 40)  # always the first offered class
+    assert ann.returncode == 0, ann.stderr
+    bob = label(sample_runs, labels, "bob", "nonsense\n" + "2\n" * 40)  # a wrong answer is asked again
+    assert bob.returncode == 0, bob.stderr
+    assert "not a choice: 'nonsense'" in bob.stdout
+    for out in (ann.stdout, bob.stdout):
+        assert "6 trials drawn (1 per profile x outcome, seed 0)" in out
+        for name in ("codegraph", "codecanvas", "mcp__", "Profile"):
+            assert name not in out  # the arm is hidden from people too
+    rows = list(csv.DictReader(labels.open()))
+    by_rater = {r: [x for x in rows if x["rater"] == r] for r in ("ann", "bob")}
+    assert len(by_rater["ann"]) == len(by_rater["bob"]) > 6
+    assert all(x["label"] in LABEL_CLASSES[x["analysis"]] for x in rows)
+    strata = {(x["trial_id"].split("/")[0], x["trial_id"]) for x in by_rater["ann"]}
+    assert {p for p, _ in strata} == {"text", "codegraph", "codecanvas"}
+    # The same seed gives both raters the same trials; a second session of ann asks nothing again.
+    assert {x["trial_id"] for x in by_rater["ann"]} == {x["trial_id"] for x in by_rater["bob"]}
+    again = label(sample_runs, labels, "ann", "1\n" * 40)
+    assert "0 labels recorded" in again.stdout
+    report = subprocess.run([sys.executable, "-m", "analysis_lib", "label", str(sample_runs), "--labels", str(labels), "--report"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert "| strategy (primary_strategy) | human ann vs human bob (ceiling) |" in report.stdout
+
+
+def test_sample_is_stratified_seeded_and_report_puts_the_ceiling_before_the_judge(sample_runs, tmp_path, llm_server, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("OPENAI_API_KEY", "OPENROUTER_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    trials, _ = load_trials(sample_runs)
+    sample = draw_sample(trials, per_stratum=2, seed=3)
+    assert [trial_id(t) for t in sample] == [trial_id(t) for t in draw_sample(trials, per_stratum=2, seed=3)]
+    assert [trial_id(t) for t in sample] != [trial_id(t) for t in draw_sample(trials, per_stratum=2, seed=4)]
+    strata = {(t.profile, outcome_of(t)) for t in sample}
+    assert strata == {(p, o) for p in ("text", "codegraph", "codecanvas") for o in ("success", "failure")}
+    assert len(sample) == 12
+    items = make_items(sample, trials, 800)
+    assert all("codegraph" not in i.text and "codecanvas" not in i.text for i in items)
+    # Two raters: ann says grep_and_fix everywhere, bob agrees on all but the first trial.
+    path = tmp_path / "labels.csv"
+    rows = ["trial_id,analysis,rater,label"]
+    for n, i in enumerate(items):
+        rows.append(f"{i.trial_id},strategy,ann,grep_and_fix")
+        rows.append(f"{i.trial_id},strategy,bob,{'chaotic' if n == 0 else 'grep_and_fix'}")
+    path.write_text("\n".join(rows) + "\n")
+    llm_server.default = answer_for  # the judge says grep_and_fix for every trial
+    opts = argparse.Namespace(model="openai/loopback-judge", api_base=llm_server.url, quiet=True, seed=0)
+    run_layer2(sample, None, tmp_path / "llm", opts)
+    md = labelling_report(path, tmp_path / "llm", reps=200)
+    lines = [line for line in md.splitlines() if line.startswith("| strategy")]
+    assert [line.split("|")[2].strip() for line in lines] == ["human ann vs human bob (ceiling)", "judge vs human ann", "judge vs human bob"]
+    assert lines[0].split("|")[5].strip() == "0.917"  # 11 of 12
+    assert lines[1].split("|")[5].strip() == "1.000"
+
+
+def test_a_malformed_label_csv_is_a_one_line_error_naming_the_file(sample_runs, tmp_path):
+    bad = tmp_path / "mine.csv"
+    bad.write_text("who,what\n1,2\n")
+    r = subprocess.run([sys.executable, "-m", "analysis_lib", "label", str(sample_runs), "--labels", str(bad), "--report"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and "mine.csv" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_missing_runs_folder_is_a_one_line_error(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "analysis_lib", "label", str(tmp_path / "nope"), "--rater", "x", "--labels", str(tmp_path / "l.csv")],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'nope'}: no such folder"
+    assert not (tmp_path / "l.csv").exists()
