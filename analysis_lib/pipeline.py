@@ -27,6 +27,8 @@ __all__ = ["PIPELINE_NOTEBOOKS", "ParamsError", "NotebookFailed", "pipeline_note
 
 # Numbered notebooks run by the pipeline; explore.ipynb is interactive and is not part of it.
 PIPELINE_NOTEBOOKS = ("00_run_benchmark", "01_metrics", "02_stats", "03_llm_analysis", "04_codecanvas", "05_paper")
+# Notebooks people use by hand in JupyterLab; recorded and guarded by nbval, not part of `paper`.
+INTERACTIVE_NOTEBOOKS = ("explore", "label")
 # Set by the driver itself (the project folder as seen from notebooks/), not by a parameter file.
 INTERNAL_PARAMETERS = ("project_root",)
 # The kernel's own log (a loopback-TCP notice at start, a shutdown interrupt) is not the user's business.
@@ -239,14 +241,15 @@ def record_notebooks(root: str | Path = ".", names: list[str] | None = None, qui
 
     This is what nbval re-executes and compares, so it is the deliberate way to change the stored
     outputs: run it, review the diff, commit. Pipeline notebooks run in order (later ones read the
-    files of earlier ones), then ``explore``. No timing metadata is stored, so only outputs diff.
+    files of earlier ones), then the interactive ones (``explore``, ``label``). No timing metadata is
+    stored, so only outputs diff.
     """
     import nbformat
     from nbclient import NotebookClient
 
     root = Path(root).resolve()
     nb_dir = root / "notebooks"
-    order = list(PIPELINE_NOTEBOOKS) + ["explore"]
+    order = list(PIPELINE_NOTEBOOKS) + list(INTERACTIVE_NOTEBOOKS)
     names = names or order
     unknown = sorted(set(names) - set(order))
     if unknown:

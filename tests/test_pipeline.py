@@ -18,7 +18,7 @@ from analysis_lib import pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-ALL = [*pipeline.PIPELINE_NOTEBOOKS, "explore"]
+ALL = [*pipeline.PIPELINE_NOTEBOOKS, *pipeline.INTERACTIVE_NOTEBOOKS]
 
 
 @pytest.fixture(scope="module")

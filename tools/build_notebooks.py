@@ -718,8 +718,12 @@ from IPython.display import Markdown, display
 
 from analysis_lib.ingest.load import load_trials
 from analysis_lib.judge.labelling import LABEL_CLASSES, append_label, choices, draw_sample, labelling_report, make_items, read_label_csv
+from analysis_lib.report import notebook_params
 
-root = Path(project_root)
+notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
+root = Path(notebook_params.find_project_root(project_root))
+if not (root / runs_dir).is_dir():
+    raise FileNotFoundError(f"runs_dir {runs_dir!r} is not a folder (paths are relative to the project root)")
 csv_path = root / labels_csv
 trials, _ = load_trials(root / runs_dir)
 items = make_items(draw_sample(trials, per_stratum, seed), trials, max_chars)
