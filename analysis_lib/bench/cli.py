@@ -1,7 +1,7 @@
 """``python -m analysis_lib bench {full,spike,import-mcpbr}``: the benchmark runner's command line.
 
 Exit codes: 0 done (including a budget stop, which is recorded, not an error), 1 trials ran but
-the run could not finish, 2 bad arguments or manifest, 130 interrupted (re-run to resume).
+the run could not finish or every trial of a condition failed for agent or evaluator reasons, 2 bad arguments or manifest, 130 interrupted (re-run to resume).
 """
 
 from __future__ import annotations
@@ -102,4 +102,11 @@ def cli(argv: list[str]) -> int:
         f"{s['evaluation_errors']} evaluation errors, {s['agent_errors']} agent errors), spent ${res['budget']['spent_usd']:.2f}"
         + (f"; {res['budget']['stop_reason']}" if res["budget"]["stopped"] else "")
     )
+    for status, n in (s.get("by_status") or {}).items():
+        print(f"  {status}: {n}")
+    failed = s.get("failed_conditions") or []
+    if failed:
+        print(f"error: every trial of condition(s) {', '.join(failed)} failed (agent, setup or evaluation error): "
+              "nothing was measured; see the trials' warnings and agent.stderr_tail in full_run.json", file=sys.stderr)
+        return 1
     return 0

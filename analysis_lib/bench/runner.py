@@ -25,6 +25,7 @@ import shutil
 import sys
 import tempfile
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -314,6 +315,9 @@ def run_trial(rc: _RunContext, entry: dict) -> dict:
         "agent": None if outcome is None else {
             "exit_code": outcome.exit_code, "timed_out": outcome.timed_out, "error": outcome.error,
             "duration_sec": outcome.duration_sec, "trajectory": outcome.trajectory, "mcp_servers": outcome.mcp_servers,
+            "mcp_exposed": outcome.mcp_exposed, "mcp_used": outcome.mcp_used, "permission_denials": outcome.permission_denials,
+            "token_source": outcome.token_source, "cost_source": outcome.cost_source,
+            **({"stderr_tail": outcome.stderr_tail} if outcome.stderr_tail else {}),
         },
         "setup_error": setup_error,
         "warnings": warnings,
@@ -364,6 +368,9 @@ def _result_json(rc: _RunContext, entry: dict, record: dict, outcome, evaluation
     if outcome is not None and outcome.duration_sec is not None:
         base.setdefault("agent_execution", {"started_at": _iso(started), "finished_at": _iso(started + timedelta(seconds=outcome.duration_sec))})
     base["bench"] = {k: record[k] for k in ("pair", "run", "condition", "position", "status", "outcome", "evaluation", "environment", "warnings")}
+    if outcome is not None:
+        # Where the tokens came from: the session transcript (exact), modelUsage or usage of the result event.
+        base["bench"].update({k: getattr(outcome, k) for k in ("token_source", "cost_source", "mcp_exposed", "mcp_used")})
     base["bench"]["seed"] = rc.plan.seed
     return base
 
@@ -394,7 +401,22 @@ def _summary(rows: list[dict]) -> dict:
         "failed": count(lambda r: r.get("outcome") == "failed"),
         "evaluation_errors": count(lambda r: r.get("outcome") == "evaluation_error"),
         "agent_errors": count(lambda r: r["status"] in ("agent_error", "agent_timeout", "setup_error")),
+        "not_evaluated": count(lambda r: r.get("outcome") == "not_evaluated"),
+        "by_status": dict(sorted(Counter(r["status"] for r in rows).items())),
+        # Conditions whose every finished trial failed for agent or evaluator reasons: nothing was measured.
+        "failed_conditions": failed_conditions(rows),
     }
+
+
+def failed_conditions(rows: list[dict]) -> list[str]:
+    """Conditions with finished trials, all of them agent/setup errors, timeouts or evaluation errors."""
+    bad = ("agent_error", "agent_timeout", "setup_error")
+    out = []
+    for cond in dict.fromkeys(r["condition"] for r in rows):
+        done = [r for r in rows if r["condition"] == cond and r["status"] not in ("pending", "skipped_budget")]
+        if done and all(r["status"] in bad or r.get("outcome") == "evaluation_error" for r in done):
+            out.append(cond)
+    return out
 
 
 def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, status: str, output: Path | None) -> dict:
@@ -491,6 +513,13 @@ def run_plan(plan_: Plan, runs_dir: str | os.PathLike, output: str | os.PathLike
                 done[rec["key"]] = rec
                 cost = "cost unknown" if rec.get("cost_usd") is None else f"${rec['cost_usd']:.4f}"
                 log(f"[{len(done)}/{n_total}] pair {e['pair']} run {e['run']} {e['condition']} {e['task_id']}: {rec['status']}, {rec['outcome']} ({cost})")
+                why = (rec.get("agent") or {}).get("error") or ((rec.get("agent") or {}).get("stderr_tail") or "").splitlines()[-1:] or rec.get("setup_error")
+                if rec["status"] != "completed" and why:
+                    log(f"    {why if isinstance(why, str) else why[0]}")
+                elif rec.get("outcome") == "evaluation_error":
+                    log(f"    evaluation error: {(rec.get('evaluation') or {}).get('error')}")
+                for w in rec.get("warnings") or []:
+                    log(f"    warning: {w}")
                 _write_outputs(rc, done, guard, "running", out_path)
         check_stop()
     except KeyboardInterrupt:
