@@ -48,7 +48,7 @@ import orjson
 import pandas as pd
 
 from . import pricing
-from .tools import DEFAULT_MCP_TOOLS, call_effects, categorize, files_touched, name_category
+from .tools import DEFAULT_MCP_TOOLS, call_effects, categorize, discovers_mcp, files_touched, is_discovery, is_permission_denial, name_category
 from .trial import Activity, FinalMetrics, Trajectory, Trial
 
 IDENTITY_COLUMNS = ["profile", "task_id", "repetition", "run_id", "trial_path"]
@@ -58,7 +58,7 @@ METRIC_COLUMNS = [
     "cost_estimated", "token_efficiency",
     "total_steps", "agent_steps", "tool_calls_count", "unique_tools", "tools_per_step", "steps_per_minute", "elapsed_sec",
     "tool_distribution", "tool_success_rate", "tool_error_count", "mcp_tools_used", "mcp_tool_calls", "native_tool_calls",
-    "loop_count", "backtrack_count", "exploration_breadth", "files_read", "files_edited", "grep_before_edit",
+    "mcp_discovery_calls", "loop_count", "backtrack_count", "exploration_breadth", "files_read", "files_edited", "grep_before_edit",
     "mcp_calls_by_tool", "time_to_first_edit_sec", "steps_to_first_edit", "duplicate_reads",
     "tool_misuse", "infinite_loop", "budget_exhaustion", "premature_stop", "context_omission",
 ]
@@ -299,7 +299,7 @@ def _carried_process(m: dict, carried: dict) -> None:
     errs = carried.get("tool_error_count")
     m["tool_error_count"] = errs
     m["tool_success_rate"] = (1 - errs / calls) if calls and errs is not None else None
-    for k in ("mcp_tools_used", "mcp_tool_calls", "native_tool_calls", "loop_count", "backtrack_count",
+    for k in ("mcp_tools_used", "mcp_tool_calls", "native_tool_calls", "mcp_discovery_calls", "loop_count", "backtrack_count",
               "exploration_breadth", "files_read", "files_edited", "grep_before_edit"):
         m[k] = carried.get(k)
     # Per-tool MCP counts, first edit and re-reads need the ordered calls of a trajectory.
@@ -329,6 +329,7 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
     mcp_names: set[str] = set()
     mcp_calls = 0
     mcp_by_tool: Counter[str] = Counter()
+    discovery = mcp_discovery = refused_mcp = 0
     first_edit = None  # index of the first call that edits a file
     # Files read since their last edit: reading one again is a duplicate read.
     read_unchanged: set[str] = set()
@@ -340,8 +341,15 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
         name, arguments = call.name, call.arguments
         names[name] += 1
         cat = name_category(name, mcp_tools) or categorize(name, arguments, mcp_tools)
-        cats[cat] += 1
-        if cat == "mcp":
+        if is_discovery(name):
+            # ToolSearch loads deferred tools' schemas: neither a native call nor a use of MCP.
+            discovery += 1
+            mcp_discovery += discovers_mcp(arguments)
+        elif cat == "mcp" and call.is_error and is_permission_denial(call.output):
+            refused_mcp += 1  # the agent refused to run it: not a use of MCP
+        else:
+            cats[cat] += 1
+        if cat == "mcp" and not (call.is_error and is_permission_denial(call.output)):
             mcp_calls += 1
             mcp_names.add(name)
             mcp_by_tool[name] += 1
@@ -386,7 +394,8 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
     m["tool_success_rate"] = 1 - errors / n if n else None
     m["mcp_tools_used"] = len(mcp_names)
     m["mcp_tool_calls"] = mcp_calls
-    m["native_tool_calls"] = n - mcp_calls
+    m["native_tool_calls"] = n - mcp_calls - discovery - refused_mcp
+    m["mcp_discovery_calls"] = mcp_discovery
     m["loop_count"] = loops
     m["backtrack_count"] = backtracks
     m["exploration_breadth"] = len(read_files | edited_files)

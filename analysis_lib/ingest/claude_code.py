@@ -38,6 +38,7 @@ from typing import Any, Iterable
 
 
 from .atif import decode_arguments
+from ..tools import is_permission_denial
 from ..fileio import loads_lenient, read_bytes, read_json
 from ..trial import InputError
 from .jsonl_lines import LineStats, lines_to_objects, read_jsonl_objects
@@ -98,15 +99,6 @@ def content_text(content: Any) -> str:
                     parts.append(f"[{kind}]")
         return "\n\n".join(p for p in parts if p)
     return str(content)
-
-
-# What Claude Code answers in place of a tool result when ``claude -p`` may not ask for permission.
-PERMISSION_DENIAL_PREFIX = "Claude requested permissions to "
-
-
-def is_permission_denial(text: str | None) -> bool:
-    """True for Claude Code's tool result of a call it refused for lack of permission (the tool never ran)."""
-    return isinstance(text, str) and text.startswith(PERMISSION_DENIAL_PREFIX)
 
 
 def model_usage_totals(model_usage: Any) -> dict[str, int] | None:
