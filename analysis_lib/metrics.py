@@ -341,15 +341,16 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
         name, arguments = call.name, call.arguments
         names[name] += 1
         cat = name_category(name, mcp_tools) or categorize(name, arguments, mcp_tools)
+        refused = bool(call.is_error) and is_permission_denial(call.output)
         if is_discovery(name):
             # ToolSearch loads deferred tools' schemas: neither a native call nor a use of MCP.
             discovery += 1
             mcp_discovery += discovers_mcp(arguments)
-        elif cat == "mcp" and call.is_error and is_permission_denial(call.output):
+        elif cat == "mcp" and refused:
             refused_mcp += 1  # the agent refused to run it: not a use of MCP
         else:
             cats[cat] += 1
-        if cat == "mcp" and not (call.is_error and is_permission_denial(call.output)):
+        if cat == "mcp" and not refused:
             mcp_calls += 1
             mcp_names.add(name)
             mcp_by_tool[name] += 1
@@ -364,7 +365,8 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
         else:
             streak = 1
         prev_key = key
-        reads, edits, search = call_effects(name, arguments, cat)
+        # A call the agent refused to run read, searched and edited nothing.
+        reads, edits, search = ((), (), False) if refused else call_effects(name, arguments, cat)
         if search:
             searched = True
         for p in reads:

@@ -72,15 +72,18 @@ def test_tool_discovery_and_refused_mcp_calls_are_not_uses():
     """Claude Code 2.1.3xx: ToolSearch loads the deferred MCP tool; an MCP call refused for lack of
     permission never ran (Claude Code's result text is taken verbatim from a real session)."""
     calls = [("ToolSearch", {"query": "select:mcp__codemap__lookup", "max_results": 5}), ("ToolSearch", {"query": "notebook"}),
-             ("mcp__codemap__lookup", {"symbol": "main"}), ("mcp__codemap__lookup", {"symbol": "other"}), ("Read", {"file_path": "a.py"})]
+             ("mcp__codemap__lookup", {"symbol": "main"}), ("mcp__codemap__lookup", {"symbol": "other"}), ("Read", {"file_path": "a.py"}),
+             ("Edit", {"file_path": "a.py", "old_string": "1", "new_string": "2"})]
     results = [{"content": "loaded"}, {"content": "none"},
                {"content": "Claude requested permissions to use mcp__codemap__lookup, but you haven't granted it yet.", "extra": {"is_error": True}},
-               {"content": "main is defined in src/app.py"}, {"content": "x"}]
+               {"content": "main is defined in src/app.py"}, {"content": "x"},
+               {"content": "Claude requested permissions to write to /w/a.py, but you haven't granted it yet.", "extra": {"is_error": True}}]
     m = trial_metrics(_trial(trajectory([agent_step(1, calls, prompt=10, completion=1, results=results)])))
     assert m["mcp_discovery_calls"] == 1
     assert m["mcp_tool_calls"] == 1 and m["mcp_tools_used"] == 1 and m["calls_mcp"] == 1
-    assert m["native_tool_calls"] == 1 and m["calls_read"] == 1 and m["calls_other"] == 0
-    assert m["tool_calls_count"] == 5 and m["tool_error_count"] == 1
+    assert m["native_tool_calls"] == 2 and m["calls_read"] == 1 and m["calls_edit"] == 1 and m["calls_other"] == 0
+    assert m["tool_calls_count"] == 6 and m["tool_error_count"] == 2
+    assert m["files_read"] == 1 and m["files_edited"] == 0  # the refused Edit changed nothing
 
 
 def test_token_and_cost_metrics():

@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--mcp-config", metavar="FILE", help="MCP config of the treatment (required without --manifest)")
     s.add_argument("--model", help="exact model id (default: the manifest's, else a pinned Sonnet id)")
     s.add_argument("--claude-bin", default="claude", help="Claude Code executable (default: claude on PATH)")
+    s.add_argument("--permission-mode", default="bypassPermissions",
+                   choices=["bypassPermissions", "acceptEdits", "auto", "default", "dontAsk", "plan"],
+                   help="Claude Code permission mode without --manifest (default bypassPermissions; IS_SANDBOX=1 is set under root)")
+    s.add_argument("--allowed-tools", nargs="+", default=[], metavar="TOOL", help="tools allowed without asking (--allowedTools), without --manifest")
     s.add_argument("--runs-dir", metavar="DIR", help="default runs/spike-<task id>")
     s.add_argument("--output", metavar="FILE", help="also write the spike's full_run.json here")
     s.add_argument("--phase-budget-usd", type=float, default=50.0, metavar="USD")
@@ -74,7 +78,8 @@ def cli(argv: list[str]) -> int:
             res = runner.run_full(args.manifest, args.runs_per_condition, args.seed, args.phase_budget_usd, args.output, args.runs_dir, quiet=args.quiet)
         elif args.command == "spike":
             res = runner.run_spike(args.task_id, args.repo_path, args.manifest, args.instruction, args.model, args.mcp_config,
-                                   args.runs_dir, args.output, args.seed, args.phase_budget_usd, args.claude_bin, args.quiet)
+                                   args.runs_dir, args.output, args.seed, args.phase_budget_usd, args.claude_bin, args.quiet,
+                                   permission_mode=args.permission_mode, allowed_tools=args.allowed_tools)
         else:
             from .adapters import import_mcpbr
 

@@ -576,7 +576,8 @@ def run_full(
 
 def spike_manifest(task_id: str, repo_path: str, manifest_path: str | None = None, instruction: str | None = None,
                    model: str | None = None, mcp_config: str | None = None, claude_bin: str = "claude",
-                   evaluation: list[str] | None = None) -> Manifest:
+                   evaluation: list[str] | None = None, permission_mode: str | None = "bypassPermissions",
+                   allowed_tools: list[str] | None = None) -> Manifest:
     """A one-task manifest for a spike: the task from ``manifest_path`` (if given) at ``repo_path``'s HEAD.
 
     Without a manifest: two Claude Code conditions, ``baseline`` (no MCP) and ``mcp`` (``mcp_config``).
@@ -603,12 +604,13 @@ def spike_manifest(task_id: str, repo_path: str, manifest_path: str | None = Non
     task: dict[str, Any] = {"id": task_id, "repo": repo, "commit": head, "instruction": instruction}
     if evaluation:
         task["evaluation"] = {"type": "command_json", "command": evaluation}
+    common = {"claude_bin": claude_bin, "permission_mode": permission_mode, "allowed_tools": list(allowed_tools or [])}
     obj = {
         "manifest_version": 2, "name": "spike",
         "environment": {"model": model or DEFAULT_MODEL},
         "conditions": [
-            {"name": "baseline", "adapter": "claude_code", "settings": {"claude_bin": claude_bin}},
-            {"name": "mcp", "adapter": "claude_code", "settings": {"claude_bin": claude_bin, "mcp_config": str(mcp_config)}},
+            {"name": "baseline", "adapter": "claude_code", "settings": common},
+            {"name": "mcp", "adapter": "claude_code", "settings": {**common, "mcp_config": str(mcp_config)}},
         ],
         "tasks": [task],
     }
@@ -618,8 +620,10 @@ def spike_manifest(task_id: str, repo_path: str, manifest_path: str | None = Non
 def run_spike(task_id: str, repo_path: str, manifest_path: str | None = None, instruction: str | None = None,
               model: str | None = None, mcp_config: str | None = None, runs_dir: str | os.PathLike | None = None,
               output: str | os.PathLike | None = None, seed: int = 0, phase_budget_usd: float = 50.0,
-              claude_bin: str = "claude", quiet: bool = False) -> dict:
+              claude_bin: str = "claude", quiet: bool = False, permission_mode: str | None = "bypassPermissions",
+              allowed_tools: list[str] | None = None) -> dict:
     """One task, every condition, one run each: the smoke test before spending on a full run."""
-    m = spike_manifest(task_id, repo_path, manifest_path, instruction, model, mcp_config, claude_bin)
+    m = spike_manifest(task_id, repo_path, manifest_path, instruction, model, mcp_config, claude_bin,
+                       permission_mode=permission_mode, allowed_tools=allowed_tools)
     rd = Path(runs_dir) if runs_dir is not None else Path("runs") / f"spike-{task_id}"
     return run_plan(make_plan(m, 1, seed, phase_budget_usd, manifest_path), rd, output, quiet=quiet)
