@@ -77,8 +77,8 @@ def _done_ids(body: dict) -> set[str]:
 
 
 def _cwd(body: dict) -> str | None:
-    system = json.dumps(body.get("system"))
-    m = re.search(r"Primary working directory: ([^\s\\]+)|Working directory: ([^\s\\]+)", system)
+    """The trial's checkout, from the environment block (system prompt up to 2.1.2xx, first message later)."""
+    m = re.search(r"Primary working directory: ([^\s\\]+)|Working directory: ([^\s\\]+)", json.dumps(body.get("system")) + json.dumps(body.get("messages")))
     return (m.group(1) or m.group(2)) if m else None
 
 
@@ -270,7 +270,7 @@ def test_killed_trial_keeps_exact_tokens_and_the_run_ends_loud(claude_bin, model
     """A turn that hangs past the time limit: no result event, yet the transcript gives the tokens
     of every answered call; every trial failing makes the run exit non-zero."""
     env = _env(tmp_path, model)
-    manifest = _manifest(tmp_path, claude_bin, HANG_INSTRUCTION, timeout=15)
+    manifest = _manifest(tmp_path, claude_bin, HANG_INSTRUCTION, timeout=8)
     proc = _bench(["full", "--manifest", str(manifest), "--runs-per-condition", "1", "--phase-budget-usd", "5", "--seed", "1",
                    "--runs-dir", str(tmp_path / "runs"), "--output", str(tmp_path / "full_run.json")], env, tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr

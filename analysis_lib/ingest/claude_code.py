@@ -699,7 +699,7 @@ def stream_json_to_atif(path_or_lines: Any, prompt: str | None = None) -> dict[s
         if kind == "system" and ev.get("subtype") == "task_notification":
             notice = ev
         if kind == "system" and ev.get("subtype") == "init":
-            if result is not None:
+            if init:
                 # A later turn of the same session (a background subagent finished): the transcript
                 # has the notification as a user message, stream-json only this second init.
                 main.append((n, _notification_line(notice, ev)))
