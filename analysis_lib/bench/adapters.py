@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from ..fileio import atomic_write_bytes, atomic_write_json, iter_jsonl, read_json
 from ..trial import InputError
-from .manifest import ClaudeCodeCondition, CommandCondition, HarborCondition, Manifest, Task, is_url
+from .manifest import ClaudeCodeCondition, ClaudeCodeSettings, CommandCondition, HarborCondition, Manifest, Task, is_url
 from .process import run_process, substitute
 from .environment import program_version
 
@@ -260,9 +260,22 @@ def claude_env(ctx: TrialContext, config_dir: Path | None) -> dict[str, str]:
             shutil.copyfile(cred, config_dir / ".credentials.json")
             os.chmod(config_dir / ".credentials.json", 0o600)
         env["CLAUDE_CONFIG_DIR"] = str(config_dir)
-    if s.permission_mode == "bypassPermissions" and hasattr(os, "geteuid") and os.geteuid() == 0:
+    if permission_mode(s) == "bypassPermissions" and hasattr(os, "geteuid") and os.geteuid() == 0:
         env["IS_SANDBOX"] = "1"
     return env
+
+
+def permission_mode(s: ClaudeCodeSettings) -> str | None:
+    """The mode the agent runs in: a ``--permission-mode`` in ``extra_args`` wins over the setting."""
+    extra = list(s.extra_args)
+    if "--dangerously-skip-permissions" in extra:
+        return "bypassPermissions"
+    for i, a in enumerate(extra):
+        if a == "--permission-mode" and i + 1 < len(extra):
+            return extra[i + 1]
+        if a.startswith("--permission-mode="):
+            return a.split("=", 1)[1]
+    return s.permission_mode
 
 
 def claude_argv(ctx: TrialContext) -> list[str]:
@@ -273,7 +286,7 @@ def claude_argv(ctx: TrialContext) -> list[str]:
     argv.append("--strict-mcp-config")
     if s.mcp_config:
         argv += ["--mcp-config", os.path.abspath(ctx.manifest.resolve(s.mcp_config))]
-    if s.permission_mode:
+    if s.permission_mode and not any(a.startswith("--permission-mode") or a == "--dangerously-skip-permissions" for a in s.extra_args):
         argv += ["--permission-mode", s.permission_mode]
     if s.allowed_tools:
         argv += ["--allowedTools", ",".join(s.allowed_tools)]
