@@ -206,6 +206,7 @@ def _no_machine_paths(trial_dir: Path, tmp: Path) -> None:
         if f.is_file():
             data = f.read_text(errors="replace")
             assert str(tmp) not in data and "/bench-" not in data and ".claude-config-" not in data, f"machine path in {f.name}"
+            assert not re.search(r"(?<!~/\.claude)/tmp/claude-", data), f"{f.name}: Claude Code's temp folder is outside the trial"
 
 
 def test_full_ab_run_as_a_user_would(claude_bin, model, tmp_path):
@@ -243,6 +244,7 @@ def test_full_ab_run_as_a_user_would(claude_bin, model, tmp_path):
         assert (m["total_input_tokens"], m["total_output_tokens"], m["total_cached_tokens"]) == (
             tr["all"]["prompt_tokens"], tr["all"]["output_tokens"], tr["all"]["cache_read_input_tokens"])
         assert m["success"] is True and m["files_edited"] == 1
+        assert m["total_cost_usd"] == pytest.approx(ar["cost_usd"]) and ar["cost_usd"] > 0  # Claude Code's own total_cost_usd
         # the stream-json path (fallback) gives the same totals and the same steps
         stream = stream_json_to_atif(trial_dir / "agent" / "claude-code.txt", prompt=INSTRUCTION)
         traj = json.loads((trial_dir / "agent" / "trajectory.json").read_text())

@@ -260,6 +260,9 @@ def claude_env(ctx: TrialContext, config_dir: Path | None) -> dict[str, str]:
             shutil.copyfile(cred, config_dir / ".credentials.json")
             os.chmod(config_dir / ".credentials.json", 0o600)
         env["CLAUDE_CONFIG_DIR"] = str(config_dir)
+        # Task outputs of background subagents go to /tmp/claude-<uid>/ otherwise, and stay there.
+        env["CLAUDE_CODE_TMPDIR"] = str(config_dir / "tmp")
+        (config_dir / "tmp").mkdir(exist_ok=True)
     if permission_mode(s) == "bypassPermissions" and hasattr(os, "geteuid") and os.geteuid() == 0:
         env["IS_SANDBOX"] = "1"
     return env
