@@ -58,7 +58,7 @@ METRIC_COLUMNS = [
     "cost_estimated", "token_efficiency",
     "total_steps", "agent_steps", "tool_calls_count", "unique_tools", "tools_per_step", "steps_per_minute", "elapsed_sec",
     "tool_distribution", "tool_success_rate", "tool_error_count", "mcp_tools_used", "mcp_tool_calls", "native_tool_calls",
-    "mcp_discovery_calls", "loop_count", "backtrack_count", "exploration_breadth", "files_read", "files_edited", "grep_before_edit",
+    "mcp_discovery_calls", "mcp_exposed", "mcp_used", "loop_count", "backtrack_count", "exploration_breadth", "files_read", "files_edited", "grep_before_edit",
     "mcp_calls_by_tool", "time_to_first_edit_sec", "steps_to_first_edit", "duplicate_reads",
     "tool_misuse", "infinite_loop", "budget_exhaustion", "premature_stop", "context_omission",
 ]
@@ -271,6 +271,8 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
     if elapsed is None:
         elapsed = carried.get("elapsed_sec")
     m["elapsed_sec"] = elapsed
+    # Measured by the benchmark runner for treatment trials (result.json "bench"): empty elsewhere.
+    m["mcp_exposed"], m["mcp_used"] = trial.metadata.get("mcp_exposed"), trial.metadata.get("mcp_used")
 
     if act is None:
         _carried_process(m, carried)
@@ -456,7 +458,7 @@ def edited_files(traj: Trajectory, mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS)
     return list(out)
 
 
-_BOOL_COLUMNS = frozenset({"success", "infra_error", "cost_estimated", "grep_before_edit", "tool_misuse", "infinite_loop",
+_BOOL_COLUMNS = frozenset({"success", "infra_error", "cost_estimated", "grep_before_edit", "tool_misuse", "infinite_loop", "mcp_exposed", "mcp_used",
                            "budget_exhaustion", "premature_stop"})
 _NUMERIC_COLUMNS = frozenset(c for c in METRIC_COLUMNS + CATEGORY_COLUMNS if c not in _BOOL_COLUMNS | {
     "tool_distribution", "context_omission", "mcp_calls_by_tool"})

@@ -108,6 +108,12 @@ _ENTRIES = [
     _M("mcp_discovery_calls", "MCP discovery calls", "calls", "`ToolSearch` calls selecting or searching MCP tools "
        "(`select:mcp__server__tool`; Claude Code 2.1.3xx defers MCP tools behind it): the treatment's tool "
        "being found, not used", "count"),
+    _M("mcp_exposed", "MCP tools reached the model", "flag", "treatment trials of the benchmark runner: an MCP tool was "
+       "offered at start (Claude Code `init` event), a server reported `connected`, or an MCP call ran; empty for "
+       "baseline trials and other sources. With `mcp_used`, separates the effect of assignment from that of use "
+       "(a per-trial flag, not compared between conditions)", "record"),
+    _M("mcp_used", "MCP tool used", "flag", "treatment trials of the benchmark runner: an MCP call ran (one refused for "
+       "lack of permission does not count); empty for baseline trials and other sources", "record"),
     _M("loop_count", "repeated calls", "calls", "calls identical (same name, same canonical arguments) to the call "
        "just before", "count", "lower"),
     _M("backtrack_count", "re-edits", "edits", "edits of a file the trial already edited", "count", "lower"),

@@ -254,8 +254,9 @@ def test_full_ab_run_as_a_user_would(claude_bin, model, tmp_path):
         if cond == "codemap":
             assert m["mcp_tool_calls"] == 1 and res["bench"]["mcp_exposed"] is True and res["bench"]["mcp_used"] is True
             assert m["mcp_discovery_calls"] == ("toolsearch" in tr["labels"])
+            assert m["mcp_exposed"] is True and m["mcp_used"] is True
         else:
-            assert m["mcp_tool_calls"] == 0 and res["bench"]["mcp_exposed"] is None
+            assert m["mcp_tool_calls"] == 0 and res["bench"]["mcp_exposed"] is None and m["mcp_exposed"] is None
 
     n_calls = len(model.server.calls)
     again = _bench(args, env, tmp_path)  # resume: nothing left to run
@@ -312,4 +313,5 @@ def test_spike_without_manifest_and_permission_denials(claude_bin, model, tmp_pa
     trial = next(t for t in load_trials(tmp_path / "runs-denied")[0] if t.profile == "mcp")
     m = trial_metrics(trial)
     assert m["mcp_tool_calls"] == 0 and m["files_edited"] == 0  # the Edit was refused: nothing was edited
+    assert m["mcp_used"] is False  # assigned to MCP, never used it
     assert (tmp_path / "mcp-calls.jsonl").read_text().count("\n") == 1  # only the first spike's call ran

@@ -86,6 +86,13 @@ def test_tool_discovery_and_refused_mcp_calls_are_not_uses():
     assert m["files_read"] == 1 and m["files_edited"] == 0  # the refused Edit changed nothing
 
 
+def test_mcp_exposure_comes_from_the_runner_and_is_empty_elsewhere():
+    m = trial_metrics(_trial(_session(), metadata={"mcp_exposed": True, "mcp_used": False}))
+    assert m["mcp_exposed"] is True and m["mcp_used"] is False
+    m = trial_metrics(_trial(_session()))
+    assert m["mcp_exposed"] is None and m["mcp_used"] is None
+
+
 def test_token_and_cost_metrics():
     m = trial_metrics(_trial(_session()))
     assert m["total_input_tokens"] == 4000 and m["total_output_tokens"] == 300 and m["total_cached_tokens"] == 2500

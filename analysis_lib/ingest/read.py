@@ -200,6 +200,8 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
             "harbor_tokens": {k: res.get(k) for k in ("n_input_tokens", "n_cache_tokens", "n_output_tokens", "cost_usd")},
             "exception_type": res.get("exception_type"),
             "trial_name": res.get("trial_name"),
+            "mcp_exposed": res.get("mcp_exposed"),
+            "mcp_used": res.get("mcp_used"),
         },
     )
     return [trial], errors
