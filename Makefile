@@ -55,13 +55,9 @@ bench-pipeline: setup
 	$(BIN)/python benchmarks/bench_pipeline.py
 
 ## sample: regenerate runs/sample with the seeded simulator
-# The simulator is byte-reproducible; the plan record of the committed sample is kept across
-# regenerations (it records when its plan was fixed, not the data).
+# The simulator is byte-reproducible, its plan record (the runner's pre-registration) included.
 sample: setup
-	@lock=runs/sample/analysis_plan.lock.json; keep=$$(mktemp); \
-	if [ -f $$lock ]; then cp $$lock $$keep; fi; \
-	rm -rf runs/sample && $(BIN)/python -m analysis_lib simulate --seed 20261121 --out runs/sample && \
-	if [ -s $$keep ]; then cp $$keep $$lock; fi; rm -f $$keep
+	$(BIN)/python -m analysis_lib simulate --seed 20261121 --out runs/sample --force
 
 ## bench: the performance benchmarks (prints measured ratios)
 bench: setup

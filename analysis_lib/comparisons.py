@@ -32,25 +32,33 @@ import pandas as pd
 from . import registry, stats
 from .plan import AnalysisPlan, Bootstrap, adjust_p
 
-__all__ = ["COLUMNS", "TEST_LABELS", "usable_trials", "profile_pairs", "plan_columns", "compare"]
+__all__ = ["COLUMNS", "TEST_LABELS", "usable_trials", "profile_pairs", "plan_columns", "estimate", "compare"]
 
 COLUMNS = [
-    "tier", "metric", "label", "unit", "scale", "test", "correction", "profile_a", "profile_b",
+    "tier", "metric", "label", "unit", "scale", "repetitions", "test", "correction", "profile_a", "profile_b",
     "n_pairs", "n_undefined", "a_value", "b_value", "estimand", "estimate", "ci_low", "ci_high", "interval",
     "p_value", "p_adjusted", "significant", "statistic", "effect_size", "effect_size_name",
     "odds_ratio", "odds_ratio_low", "odds_ratio_high", "n_a_only", "n_b_only",
     "total_change_pct", "total_change_low", "total_change_high", "note",
 ]
-TEST_LABELS = {"mcnemar_exact": "McNemar exact", "mcnemar_midp": "McNemar mid-p",
-               "wilcoxon_signed_rank": "Wilcoxon signed-rank", "descriptive": "descriptive (no test)"}
+TEST_LABELS = {"mcnemar_exact": "McNemar exact", "mcnemar_midp": "McNemar mid-p", "paired_t": "paired t",
+               "sign_flip": "sign-flip randomisation", "gee": "GEE (identity link, exchangeable, task clusters)",
+               "wilcoxon_signed_rank": "Wilcoxon signed-rank",
+               "descriptive": "descriptive (no test)"}
 ESTIMANDS = {
     "rate": "difference in resolve rate (task majority), B − A",
+    "pass_rate": "mean over tasks of the per-task pass-rate difference (pass@1), B − A",
+    "gee": "marginal difference in pass rate per trial, B − A (GEE, exchangeable within task)",
     "ratio": "typical per-task change, 100 (exp(HL of log B/A) − 1) %",
     "difference": "typical per-task difference B − A (Hodges-Lehmann)",
     "cost_per_success": "change in cost per success, 100 (ratio B/A − 1) %",
 }
+# Not the pooled per-trial pass rate: each task weighs the same, whatever its number of repetitions.
+PASS_AT_1 = "pass@1 (mean of per-task pass rates)"
+GEE_LABEL = "pass rate per trial (GEE, task clusters)"
 INTERVALS = {"rate": "Tango score", "ratio": "inverted Wilcoxon", "difference": "inverted Wilcoxon",
-             "cost_per_success": "percentile bootstrap over tasks"}
+             "cost_per_success": "percentile bootstrap over tasks", "paired_t": "t (paired, CR2)",
+             "sign_flip": "inverted sign-flip test", "gee": "Wald, robust (sandwich) standard error"}
 
 
 def _is_true(values: pd.Series) -> np.ndarray:
@@ -117,9 +125,37 @@ def _binary_row(trials: pd.DataFrame, column: str, test: str, a: str, b: str, co
     return row
 
 
+def _pass_rate_row(trials: pd.DataFrame, column: str, test: str, a: str, b: str, boot: Bootstrap) -> dict:
+    """Every repetition counts: the mean over tasks of the per-task pass-rate difference (pass@1)."""
+    pairs = stats.pair_tasks(trials, column, a, b, binary=True, how="mean")
+    row: dict[str, Any] = {"n_pairs": len(pairs), "n_undefined": 0, "interval": INTERVALS[test]}
+    if len(pairs) == 0:
+        return {**row, "note": "no task with an outcome under both profiles"}
+    d = pairs["b"].to_numpy(float) - pairs["a"].to_numpy(float)
+    row.update(a_value=float(pairs["a"].mean()), b_value=float(pairs["b"].mean()))
+    if test == "gee":
+        sub = trials[trials["profile"].astype(str).isin([a, b]) & trials["task_id"].astype(str).isin(pairs["task_id"])]
+        r = stats.gee_difference(stats.as_outcome(sub[column].to_numpy()).to_numpy(),
+                                 (sub["profile"].astype(str) == b).to_numpy(), sub["task_id"].astype(str).to_numpy(),
+                                 confidence=boot.confidence).iloc[0]
+        y = stats.as_outcome(sub[column].to_numpy()).to_numpy()
+        is_b = (sub["profile"].astype(str) == b).to_numpy()
+        row.update(p_value=float(r["p_val"]), statistic=float(r["z"]), a_value=float(np.nanmean(y[~is_b])),
+                   b_value=float(np.nanmean(y[is_b])))
+    elif test == "sign_flip":
+        r = stats.sign_flip(d, confidence=boot.confidence, seed=boot.seed).iloc[0]
+        note = None if r["exact"] else f"Monte-Carlo p, standard error {r['mc_se']:.4f}"
+        row.update(p_value=float(r["p_val"]), note=note)
+    else:
+        r = stats.paired_t(d, confidence=boot.confidence).iloc[0]
+        row.update(p_value=float(r["p_val"]), statistic=float(r["statistic"]))
+    row.update(estimate=float(r["estimate"]), ci_low=float(r["ci_low"]), ci_high=float(r["ci_high"]))
+    return row
+
+
 def _continuous_row(trials: pd.DataFrame, column: str, scale: str, test: str, a: str, b: str,
-                    boot: Bootstrap) -> dict:
-    pairs = stats.pair_tasks(trials, column, a, b, binary=False).dropna(subset=["a", "b"])
+                    boot: Bootstrap, how: str = "median") -> dict:
+    pairs = stats.pair_tasks(trials, column, a, b, binary=False, how=how).dropna(subset=["a", "b"])
     va, vb = pairs["a"].to_numpy(float), pairs["b"].to_numpy(float)
     defined = (va > 0) & (vb > 0) if scale == "ratio" else np.isfinite(va) & np.isfinite(vb)
     row: dict[str, Any] = {"n_pairs": int(defined.sum()), "n_undefined": int((~defined).sum())}
@@ -171,23 +207,47 @@ def _cost_per_success_row(trials: pd.DataFrame, a: str, b: str, boot: Bootstrap)
     return row
 
 
-def _row(trials: pd.DataFrame, column: str, test: str, a: str, b: str, plan: AnalysisPlan) -> dict:
+def _row(trials: pd.DataFrame, column: str, test: str, a: str, b: str, plan: AnalysisPlan, repetitions: str) -> dict:
     m = registry.metric(column)
     if column == "cost_per_success":
         kind = "cost_per_success"
         row = _cost_per_success_row(trials, a, b, plan.bootstrap)
+    elif m.kind == "binary" and repetitions == "all":
+        kind = "pass_rate"
+        row = _pass_rate_row(trials, column, test, a, b, plan.bootstrap)
     elif m.kind == "binary":
         kind = "rate"
         row = _binary_row(trials, column, test, a, b, plan.bootstrap.confidence)
     else:
         kind = m.scale if m.scale in ("ratio", "difference") else "difference"
-        row = _continuous_row(trials, column, kind, test, a, b, plan.bootstrap)
-    unit = "%" if kind in ("ratio", "cost_per_success") else ("points" if kind == "rate" else m.unit)
-    label = registry.DERIVED["resolve_rate"].label if column == "success" else m.axis_label
+        row = _continuous_row(trials, column, kind, test, a, b, plan.bootstrap,
+                              "geometric_mean" if repetitions == "all" else "median")
+    unit = "%" if kind in ("ratio", "cost_per_success") else ("points" if kind in ("rate", "pass_rate") else m.unit)
+    label = (GEE_LABEL if kind == "pass_rate" and test == "gee" else PASS_AT_1 if kind == "pass_rate" and column == "success"
+             else registry.DERIVED["resolve_rate"].label if column == "success" else m.axis_label)
     estimand = ESTIMANDS[kind] if kind != "rate" or column == "success" else \
         f"difference in task-majority share of {m.label}, B − A"
+    if kind == "pass_rate":
+        estimand = ESTIMANDS["gee"] if test == "gee" else ESTIMANDS[kind]
+    elif repetitions == "all" and kind in ("ratio", "difference"):
+        estimand += " of per-task geometric means of the repetitions"
     return {"metric": column, "label": label, "unit": unit, "scale": kind, "estimand": estimand,
-            "interval": INTERVALS[kind], **row}
+            "interval": INTERVALS.get(kind), "repetitions": repetitions, **row}
+
+
+def estimate(trials: pd.DataFrame, column: str, a: str, b: str, plan: AnalysisPlan, *,
+             confidence: float | None = None) -> dict:
+    """One comparison row of ``column`` (B against A) as the plan computes it, at another confidence if given.
+
+    The test is the one the plan's way of combining repetitions implies (McNemar exact, paired t,
+    Wilcoxon); ``trials`` must already exclude infrastructure errors (:func:`usable_trials`).
+    """
+    reps = plan.pairing.repetitions
+    kind = registry.metric(column).kind
+    test = ("mcnemar_exact" if reps == "majority" else "paired_t") if kind == "binary" else "wilcoxon_signed_rank"
+    conf = plan.bootstrap.confidence if confidence is None else confidence
+    return _row(trials, column, test, a, b, plan.model_copy(update={"bootstrap": plan.bootstrap.model_copy(
+        update={"confidence": conf})}), reps)
 
 
 def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, str]], *,
@@ -227,7 +287,7 @@ def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
                     rows.append({**base, "metric": col, "label": registry.metric(col).label, "n_pairs": 0,
                                  "n_undefined": 0, "note": refused[col]})
                     continue
-                rows.append({**base, **_row(trials, col, spec.test, a, b, plan)})
+                rows.append({**base, **_row(trials, col, spec.test, a, b, plan, plan.repetitions_of(spec))})
     out = pd.DataFrame(rows, columns=COLUMNS)
     for c in ("a_value", "b_value", "estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "statistic",
               "effect_size", "odds_ratio", "odds_ratio_low", "odds_ratio_high", "total_change_pct",

@@ -49,7 +49,7 @@ class Layer1Result:
     n_sources: int = 0
     cache_hits: int = 0
     files: list[Path] = field(default_factory=list)
-    # The analysis plan and its record beside the runs (analysis_lib.plan.PlanCheck), None without a plan.
+    # The analysis plan checked against its record (analysis_lib.plan.PlanCheck), None without a plan.
     plan_check: Any = None
 
 
@@ -130,7 +130,9 @@ def _analyse(runs_dir, out_dir, *, tasks, profiles, outcome, limit, seed, config
         hit = _read_result(cache_dir, result_tag())
         if hit is not None:
             hit.n_sources = hit.cache_hits = scanned.n_sources
-            hit.plan_check = plan_check(runs_dir, record=out_dir is not None)
+            hit.plan_check = plan_check(runs_dir, out_dir)
+            if hit.plan_check is not None and "started_at" in hit.metrics:
+                hit.plan_check.note_first_trial(hit.metrics["started_at"].dropna().tolist())
             if out_dir is not None:
                 hit.files = write_outputs(hit, out_dir)
             return hit
@@ -167,19 +169,21 @@ def _analyse(runs_dir, out_dir, *, tasks, profiles, outcome, limit, seed, config
             _write_result(cache_dir, result_tag(), result)
         except Exception as exc:  # a cache that cannot be written only makes the next run slower
             print(f"warning: {cache_dir}: result cache not written ({type(exc).__name__}: {str(exc)[:120]})", file=sys.stderr)
-    result.plan_check = plan_check(runs_dir, record=out_dir is not None)
+    result.plan_check = plan_check(runs_dir, out_dir)
+    if result.plan_check is not None and "started_at" in df:
+        result.plan_check.note_first_trial(df["started_at"].dropna().tolist())
     if out_dir is not None:
         result.files = write_outputs(result, out_dir)
     return result
 
 
-def plan_check(runs_dir: str | os.PathLike, *, record: bool = True):
-    """The default analysis plan checked against (and, with ``record``, recorded beside) the runs; None
-    with one warning line when the plan cannot be read, so that Layer 1 still runs."""
+def plan_check(runs_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None):
+    """The default analysis plan checked against its record (recorded in ``out_dir`` when there is none);
+    None with one warning line when the plan cannot be read, so that Layer 1 still runs."""
     from .plan import PlanError, check_plan, load_plan
 
     try:
-        return check_plan(runs_dir, load_plan(), record=record)
+        return check_plan(runs_dir, load_plan(), out_dir=out_dir, record=out_dir is not None)
     except PlanError as exc:
         print(f"warning: {exc}; outputs carry no plan hash", file=sys.stderr)
         return None
@@ -359,8 +363,10 @@ def run_cli(args: argparse.Namespace) -> int:
         for w in result.plan_check.warnings:
             print(f"warning: {w}", file=sys.stderr)
         if result.plan_check.changed:
-            print("warning: plan changed after data was analysed: the analysis plan differs from the one recorded in "
-                  f"{args.runs_dir}; reports open with the diff", file=sys.stderr)
+            print(f"warning: plan changed after the plan record: the analysis plan differs from the one recorded in the "
+                  f"{result.plan_check.record_where}; reports open with the diff", file=sys.stderr)
+        if result.plan_check.fixed_before_data is False:
+            print(f"warning: {result.plan_check.timing_line()}", file=sys.stderr)
     if args.list:
         print_trial_list(result.metrics)
         return 0 if len(result.metrics) else 1

@@ -11,7 +11,8 @@ Definitions (also in the README's metric reference; one id everywhere):
   holds the cumulative totals; an API call repeated on several steps is counted once. Without
   a trajectory, Harbor's ``agent_result`` counts are used, then what a legacy format carries.
 - ``total_cost_usd``: recorded cost (final_metrics, steps, Harbor), else estimated from
-  litellm's offline price map (``cost_estimated`` = True), else empty.
+  litellm's offline price map (``cost_estimated`` = True; a subagent's tokens at its own model's
+  rate), else empty.
 - ``token_efficiency``: successes per 1M tokens (success / total_tokens * 1e6). Cost per success
   is a profile-level quantity (total cost / total successes, :mod:`analysis_lib.registry`), never
   a per-trial column: a failed trial has no finite cost per success.
@@ -20,7 +21,7 @@ Definitions (also in the README's metric reference; one id everywhere):
 - Tool-call metrics count the calls of subagent trajectories too; step counts are the root's.
 - ``loop_count``: tool calls identical (same name, same canonical arguments) to the call just
   before. ``backtrack_count``: edits of a file the trial already edited.
-  ``exploration_breadth``: |files read or edited|. ``grep_before_edit``: a search call came
+  ``exploration_breadth``: |files read or edited| (a read whose call failed reads no file). ``grep_before_edit``: a search call came
   before the first edit (empty when nothing was edited).
 - Exploratory (pre-registered in ``params/analysis_plan.yaml``): ``mcp_calls_by_tool`` (JSON
   object MCP tool name -> calls, and one ``mcp_calls__<tool>`` column per MCP tool seen, see
@@ -62,7 +63,7 @@ METRIC_COLUMNS = [
     "mcp_calls_by_tool", "time_to_first_edit_sec", "steps_to_first_edit", "duplicate_reads",
     "tool_misuse", "infinite_loop", "budget_exhaustion", "premature_stop", "context_omission",
 ]
-CONTEXT_COLUMNS = ["source_format", "agent_name", "model_name", "started_at", "infra_error", "exception"]
+CONTEXT_COLUMNS = ["source_format", "agent_name", "model_name", "task_dataset", "started_at", "infra_error", "exception"]
 CATEGORY_COLUMNS = ["calls_read", "calls_search", "calls_edit", "calls_execute", "calls_mcp", "calls_other"]
 # Prefix of the per-MCP-tool call count columns (one per tool seen; see mcp_column).
 MCP_TOOL_PREFIX = "mcp_calls__"
@@ -183,7 +184,42 @@ def activity(traj: Trajectory) -> Activity:
         call_steps=call_steps,
         first_step_timestamp=steps[0].timestamp if steps else None,
         model_name=traj.model_name,
+        subagent_usage=list(_subagent_usage(traj)),
     )
+
+
+def _own_model(traj: Trajectory, fallback: str | None) -> str | None:
+    """A trajectory's model: its agent's, else its first agent step's, else ``fallback``."""
+    if traj.model_name:
+        return traj.model_name
+    return next((s.model_name for s in traj.steps if s.source == "agent" and s.model_name), fallback)
+
+
+def _subagent_usage(traj: Trajectory, parent_model: str | None = None):
+    """(model, input, output, cached) of every subagent, nested ones apart from their parent."""
+    model = _own_model(traj, parent_model)
+    for sub in traj.subagents:
+        sub_model = _own_model(sub, model)
+        own = trajectory_tokens(sub)
+        nested = list(_subagent_usage(sub, model))
+        if own["input"] is not None:
+            yield (sub_model, max(0, own["input"] - sum(n[1] for n in nested)), max(0, (own["output"] or 0) - sum(n[2] for n in nested)),
+                   max(0, (own["cached"] or 0) - sum(n[3] for n in nested)))
+        yield from nested
+
+
+def estimate_cost(model: str | None, tin: int, tout: int, tcached: int,
+                  subagents: list[tuple[str | None, int, int, int]] = ()) -> float | None:
+    """Estimated cost of a trial's tokens: each subagent's at its own model's rate (its parent's when its
+    model has no price), the rest at ``model``'s; None when ``model`` has no price."""
+    if pricing.model_prices(model) is None:
+        return None
+    rest_in, rest_out, rest_cached, total = tin, tout, tcached, 0.0
+    for sub_model, sin, sout, scached in subagents:
+        priced = sub_model if pricing.model_prices(sub_model) is not None else model
+        total += pricing.estimate_cost(priced, sin, sout, scached) or 0.0
+        rest_in, rest_out, rest_cached = rest_in - sin, rest_out - sout, rest_cached - scached
+    return total + (pricing.estimate_cost(model, max(0, rest_in), max(0, rest_out), max(0, rest_cached)) or 0.0)
 
 
 def _iter_calls(traj: Trajectory):
@@ -207,6 +243,7 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
         "source_format": trial.source_format,
         "agent_name": trial.metadata.get("agent_name"),
         "model_name": trial.metadata.get("model_name"),
+        "task_dataset": trial.metadata.get("task_dataset"),
         "exception": trial.exception,
         "started_at": trial.timing.started_at.isoformat() if trial.timing.started_at else None,
     }
@@ -249,7 +286,8 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
         cost = carried.get("total_cost_usd")
     estimated = False
     if cost is None and tin is not None:
-        est = pricing.estimate_cost(m["model_name"] or (act.model_name if act else None), tin, tout or 0, tcached or 0)
+        est = estimate_cost(m["model_name"] or (act.model_name if act else None), tin, tout or 0, tcached or 0,
+                            act.subagent_usage if act is not None else ())
         if est is not None:
             cost, estimated = est, True
     m["total_input_tokens"], m["total_output_tokens"], m["total_cached_tokens"] = tin, tout, tcached
@@ -371,6 +409,8 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
         reads, edits, search = ((), (), False) if refused else call_effects(name, arguments, cat)
         if search:
             searched = True
+        if call.is_error:
+            reads = ()  # a failed read (a directory, a missing file) read no file
         for p in reads:
             p = _norm(p)
             read_files.add(p)

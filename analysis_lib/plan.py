@@ -1,4 +1,4 @@
-"""The pre-registered analysis plan: read and validate it, hash it, record it beside the runs.
+"""The pre-registered analysis plan: read and validate it, hash it, record it and date it against the data.
 
 ``params/analysis_plan.yaml`` declares three tiers of metrics and how each is tested: primary
 (formal tests, Holm-corrected), secondary (formal tests, Benjamini-Hochberg) and exploratory
@@ -9,10 +9,12 @@ so that what is tested is what was declared before looking (docs/analysis-plan.m
 correction runs over all its rows: every metric of the tier and every profile pair.
 
 Integrity: the plan's hash is the sha256 of its *parsed, canonical* form (the validated plan with
-defaults filled in, as JSON with sorted keys), so comments and layout do not change it. The first
-analysis of a runs folder records the plan in ``<runs>/analysis_plan.lock.json``; a later
-analysis with another plan gets ``plan changed after data was analysed: ...`` and the diff at
-the top of its reports (:class:`PlanCheck`).
+defaults filled in, as JSON with sorted keys), so comments and layout do not change it. The runner
+records the plan in the run record (``<runs>/analysis_plan.lock.json``) before the first trial:
+that is the pre-registration. The analysis never writes into the runs it reads: without a run
+record, the first analysis records the plan in its output folder. A later analysis with another
+plan gets ``plan changed after the plan record`` and the diff at the top of its reports, and a
+record dated after the first trial is flagged as not a pre-registration (:class:`PlanCheck`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from .trial import InputError
 
 __all__ = [
     "PlanError", "AnalysisPlan", "PlanCheck", "LOCK_NAME", "default_plan_path", "load_plan", "parse_plan",
-    "plan_hash", "plan_yaml", "check_plan", "adjust_p", "metric_kind",
+    "plan_hash", "plan_yaml", "plan_record", "write_preregistration", "check_plan", "adjust_p", "metric_kind",
 ]
 
 LOCK_NAME = "analysis_plan.lock.json"
@@ -54,7 +56,12 @@ class PlanError(ValueError):
 RENAMED = {"resolve_rate": "success", "cost_per_task": "total_cost_usd", "wall_clock": "elapsed_sec",
            "tool_call_count": "tool_calls_count", "files_explored": "exploration_breadth",
            "mcp_calls_by_tool": "mcp_calls__*", "time_to_first_edit": "time_to_first_edit_sec"}
-TESTS = {"mcnemar_exact": "binary", "mcnemar_midp": "binary", "wilcoxon_signed_rank": "continuous", "descriptive": None}
+TESTS = {"mcnemar_exact": "binary", "mcnemar_midp": "binary", "paired_t": "binary", "sign_flip": "binary", "gee": "binary",
+         "wilcoxon_signed_rank": "continuous", "descriptive": None}
+# Which tests fit which way of combining repetitions (pairing.repetitions, or a sensitivity row's own).
+MAJORITY_TESTS = ("mcnemar_exact", "mcnemar_midp")
+ALL_REPETITION_TESTS = ("paired_t", "sign_flip", "gee")
+AGGREGATES = {"majority": ("majority_vote", "median"), "all": ("pass_rate", "geometric_mean")}
 
 
 def metric_kind(metric_id: str) -> str:
@@ -83,7 +90,9 @@ class MetricSpec(_Strict):
     """One planned metric and its test."""
 
     id: str
-    test: Literal["mcnemar_exact", "mcnemar_midp", "wilcoxon_signed_rank", "descriptive"]
+    test: Literal["mcnemar_exact", "mcnemar_midp", "paired_t", "sign_flip", "gee", "wilcoxon_signed_rank", "descriptive"]
+    # Only in the sensitivity tier: combine repetitions otherwise than the plan's pairing does.
+    repetitions: Literal["majority", "all"] | None = None
 
     @field_validator("id")
     @classmethod
@@ -111,16 +120,36 @@ class Tiers(_Strict):
     primary: Tier
     secondary: Tier
     exploratory: Tier
+    sensitivity: Tier | None = None
 
 
 class Pairing(_Strict):
     """The pairing rule; only what :mod:`analysis_lib.stats` implements can be declared."""
 
     unit: Literal["task"] = "task"
-    binary_aggregate: Literal["majority_vote"] = "majority_vote"
-    continuous_aggregate: Literal["median"] = "median"
+    # majority: a task's repetitions give one verdict by majority vote (a tie fails) and the median of
+    # continuous metrics; all: every repetition counts, as the task's pass rate and geometric mean.
+    repetitions: Literal["majority", "all"] = "majority"
+    binary_aggregate: Literal["majority_vote", "pass_rate"] = "majority_vote"
+    continuous_aggregate: Literal["median", "geometric_mean"] = "median"
     exclude_infra_errors: Literal[True] = True
     baseline: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aggregates_follow_repetitions(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("repetitions") in AGGREGATES:
+            binary, continuous = AGGREGATES[data["repetitions"]]
+            data = {"binary_aggregate": binary, "continuous_aggregate": continuous, **data}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Pairing":
+        if (self.binary_aggregate, self.continuous_aggregate) != AGGREGATES[self.repetitions]:
+            binary, continuous = AGGREGATES[self.repetitions]
+            raise ValueError(f"repetitions: {self.repetitions} aggregates by {binary} and {continuous}; "
+                             "leave binary_aggregate and continuous_aggregate out or set them so")
+        return self
 
 
 class Bootstrap(_Strict):
@@ -128,6 +157,35 @@ class Bootstrap(_Strict):
     confidence: float = Field(0.95, gt=0, lt=1)
     seed: int = 0
     method: Literal["percentile"] = "percentile"
+
+
+class Hypothesis(_Strict):
+    """One step of a fixed-sequence (gatekeeping) claim about B against the baseline.
+
+    ``superior``: B better in the metric's direction; ``noninferior``: B not worse by more than
+    ``margin``; ``equivalent``: B within ``margin`` either way (TOST). Margins are in the
+    comparison's own scale: a fraction of the rate for pass/fail (0.05 = 5 points), a relative
+    change for ratio metrics (0.10 = 10 %).
+    """
+
+    id: str
+    claim: Literal["superior", "noninferior", "equivalent"]
+    margin: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _margin_fits(self) -> "Hypothesis":
+        kind = metric_kind(self.id)
+        if self.id.endswith("*") or self.id == "cost_per_success":
+            raise ValueError(f"{self.id}: a hypothesis needs a single tested metric")
+        if self.claim == "superior" and self.margin is not None:
+            raise ValueError("a superiority claim has no margin")
+        if self.claim != "superior" and self.margin is None:
+            raise ValueError(f"a {self.claim} claim needs a margin (> 0)")
+        if kind == "continuous" and registry.metric(self.id).scale != "ratio":
+            raise ValueError(f"{self.id}: hypotheses are supported for pass/fail and ratio-scale metrics")
+        if registry.metric(self.id).direction == "none" and self.claim != "equivalent":
+            raise ValueError(f"{self.id} has no better direction: only an equivalence claim fits")
+        return self
 
 
 class AnalysisPlan(_Strict):
@@ -138,6 +196,8 @@ class AnalysisPlan(_Strict):
     pairing: Pairing = Pairing()
     bootstrap: Bootstrap = Bootstrap()
     tiers: Tiers
+    # A fixed sequence: each step is tested at alpha only if every step before it held.
+    hypotheses: list[Hypothesis] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _tier_rules(self) -> "AnalysisPlan":
@@ -146,6 +206,10 @@ class AnalysisPlan(_Strict):
             t: Tier = getattr(self.tiers, tier)
             for i, m in enumerate(t.metrics):
                 where = f"tiers.{tier}.metrics[{i}]"
+                if m.repetitions is not None:
+                    raise ValueError(f"{where}.repetitions: only sensitivity analyses combine repetitions "
+                                     "otherwise than pairing.repetitions")
+                _check_test_fits_repetitions(where, m, self.pairing.repetitions)
                 if tier == "exploratory" and m.test != "descriptive":
                     raise ValueError(f"{where}.test: exploratory metrics are described, not tested (use descriptive)")
                 if tier != "exploratory" and m.test == "descriptive":
@@ -158,10 +222,35 @@ class AnalysisPlan(_Strict):
                 seen[m.id] = tier
         if self.tiers.exploratory.correction != "none":
             raise ValueError("tiers.exploratory.correction: exploratory metrics have no p-values to correct (use none)")
+        sens = self.tiers.sensitivity
+        if sens is not None:
+            if sens.correction != "none":
+                raise ValueError("tiers.sensitivity.correction: sensitivity analyses restate a planned test, they "
+                                 "are not a family of their own (use none)")
+            for i, m in enumerate(sens.metrics):
+                where = f"tiers.sensitivity.metrics[{i}]"
+                if seen.get(m.id) not in ("primary", "secondary"):
+                    raise ValueError(f"{where}.id: {m.id} is not a primary or secondary metric of this plan")
+                if m.test == "descriptive":
+                    raise ValueError(f"{where}.test: a sensitivity analysis is a test (not descriptive)")
+                _check_test_fits_repetitions(where, m, m.repetitions or self.pairing.repetitions)
         return self
 
     def tier_metrics(self) -> list[tuple[str, MetricSpec, Tier]]:
-        return [(tier, m, getattr(self.tiers, tier)) for tier in TIERS for m in getattr(self.tiers, tier).metrics]
+        tiers = TIERS + (("sensitivity",) if self.tiers.sensitivity is not None else ())
+        return [(tier, m, getattr(self.tiers, tier)) for tier in tiers for m in getattr(self.tiers, tier).metrics]
+
+    def repetitions_of(self, spec: MetricSpec) -> str:
+        """How a planned row combines the repetitions of a task: its own (sensitivity) or the plan's."""
+        return spec.repetitions or self.pairing.repetitions
+
+
+def _check_test_fits_repetitions(where: str, m: MetricSpec, repetitions: str) -> None:
+    if repetitions == "all" and m.test in MAJORITY_TESTS:
+        raise ValueError(f"{where}.test: {m.test} compares majority verdicts; with repetitions: all use "
+                         f"{', '.join(ALL_REPETITION_TESTS)}")
+    if repetitions == "majority" and m.test in ALL_REPETITION_TESTS:
+        raise ValueError(f"{where}.test: {m.test} compares per-task pass rates; it needs repetitions: all")
 
 
 # --------------------------------------------------------------------------- reading
@@ -270,7 +359,8 @@ _LOADED: dict[tuple, AnalysisPlan] = {}
 
 
 def _canonical(plan: AnalysisPlan | dict) -> dict:
-    return plan.model_dump(mode="json") if isinstance(plan, AnalysisPlan) else plan
+    """The validated plan as JSON data; unset optional keys (None) are left out, so diffs show only what is declared."""
+    return plan.model_dump(mode="json", exclude_none=True) if isinstance(plan, AnalysisPlan) else plan
 
 
 def plan_hash(plan: AnalysisPlan | dict) -> str:
@@ -285,30 +375,64 @@ def plan_yaml(plan: AnalysisPlan | dict) -> str:
 
 @dataclass
 class PlanCheck:
-    """The plan used by an analysis and how it compares with the one recorded beside the runs."""
+    """The plan used by an analysis, the record it is compared with, and when that record was made."""
 
     plan: AnalysisPlan
     sha256: str
     source: str
     recorded: dict | None = None
     recorded_now: bool = False
+    record_where: str = ""
     changed: bool = False
     diff: str = ""
+    first_trial_at: str | None = None
     warnings: list[str] = field(default_factory=list)
 
     @property
     def short(self) -> str:
         return self.sha256[:12]
 
+    @property
+    def recorded_at(self) -> str | None:
+        return (self.recorded or {}).get("recorded_at")
+
+    @property
+    def fixed_before_data(self) -> bool | None:
+        """True when the record predates the first trial (a pre-registration); None when either time is unknown."""
+        fixed, first = _when(self.recorded_at), _when(self.first_trial_at)
+        return None if fixed is None or first is None else fixed <= first
+
+    def note_first_trial(self, started_at) -> None:
+        """Take the earliest trial start (ISO strings; missing ones ignored) to date the plan against the data."""
+        times = sorted(t for t in (_when(x) for x in started_at) if t is not None)
+        self.first_trial_at = _stamp(times[0]) if times else None
+
+    def timing_line(self) -> str:
+        """One sentence: when the plan was fixed, relative to the first trial."""
+        if self.recorded_at is None:
+            return "The plan was not recorded; when it was fixed is unknown."
+        where = f" in the {self.record_where}" if self.record_where else ""
+        before = self.fixed_before_data
+        if before is None:
+            return f"The plan was recorded{where} on {self.recorded_at}; the start of the first trial is unknown."
+        gap = _duration(abs(_when(self.first_trial_at) - _when(self.recorded_at)))
+        if before:
+            return (f"The plan was fixed{where} on {self.recorded_at}, {gap} before the first trial "
+                    f"({self.first_trial_at}): it is a pre-registration.")
+        return (f"The plan was recorded{where} on {self.recorded_at}, {gap} after the first trial "
+                f"({self.first_trial_at}): it is not a pre-registration.")
+
     def banner(self) -> list[str]:
         """Markdown lines for the very top of a report: the plan departure with its diff, and warnings."""
         out: list[str] = []
         if self.changed and self.recorded is not None:
-            out += [f"> **plan changed after data was analysed:** the plan recorded in `{LOCK_NAME}` on "
-                    f"{self.recorded.get('recorded_at', '?')} (sha256 `{str(self.recorded.get('analysis_plan_sha256'))[:12]}`) "
+            out += [f"> **plan changed after the plan record:** the plan recorded in the {self.record_where} on "
+                    f"{self.recorded_at or '?'} (sha256 `{str(self.recorded.get('analysis_plan_sha256'))[:12]}`) "
                     f"differs from the plan used for this report (`{self.source}`, sha256 `{self.short}`). "
-                    "Results below follow the changed plan; the departure from the pre-registered one is:", "",
+                    "Results below follow the changed plan; the deviations from the recorded one are:", "",
                     "```diff", self.diff.rstrip("\n"), "```", ""]
+        if self.fixed_before_data is False:
+            out += [f"> **plan fixed after the data:** {self.timing_line()}", ""]
         for w in self.warnings:
             out += [f"> **analysis plan warning:** {w}", ""]
         return out
@@ -320,58 +444,114 @@ class PlanCheck:
         """What ``analysis_plan.json`` beside the outputs holds (the hash, the plan, the record state)."""
         return {"analysis_plan_sha256": self.sha256, "plan_name": self.plan.name, "plan_source": self.source,
                 "plan": _canonical(self.plan), "recorded_sha256": (self.recorded or {}).get("analysis_plan_sha256"),
-                "recorded_at": (self.recorded or {}).get("recorded_at"),
-                "plan_changed_after_analysis": self.changed, "warnings": self.warnings}
+                "recorded_at": self.recorded_at, "recorded_in": self.record_where or None,
+                "first_trial_at": self.first_trial_at, "fixed_before_first_trial": self.fixed_before_data,
+                "plan_changed_after_record": self.changed, "warnings": self.warnings}
 
 
-def lock_path(runs: str | os.PathLike) -> Path:
-    """Where the plan record of a runs folder lives: ``<runs>/analysis_plan.lock.json``; for a single
-    results file (mcpbr, Inspect log), ``<file>.analysis_plan.lock.json`` beside it."""
-    p = Path(runs)
+def _when(value) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+
+def _stamp(t: datetime) -> str:
+    return t.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _duration(d) -> str:
+    minutes = int(d.total_seconds() // 60)
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    parts = [f"{days} d"] * bool(days) + [f"{hours} h"] * bool(hours) + [f"{mins} min"] * bool(mins and not days)
+    return " ".join(parts) or "less than a minute"
+
+
+def lock_path(folder: str | os.PathLike) -> Path:
+    """The plan record of a folder: ``<folder>/analysis_plan.lock.json``; for a single results file
+    (mcpbr, Inspect log), ``<file>.analysis_plan.lock.json`` beside it."""
+    p = Path(folder)
     return p.with_name(p.name + "." + LOCK_NAME) if p.is_file() else p / LOCK_NAME
 
 
-def check_plan(runs_dir: str | os.PathLike, plan: AnalysisPlan, source: str = PLAN_FILE.as_posix(), *,
-               record: bool = True, now: datetime | None = None) -> PlanCheck:
-    """Compare ``plan`` with the record in ``runs_dir/analysis_plan.lock.json``; write the record when absent.
+def plan_record(plan: AnalysisPlan, source: str, recorded_by: str, now: datetime | None = None) -> dict:
+    """The JSON a plan record holds: hash, canonical plan, when and by what it was recorded."""
+    return {"analysis_plan_sha256": plan_hash(plan), "plan_name": plan.name, "plan_source": source,
+            "plan": _canonical(plan), "recorded_at": _stamp(now or datetime.now(timezone.utc)),
+            "recorded_by": recorded_by, "tool": "analysis_lib", "tool_version": __version__,
+            "note": "Do not edit: analyses compare their plan with this record."}
 
-    The record is written once, atomically, by the first analysis (``record=True``); it is never
-    replaced. A runs folder that cannot be written gets a warning, not an error; so does an
-    unreadable record (it is left alone).
+
+def write_preregistration(runs_dir: str | os.PathLike, plan: AnalysisPlan, source: str,
+                          now: datetime | None = None) -> Path | None:
+    """The runner's pre-registration: the plan recorded in the run record before the first trial.
+
+    Written once into the runs folder the runner itself creates; an existing record is kept (a resumed
+    run keeps the date of its first start). Returns the path, or None when one was already there.
     """
-    sha = plan_hash(plan)
-    check = PlanCheck(plan, sha, source)
-    lock = lock_path(runs_dir)
-    if lock.exists():
+    path = lock_path(runs_dir)
+    if path.exists():
+        return None
+    return atomic_write_json(path, plan_record(plan, source, "runner, before the first trial", now))
+
+
+def _read_record(path: Path) -> dict:
+    rec = read_json(path, "plan")
+    if not isinstance(rec, dict) or not isinstance(rec.get("analysis_plan_sha256"), str):
+        raise InputError(str(path), "plan", "not an analysis plan record")
+    return rec
+
+
+def check_plan(runs_dir: str | os.PathLike, plan: AnalysisPlan, source: str = PLAN_FILE.as_posix(), *,
+               out_dir: str | os.PathLike | None = None, record_path: str | os.PathLike | None = None,
+               record: bool = True, now: datetime | None = None) -> PlanCheck:
+    """Compare ``plan`` with its record; never write into the runs folder, which is read-only input.
+
+    The record compared with is, first found: ``record_path`` (named by the user), the runner's
+    pre-registration in the runs folder, the record in ``out_dir``. When there is none and ``record``
+    is set, the plan is recorded in ``out_dir`` (once, atomically; never replaced). An unreadable or
+    unwritable record is a warning, not an error.
+    """
+    check = PlanCheck(plan, plan_hash(plan), source)
+    candidates = [(Path(record_path), "named plan record")] if record_path is not None else []
+    candidates += [(lock_path(runs_dir), "run record")]
+    if out_dir is not None:
+        candidates.append((lock_path(out_dir), "output folder"))
+    for path, where in candidates:
+        if not path.exists():
+            if where == "named plan record":
+                raise PlanError(f"{display_path(path)}: plan record not found")
+            continue
         try:
-            rec = read_json(lock, "plan")
-            if not isinstance(rec, dict) or not isinstance(rec.get("analysis_plan_sha256"), str):
-                raise InputError(str(lock), "plan", "not an analysis plan record")
+            rec = _read_record(path)
         except InputError as exc:
-            check.warnings.append(f"{LOCK_NAME}: unreadable plan record, left as it is ({exc.error.message}); "
-                                  "the plan cannot be compared with the one of the first analysis")
+            check.warnings.append(f"{display_path(path)}: unreadable plan record, left as it is ({exc.error.message}); "
+                                  "the plan cannot be compared with the recorded one")
             return check
-        check.recorded = rec
-        if rec["analysis_plan_sha256"] != sha:
+        check.recorded, check.record_where = rec, where
+        if rec["analysis_plan_sha256"] != check.sha256:
             check.changed = True
             old = rec.get("plan") if isinstance(rec.get("plan"), dict) else {}
             check.diff = "".join(difflib.unified_diff(
                 plan_yaml(old).splitlines(keepends=True), plan_yaml(plan).splitlines(keepends=True),
                 fromfile=f"recorded plan ({rec.get('recorded_at', '?')})", tofile=f"{source} (this analysis)"))
         return check
-    if not record:
+    if not record or out_dir is None:
         return check
-    stamp = (now or datetime.now(timezone.utc)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    rec = {"analysis_plan_sha256": sha, "plan_name": plan.name, "plan_source": source, "plan": _canonical(plan),
-           "recorded_at": stamp, "tool": "analysis_lib", "tool_version": __version__,
-           "note": "Recorded by the first analysis of these runs. Do not edit: later analyses compare their plan with this one."}
+    rec = plan_record(plan, source, "first analysis into this output folder", now)
+    lock = lock_path(out_dir)
     try:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
         atomic_write_json(lock, rec)
     except OSError as exc:
         check.warnings.append(f"{display_path(lock)}: plan record not written ({type(exc).__name__}: "
-                              f"{exc.strerror or exc}); later changes of the plan cannot be detected for these runs")
+                              f"{exc.strerror or exc}); later changes of the plan cannot be detected")
         return check
-    check.recorded, check.recorded_now = rec, True
+    check.recorded, check.recorded_now, check.record_where = rec, True, "output folder"
     return check
 
 

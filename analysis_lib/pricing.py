@@ -33,8 +33,13 @@ def price_table() -> dict:
 
 
 def _entry(model: str) -> dict | None:
+    """The price-map entry of a model: the provider's own id first (Bedrock and Vertex may price
+    differently), then provider-less variants and the model's one name across providers
+    (:func:`analysis_lib.ingest.identity.canonical_model`)."""
+    from .ingest.identity import canonical_model
+
     table = price_table()
-    for name in (model, model.split("/", 1)[-1], model.rsplit("/", 1)[-1]):
+    for name in (model, model.split("/", 1)[-1], model.rsplit("/", 1)[-1], canonical_model(model)):
         entry = table.get(name)
         if isinstance(entry, dict) and entry.get("input_cost_per_token") is not None:
             return entry

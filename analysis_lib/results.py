@@ -199,10 +199,11 @@ def results_report(obj: dict, ev: pd.DataFrame, table: pd.DataFrame, metrics: pd
     out += check.banner()
     out += [f"# Results: {(obj.get('manifest') or {}).get('name') or 'benchmark run'}"
             + (" (SIMULATED)" if simulated else ""), "",
-            check.hash_line(), "",
-            f"Pre-registered report of the benchmark run `{source}` (status: {obj.get('status', '–')}). The tiers, "
-            "tests, corrections and intervals below are those the analysis plan declares; nothing was chosen after "
-            "looking at the data.", ""]
+            check.hash_line(), "", check.timing_line(), "",
+            f"Report of the benchmark run `{source}` (status: {obj.get('status', '–')}). The tiers, tests, corrections "
+            "and intervals below are those the analysis plan declares"
+            + ("; the plan was fixed before the first trial, so nothing was chosen after looking at the data."
+               if check.fixed_before_data and not check.changed else "."), ""]
     n = len(ev)
     missing = ev[ev["verdict"].isna()]
     out += ["## Evaluation completeness", ""]
@@ -259,7 +260,8 @@ def _cross_check(ev: pd.DataFrame, metrics: pd.DataFrame) -> list[str]:
 
 def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESULTS.md", plots: str | os.PathLike | None = None,
                   *, runs_dir: str | os.PathLike | None = None, plan_path: str | os.PathLike | None = None,
-                  baseline: str | None = None, record: bool = True, workers: int | None = 1) -> ResultsOutcome:
+                  baseline: str | None = None, record: bool = True, plan_record: str | os.PathLike | None = None,
+                  workers: int | None = 1) -> ResultsOutcome:
     """Check, analyse and write RESULTS.md (and the plots) for one benchmark run; see the module docstring.
 
     Raises :class:`ResultsError` or :class:`~analysis_lib.plan.PlanError` (one line) when nothing can
@@ -273,13 +275,15 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     obj = read_full_run(full_run)
     runs = find_runs_dir(full_run, obj, runs_dir)
     source = plan_mod.display_path(plan_path if plan_path is not None else plan_mod.PLAN_FILE)
-    check = plan_mod.check_plan(runs, plan, source, record=record)
+    check = plan_mod.check_plan(runs, plan, source, out_dir=Path(output).parent, record_path=plan_record, record=record)
     outcome = ResultsOutcome(0, plan_check=check)
     simulated = obj.get("simulated") is True or is_simulated(runs)
     ev = evaluation_table(obj)
     conditions = [str(c) for c in obj.get("conditions") or []]
     result = analyse(runs, None, profiles=conditions or None, cache=False, workers=workers)
     metrics = result.metrics
+    if "started_at" in metrics:
+        check.note_first_trial(metrics["started_at"].dropna().tolist())
     if metrics.empty:
         raise ResultsError(f"{plan_mod.display_path(runs)}: no trial could be read from the runs folder")
     mismatches = _cross_check(ev, metrics)
@@ -310,7 +314,7 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     outcome.files.insert(0, atomic_write_text(output, text))
     outcome.messages = [f"warning: {w}" for w in check.warnings]
     if check.changed:
-        outcome.messages.append(f"warning: plan changed after data was analysed (recorded sha256 "
+        outcome.messages.append(f"warning: plan changed after the plan record (recorded sha256 "
                                 f"{str(check.recorded.get('analysis_plan_sha256'))[:12]}, now {check.short}); see {output}")
     if refused_reason:
         outcome.messages.append(f"error: accuracy analysis refused: {refused_reason}; missing:")
@@ -364,12 +368,16 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--plan", metavar="YAML", help="analysis plan (default params/analysis_plan.yaml)")
     p.add_argument("--baseline", metavar="CONDITION", help="baseline condition (default: the plan's, else index.json's, "
                    "else the manifest's first)")
-    p.add_argument("--no-record", action="store_true", help="do not record the plan beside the runs on a first analysis")
+    p.add_argument("--no-record", action="store_true",
+                   help="do not record the plan in the output folder when the runs carry no plan record")
+    p.add_argument("--plan-record", metavar="JSON", help="compare the plan with this plan record (default: the run "
+                   "record's, else the one in the output folder)")
     p.add_argument("--workers", type=int, default=1, help="processes for ingest (default 1)")
     args = p.parse_args(argv)
     try:
         res = write_results(args.full_run, args.output, args.plots, runs_dir=args.runs_dir, plan_path=args.plan,
-                            baseline=args.baseline, record=not args.no_record, workers=args.workers)
+                            baseline=args.baseline, record=not args.no_record,
+                            plan_record=args.plan_record, workers=args.workers)
     except (ResultsError, plan_mod.PlanError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1072,6 +1072,18 @@ def _is_simulator_output(path: Path) -> bool:
         return False
 
 
+def _preregister(runs: Path, first_start_ms: int) -> None:
+    """The runner's pre-registration, as the runner writes it: the default plan, fixed a day before the first trial."""
+    from . import plan as plan_mod
+
+    try:
+        plan = plan_mod.load_plan()
+    except plan_mod.PlanError:
+        return  # a working folder without a valid plan: simulated runs without a record, as analysed runs may be
+    fixed = _EPOCH + timedelta(milliseconds=first_start_ms) - timedelta(days=1)
+    plan_mod.write_preregistration(runs, plan, plan_mod.PLAN_FILE.as_posix(), now=fixed)
+
+
 def simulate(out_dir: str | os.PathLike, seed: int, n_tasks: int = 24, repetitions: int = 3, effects: Effects | None = None,
              profiles: tuple[str, ...] | list[str] = DEFAULT_PROFILES, force: bool = False) -> Path:
     """Write simulated runs in the run layout under ``out_dir`` from the latent draws of :func:`simulate_metrics`.
@@ -1121,6 +1133,7 @@ def simulate(out_dir: str | os.PathLike, seed: int, n_tasks: int = 24, repetitio
             "agent": {"name": AGENT_NAME, "version": AGENT_VERSION, "model_name": MODEL},
         }
         (tmp / "index.json").write_bytes(_dumps(index))
+        _preregister(tmp, min(_run_start_ms(seed, p, 0, len(profiles), n_tasks) for p in range(len(profiles))))
         null = effects is not None and eff == Effects.null(n_infra_errors=eff.n_infra_errors)
         (tmp / "README.md").write_text(_readme(seed, n_tasks, repetitions, profiles, null, eff.n_infra_errors))
         tmp.chmod(0o755)

@@ -96,18 +96,26 @@ def _values(trials: pd.DataFrame, metric: str, binary: bool) -> pd.Series:
     return pd.to_numeric(trials[metric], errors="coerce").astype(float).reset_index(drop=True)
 
 
-def aggregate_repetitions(trials: pd.DataFrame, metric: str, *, binary: bool | None = None) -> pd.DataFrame:
+AGGREGATES = ("majority", "mean", "median", "geometric_mean")
+
+
+def aggregate_repetitions(trials: pd.DataFrame, metric: str, *, binary: bool | None = None,
+                          how: str | None = None) -> pd.DataFrame:
     """Aggregate the repetitions of each (profile, task_id) into one value.
 
-    Pass/fail metrics (``binary``, default: ``metric == "success"``) take the **majority vote**;
-    a tie (as many passes as fails, possible with an even number of repetitions) counts as a
-    **fail** and is flagged in ``tie``. Continuous metrics take the **median** of the
-    repetitions. Missing values (NaN, e.g. the outcome of an infra error) are left out.
+    ``how`` (default: ``majority`` for pass/fail, ``median`` otherwise): ``majority`` takes the
+    majority vote of pass/fail repetitions, a tie (as many passes as fails) counting as a **fail**
+    and flagged in ``tie``; ``mean`` the task's pass rate (every repetition counts, no ties);
+    ``median`` the median; ``geometric_mean`` exp(mean log v), NaN when a repetition is not
+    positive. Missing values (NaN, e.g. the outcome of an infra error) are left out.
 
     Returns columns ``profile, task_id, value, n_reps, n_pass, tie`` (``n_pass``/``tie`` are
     NaN/False for continuous metrics), sorted by profile and task.
     """
     binary = (metric == "success") if binary is None else binary
+    how = how or ("majority" if binary else "median")
+    if how not in AGGREGATES or (binary and how not in ("majority", "mean")):
+        raise ValueError(f"cannot aggregate {'pass/fail' if binary else 'continuous'} repetitions by {how!r}")
     df = pd.DataFrame(
         {
             "profile": trials["profile"].astype(str).to_numpy(),
@@ -118,8 +126,20 @@ def aggregate_repetitions(trials: pd.DataFrame, metric: str, *, binary: bool | N
     g = df.groupby(["profile", "task_id"], sort=True)["v"]
     if binary:
         out = g.agg(n_reps="count", n_pass="sum").reset_index()
-        out["value"] = (2 * out["n_pass"] > out["n_reps"]).astype(float)
-        out["tie"] = 2 * out["n_pass"] == out["n_reps"]
+        if how == "mean":
+            out["value"] = out["n_pass"] / out["n_reps"]
+            out["tie"] = False
+        else:
+            out["value"] = (2 * out["n_pass"] > out["n_reps"]).astype(float)
+            out["tie"] = 2 * out["n_pass"] == out["n_reps"]
+    elif how == "geometric_mean":
+        logs = np.log(df["v"].where(df["v"] > 0))
+        out = pd.DataFrame({"profile": df["profile"], "task_id": df["task_id"], "log": logs, "v": df["v"]}) \
+            .groupby(["profile", "task_id"], sort=True) \
+            .agg(value=("log", lambda s: float(np.exp(s.mean())) if s.notna().all() else np.nan),
+                 n_reps=("v", "count")).reset_index()
+        out["n_pass"] = np.nan
+        out["tie"] = False
     else:
         out = g.agg(value="median", n_reps="count").reset_index()
         out["n_pass"] = np.nan
@@ -127,13 +147,14 @@ def aggregate_repetitions(trials: pd.DataFrame, metric: str, *, binary: bool | N
     return out[["profile", "task_id", "value", "n_reps", "n_pass", "tie"]]
 
 
-def pair_tasks(trials: pd.DataFrame, metric: str, a: str, b: str, *, binary: bool | None = None) -> pd.DataFrame:
+def pair_tasks(trials: pd.DataFrame, metric: str, a: str, b: str, *, binary: bool | None = None,
+               how: str | None = None) -> pd.DataFrame:
     """Per-task pairs of profile ``a`` (baseline) and ``b`` on the tasks both have.
 
-    Repetitions are aggregated with :func:`aggregate_repetitions` first. Returns columns
+    Repetitions are aggregated with :func:`aggregate_repetitions` (``how``) first. Returns columns
     ``task_id, a, b, n_a, n_b, tie_a, tie_b`` sorted by task_id.
     """
-    agg = aggregate_repetitions(trials, metric, binary=binary)
+    agg = aggregate_repetitions(trials, metric, binary=binary, how=how)
     both = agg[agg["profile"] == a].merge(agg[agg["profile"] == b], on="task_id", how="inner",
                                           suffixes=("_a", "_b")).sort_values("task_id")
     return pd.DataFrame(
@@ -1040,3 +1061,126 @@ def ratio_of_totals(num_a: Sequence, den_a: Sequence, num_b: Sequence, den_b: Se
         rows.append({"arm": name, "estimate": e, "ci_low": lo, "ci_high": hi, "n_tasks": n, "n_boot": n_boot,
                      "n_undefined": undefined})
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- every repetition
+
+
+def paired_t(d: Sequence, *, confidence: float = 0.95) -> pd.DataFrame:
+    """Mean of per-task differences with Student's t test and interval (df = n - 1).
+
+    With one aggregated difference per task this is the CR2 cluster-robust analysis of the
+    trial-level model with Satterthwaite degrees of freedom (Bell & McCaffrey 2002; Pustejovsky &
+    Tipton 2018): for an intercept-only model the CR2 variance is s^2/n and the Satterthwaite df is
+    n - 1. The interval and the test are the same computation, so they always agree.
+
+    Returns one row: ``n, estimate, se, df, statistic, p_val, ci_low, ci_high``.
+    """
+    x = np.asarray(d, dtype=float)
+    x = x[np.isfinite(x)]
+    n = x.size
+    row = {"n": n, "estimate": float(x.mean()) if n else np.nan, "se": np.nan, "df": max(n - 1, 0),
+           "statistic": np.nan, "p_val": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+    if n >= 2:
+        se = float(x.std(ddof=1) / np.sqrt(n))
+        q = sps.t.ppf((1 + confidence) / 2, n - 1)
+        row.update(se=se, ci_low=row["estimate"] - q * se, ci_high=row["estimate"] + q * se)
+        if se > 0:
+            t = row["estimate"] / se
+            row.update(statistic=t, p_val=float(2 * sps.t.sf(abs(t), n - 1)))
+        else:
+            row.update(p_val=1.0 if row["estimate"] == 0 else 0.0)
+    return pd.DataFrame([row])
+
+
+EXACT_SIGN_FLIPS = 16  # up to 2^16 sign patterns are enumerated; above, a seeded Monte-Carlo sample
+
+
+def _sign_matrix(n: int, n_resamples: int, seed: int) -> tuple[np.ndarray, bool]:
+    if n <= EXACT_SIGN_FLIPS:
+        codes = np.arange(2 ** n, dtype=np.int64)[:, None] >> np.arange(n)
+        return 1.0 - 2.0 * (codes & 1), True
+    rng = np.random.default_rng(seed)
+    return rng.choice([-1.0, 1.0], size=(n_resamples, n)), False
+
+
+def _flip_p(x: np.ndarray, signs: np.ndarray, exact: bool) -> float:
+    obs = abs(x.mean())
+    null = np.abs(signs @ x) / x.size
+    hits = int(np.sum(null >= obs - 1e-12 * max(1.0, obs)))
+    return hits / len(signs) if exact else (hits + 1) / (len(signs) + 1)
+
+
+def sign_flip(d: Sequence, *, confidence: float = 0.95, n_resamples: int = 20_000, seed: int = 0) -> pd.DataFrame:
+    """Sign-flip randomisation test of the mean per-task difference, with the interval that inverts it.
+
+    Under the blocked, randomised schedule (both arms of a task run back to back in random order)
+    the sign of each task's difference is exchangeable under the null of no effect, so the test
+    needs no distributional assumption (Fisher 1935; Good 2005, ch. 3). Exact over all 2^n sign
+    patterns for n <= 16, else ``n_resamples`` seeded patterns with p = (hits + 1)/(B + 1) and its
+    Monte-Carlo standard error. The interval is {delta : the test of d - delta does not reject},
+    found by bisection with the same sign patterns, so it excludes 0 exactly when p <= alpha.
+
+    Returns one row: ``n, estimate, p_val, mc_se, exact, ci_low, ci_high``.
+    """
+    x = np.asarray(d, dtype=float)
+    x = x[np.isfinite(x)]
+    n = x.size
+    row = {"n": n, "estimate": float(x.mean()) if n else np.nan, "p_val": np.nan, "mc_se": np.nan,
+           "exact": n <= EXACT_SIGN_FLIPS, "ci_low": np.nan, "ci_high": np.nan}
+    if n == 0:
+        return pd.DataFrame([row])
+    signs, exact = _sign_matrix(n, n_resamples, seed)
+    p = _flip_p(x, signs, exact)
+    row.update(p_val=p, mc_se=0.0 if exact else float(np.sqrt(p * (1 - p) / len(signs))))
+    alpha = 1 - confidence
+    spread = float(x.max() - x.min()) or 1.0
+
+    def accepted(delta: float) -> bool:
+        return _flip_p(x - delta, signs, exact) > alpha
+
+    est = row["estimate"]
+    if not accepted(est):  # too few tasks for any interval at this level
+        return pd.DataFrame([{**row, "ci_low": -np.inf, "ci_high": np.inf}])
+    for side, key in ((-1.0, "ci_low"), (1.0, "ci_high")):
+        inside, outside = est, est + side * spread
+        while accepted(outside):
+            outside += side * spread
+            if abs(outside - est) > 1e6 * spread:
+                inside = outside = side * np.inf
+                break
+        for _ in range(60):
+            if not np.isfinite(outside) or abs(outside - inside) <= 1e-10 * spread:
+                break
+            mid = (inside + outside) / 2
+            inside, outside = (mid, outside) if accepted(mid) else (inside, mid)
+        row[key] = float(inside)
+    return pd.DataFrame([row])
+
+
+def gee_difference(y: Sequence, arm_b: Sequence, cluster: Sequence, *, confidence: float = 0.95) -> pd.DataFrame:
+    """Marginal difference in a pass rate between arms by GEE: identity link, exchangeable working
+    correlation within task, robust (sandwich) standard error (Liang & Zeger 1986; statsmodels GEE).
+
+    A sensitivity analysis for the per-task pass@1 difference: it weighs trials by the working
+    correlation instead of weighing every task the same. Returns one row: ``estimate, se, z, p_val,
+    ci_low, ci_high, n_trials, n_clusters``.
+    """
+    import statsmodels.api as sm
+
+    y = np.asarray(y, dtype=float)
+    x = np.asarray(arm_b, dtype=float)
+    g = np.asarray(cluster)
+    ok = np.isfinite(y)
+    y, x, g = y[ok], x[ok], g[ok]
+    row = {"estimate": np.nan, "se": np.nan, "z": np.nan, "p_val": np.nan, "ci_low": np.nan, "ci_high": np.nan,
+           "n_trials": int(y.size), "n_clusters": int(pd.unique(g).size)}
+    if row["n_clusters"] < 2 or np.unique(x).size < 2:
+        return pd.DataFrame([row])
+    fit = sm.GEE(y, sm.add_constant(x), groups=pd.factorize(g)[0], family=sm.families.Gaussian(),
+                 cov_struct=sm.cov_struct.Exchangeable()).fit()
+    est, se = float(fit.params[1]), float(fit.bse[1])
+    q = sps.norm.ppf((1 + confidence) / 2)
+    row.update(estimate=est, se=se, z=est / se if se > 0 else np.nan,
+               p_val=float(2 * sps.norm.sf(abs(est / se))) if se > 0 else np.nan, ci_low=est - q * se, ci_high=est + q * se)
+    return pd.DataFrame([row])

@@ -28,6 +28,7 @@ DEFAULT_MCP_TOOLS = frozenset(
 _READ = {
     "read", "read_file", "readfile", "view", "view_file", "open_file", "file_read", "notebookread", "read_many_files",
     "readmanyfiles", "cat", "get_file", "read_notebook",
+    "open", "goto", "scroll_up", "scroll_down",  # SWE-agent's file viewer
 }
 _SEARCH = {
     "grep", "glob", "search_file_content", "search", "find_file", "find_files", "search_dir", "search_file", "ls",

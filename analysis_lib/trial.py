@@ -104,6 +104,9 @@ class Activity:
     call_steps: list[tuple[int, str | None] | None] = field(default_factory=list)
     first_step_timestamp: str | None = None
     model_name: str | None = None
+    # Per subagent (nested ones too): (its model, input, output, cached tokens), so that an estimated
+    # cost prices a subagent's calls at its own model's rate; empty without subagents.
+    subagent_usage: list[tuple[str | None, int, int, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

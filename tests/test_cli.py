@@ -18,8 +18,11 @@ from builders import small_runs
 FILES = ["metrics_detail.csv", "metrics_summary.csv", "aggregate_metrics.json", "errors.csv",
          # with two or more profiles the plan's comparisons and the profile rates are written beside them
          "comparisons.csv", "profile_rates.csv", "comparison_report.md",
-         # the analysis plan sidecar (plan hash of the CSVs)
-         "analysis_plan.json"]
+         # what the repetitions of a task say: variance components, pass@k / pass^k
+         "variance_components.csv", "pass_at_k.csv",
+         # the analysis plan sidecar (plan hash of the CSVs), and the plan record: these runs carry no
+         # pre-registration, so the first analysis records its plan here, never in the runs folder
+         "analysis_plan.json", "analysis_plan.lock.json"]
 
 
 def cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
@@ -33,8 +36,14 @@ def runs(tmp_path) -> Path:
 
 def test_writes_the_four_files(runs, tmp_path):
     out = tmp_path / "out"
-    proc = cli(str(runs), "--no-llm", "-o", str(out))
+    before = {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()}
+    runs.chmod(0o555)  # read-only input (root may still write: the byte comparison below is the check)
+    try:
+        proc = cli(str(runs), "--no-llm", "-o", str(out))
+    finally:
+        runs.chmod(0o755)
     assert proc.returncode == 0, proc.stderr
+    assert {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()} == before  # nothing written into the runs
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == sorted(FILES)
     detail = pd.read_csv(out / "metrics_detail.csv")
     assert list(detail.columns[:5]) == ["profile", "task_id", "repetition", "run_id", "trial_path"]

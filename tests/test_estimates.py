@@ -185,3 +185,76 @@ def test_ratio_of_totals_never_infinite():
     none = stats.ratio_of_totals([1.0], [0], [1.0], [1], n_boot=100).set_index("arm")
     assert math.isnan(none.loc["A", "estimate"]) and math.isnan(none.loc["B/A", "estimate"])
     assert not np.isinf(pd.to_numeric(none["estimate"])).any()
+
+
+# --------------------------------------------------------------------------- every repetition
+
+
+def test_paired_t_is_scipys_one_sample_t_test_and_interval():
+    d = np.random.default_rng(3).normal(0.1, 0.3, 17)
+    r = stats.paired_t(d).iloc[0]
+    ref = sps.ttest_1samp(d, 0.0)
+    ci = ref.confidence_interval(0.95)
+    assert r["p_val"] == pytest.approx(ref.pvalue, rel=1e-12) and r["statistic"] == pytest.approx(ref.statistic)
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((ci.low, ci.high), rel=1e-12) and r["df"] == 16
+
+
+def test_paired_t_is_the_cr2_satterthwaite_test_of_the_trial_level_model():
+    """statsmodels' cluster-robust OLS of per-task differences on an intercept: CR2 = s^2/n for one row per task."""
+    import statsmodels.api as sm
+
+    d = np.random.default_rng(4).normal(0.0, 1.0, 12)
+    fit = sm.OLS(d, np.ones((d.size, 1))).fit(cov_type="HC2")  # HC2 with one observation per cluster = CR2
+    r = stats.paired_t(d).iloc[0]
+    assert r["se"] == pytest.approx(float(fit.bse[0]), rel=1e-10)
+
+
+@pytest.mark.parametrize("n", [6, 12, 16])
+def test_sign_flip_exact_p_is_scipys_permutation_test(n):
+    d = np.random.default_rng(n).normal(0.4, 1.0, n)
+    ref = sps.permutation_test((d,), np.mean, permutation_type="samples", n_resamples=np.inf, alternative="two-sided")
+    r = stats.sign_flip(d).iloc[0]
+    assert r["exact"] and r["p_val"] == pytest.approx(ref.pvalue, rel=1e-12)
+
+
+def test_sign_flip_interval_inverts_the_test_and_monte_carlo_states_its_error():
+    d = np.random.default_rng(7).normal(0.3, 1.0, 24)  # 2^24 patterns: Monte Carlo
+    r = stats.sign_flip(d, n_resamples=20_000, seed=1).iloc[0]
+    ref = sps.permutation_test((d,), np.mean, permutation_type="samples", n_resamples=200_000, alternative="two-sided",
+                               random_state=0)
+    assert not r["exact"] and 0 < r["mc_se"] < 0.005 and abs(r["p_val"] - ref.pvalue) < 4 * r["mc_se"] + 0.002
+    assert r["ci_low"] < r["estimate"] < r["ci_high"]
+    for bound, outward in ((r["ci_low"], -1e-6), (r["ci_high"], 1e-6)):
+        assert stats.sign_flip(d - bound, n_resamples=20_000, seed=1).iloc[0]["p_val"] > 0.05
+        assert stats.sign_flip(d - bound - outward, n_resamples=20_000, seed=1).iloc[0]["p_val"] <= 0.05
+    assert (r["ci_low"] > 0) == (r["p_val"] <= 0.05)
+
+
+def test_repetitions_aggregate_by_pass_rate_and_geometric_mean():
+    trials = pd.DataFrame({"profile": ["a"] * 5, "task_id": ["t1", "t1", "t1", "t2", "t2"],
+                           "success": [True, False, True, True, False], "tokens": [10.0, 1000.0, 100.0, 4.0, 0.0]})
+    rate = stats.aggregate_repetitions(trials, "success", how="mean").set_index("task_id")
+    assert rate.loc["t1", "value"] == pytest.approx(2 / 3) and rate.loc["t2", "value"] == 0.5
+    assert not rate["tie"].any()  # no ties: an even split is a pass rate of one half, not a failure
+    assert stats.aggregate_repetitions(trials, "success").set_index("task_id").loc["t2", "value"] == 0.0
+    geo = stats.aggregate_repetitions(trials, "tokens", binary=False, how="geometric_mean").set_index("task_id")
+    assert geo.loc["t1", "value"] == pytest.approx(100.0) and np.isnan(geo.loc["t2", "value"])
+    with pytest.raises(ValueError, match="cannot aggregate pass/fail repetitions by 'median'"):
+        stats.aggregate_repetitions(trials, "success", how="median")
+
+
+def test_gee_difference_on_a_balanced_design_is_the_difference_of_rates_with_cluster_robust_se():
+    """Balanced tasks: GEE's estimate is the plain difference of pass rates and its sandwich SE is the CR0
+    cluster-robust SE of the same OLS fit (statsmodels OLS with cov_type='cluster', no small-sample factor)."""
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(11)
+    tasks = np.repeat(np.arange(20), 6)
+    arm = np.tile([0, 0, 0, 1, 1, 1], 20)
+    p = rng.uniform(0.2, 0.8, 20)[tasks] + 0.1 * arm
+    y = (rng.random(tasks.size) < p).astype(float)
+    r = stats.gee_difference(y, arm, tasks).iloc[0]
+    assert r["estimate"] == pytest.approx(y[arm == 1].mean() - y[arm == 0].mean(), abs=1e-10)
+    ols = sm.OLS(y, sm.add_constant(arm.astype(float))).fit(cov_type="cluster", cov_kwds={"groups": tasks, "use_correction": False})
+    assert r["se"] == pytest.approx(float(ols.bse[1]), rel=1e-6)
+    assert (r["ci_low"] > 0) == (r["p_val"] < 0.05)

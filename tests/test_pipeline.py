@@ -92,7 +92,7 @@ def test_committed_notebooks_are_executed_and_hold_no_machine_paths_or_keys():
         assert not any(o.output_type == "error" for c in code for o in c.outputs), name
         assert not any(o.get("name") == "stderr" for c in code for o in c.outputs), f"{name}: stderr output"
         assert not re.search(r"(/(?:work|home|root|tmp|Users)/|[A-Z]:\\\\)", raw), f"{name}: machine path"
-        assert not re.search(r"sk-[A-Za-z0-9]{8}|api_key\s*[=:]\s*['\"][^'\"]+", raw), f"{name}: key-like text"
+        assert not re.search(r"(?<![A-Za-z0-9-])sk-[A-Za-z0-9]{8}|api_key\s*[=:]\s*['\"][^'\"]+", raw), f"{name}: key-like text"
         md = [c.source for c in nb.cells if c.cell_type == "markdown"]
         assert len(md) >= 2, f"{name}: needs markdown explaining its steps"
 

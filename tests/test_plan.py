@@ -163,37 +163,72 @@ def test_a_refused_column_keeps_its_place_in_the_family(latent):
     np.testing.assert_allclose(prim["p_adjusted"], stats.holm([*prim["p_value"], 1.0])[:2])
 
 
-def test_record_once_then_detect_a_changed_plan_with_its_diff(tmp_path):
-    runs = tmp_path / "runs"
+def _tree(root):
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_record_once_in_the_output_folder_then_detect_a_changed_plan_with_its_diff(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
     runs.mkdir()
+    (runs / "trial.json").write_text("{}")
+    before = _tree(runs)
     plan = P.load_plan(PLAN)
-    first = P.check_plan(runs, plan)
-    lock = runs / P.LOCK_NAME
+    first = P.check_plan(runs, plan, out_dir=out)
+    lock = out / P.LOCK_NAME
     rec = json.loads(lock.read_text())
-    assert first.recorded_now and not first.changed and rec["analysis_plan_sha256"] == P.plan_hash(plan)
-    assert rec["plan"] == plan.model_dump(mode="json") and rec["tool_version"] and rec["recorded_at"].endswith("Z")
-    again = P.check_plan(runs, plan)
+    assert _tree(runs) == before  # the runs are input: nothing is written into them
+    assert first.recorded_now and first.record_where == "output folder" and not first.changed
+    assert rec["analysis_plan_sha256"] == P.plan_hash(plan) and rec["recorded_by"] == "first analysis into this output folder"
+    assert rec["plan"] == plan.model_dump(mode="json", exclude_none=True) and rec["tool_version"] and rec["recorded_at"].endswith("Z")
+    again = P.check_plan(runs, plan, out_dir=out)
     assert not again.recorded_now and not again.changed and again.banner() == []
     d = _plan_dict()
     d["alpha"] = 0.01
     d["tiers"]["secondary"]["metrics"].pop()
     other = P.parse_plan(d, "params/analysis_plan.yaml")
-    changed = P.check_plan(runs, other, "params/analysis_plan.yaml")
+    changed = P.check_plan(runs, other, "params/analysis_plan.yaml", out_dir=out)
     assert changed.changed and json.loads(lock.read_text()) == rec  # the record is never replaced
     banner = "\n".join(changed.banner())
-    assert banner.startswith("> **plan changed after data was analysed:**")
+    assert banner.startswith("> **plan changed after the plan record:** the plan recorded in the output folder")
     assert "-alpha: 0.05\n+alpha: 0.01" in banner and "-    - id: exploration_breadth" in banner
+    # A record the user names wins over the output folder's; a named record that is missing is an error.
+    named = P.check_plan(runs, other, out_dir=tmp_path / "elsewhere", record_path=lock)
+    assert named.changed and named.record_where == "named plan record" and not (tmp_path / "elsewhere").exists()
+    with pytest.raises(P.PlanError, match="nowhere.json: plan record not found"):
+        P.check_plan(runs, plan, record_path=tmp_path / "nowhere.json")
 
 
-def test_read_only_runs_and_unreadable_record_warn_instead_of_failing(tmp_path):
+def test_preregistration_is_dated_against_the_first_trial(tmp_path):
+    from datetime import datetime, timezone
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    plan = P.load_plan(PLAN)
+    fixed = datetime(2026, 3, 1, 8, 0, tzinfo=timezone.utc)
+    assert P.write_preregistration(runs, plan, "params/analysis_plan.yaml", now=fixed) == runs / P.LOCK_NAME
+    assert P.write_preregistration(runs, plan, "params/analysis_plan.yaml") is None  # a resumed run keeps its date
+    check = P.check_plan(runs, plan, out_dir=tmp_path / "out")
+    assert check.record_where == "run record" and not (tmp_path / "out" / P.LOCK_NAME).exists()
+    check.note_first_trial([None, "2026-03-02T10:30:00.000Z", "2026-03-01T09:15:00Z", "garbage"])
+    assert check.first_trial_at == "2026-03-01T09:15:00Z" and check.fixed_before_data is True
+    assert check.timing_line() == ("The plan was fixed in the run record on 2026-03-01T08:00:00Z, 1 h 15 min before "
+                                   "the first trial (2026-03-01T09:15:00Z): it is a pre-registration.")
+    assert check.banner() == []
+    check.note_first_trial(["2026-02-27T08:00:00Z"])
+    assert check.fixed_before_data is False and "2 d after the first trial" in check.timing_line()
+    assert check.banner()[0].startswith("> **plan fixed after the data:**")
+    assert check.sidecar()["fixed_before_first_trial"] is False
+
+
+def test_read_only_runs_analyse_and_unreadable_record_warns_instead_of_failing(tmp_path):
     plan = P.load_plan(PLAN)
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o555)
     try:
-        # root writes into a 0o555 folder anyway: then a runs "folder" below a file stands in for it.
-        target = ro if not os.access(ro, os.W_OK) else _write(tmp_path, "x", "a_file") / "runs"
-        check = P.check_plan(target, plan)
+        # root writes into a 0o555 folder anyway: then an output "folder" below a file stands in for it.
+        target = ro if not os.access(ro, os.W_OK) else _write(tmp_path, "x", "a_file") / "out"
+        check = P.check_plan(tmp_path, plan, out_dir=target)
         assert not check.recorded_now and len(check.warnings) == 1 and "plan record not written" in check.warnings[0]
         assert check.sha256 == P.plan_hash(plan) and not check.changed
     finally:
@@ -201,16 +236,16 @@ def test_read_only_runs_and_unreadable_record_warn_instead_of_failing(tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / P.LOCK_NAME).write_text("{not json")
-    check = P.check_plan(bad, plan)
+    check = P.check_plan(bad, plan, out_dir=tmp_path / "out2")
     assert "unreadable plan record" in check.warnings[0] and (bad / P.LOCK_NAME).read_text() == "{not json"
     assert check.banner()[0].startswith("> **analysis plan warning:**")
 
 
-def test_committed_sample_carries_its_record_for_the_current_plan(sample_runs):
+def test_committed_sample_is_preregistered_with_the_current_plan(sample_runs):
     rec = json.loads((sample_runs / P.LOCK_NAME).read_text())
     assert rec["analysis_plan_sha256"] == P.plan_hash(P.load_plan(PLAN)), (
-        "params/analysis_plan.yaml changed after the sample was analysed: a deliberate change needs the sample's "
-        "record re-made (delete runs/sample/analysis_plan.lock.json and run the analysis)")
+        "params/analysis_plan.yaml changed: a deliberate change needs the sample regenerated (make sample)")
+    assert rec["recorded_by"] == "runner, before the first trial"
 
 
 def test_layer1_and_comparisons_carry_the_hash_and_flag_a_changed_plan(tmp_path):
@@ -222,8 +257,8 @@ def test_layer1_and_comparisons_carry_the_hash_and_flag_a_changed_plan(tmp_path)
     d = _plan_dict()
     d["alpha"] = 0.01
     earlier = P.parse_plan(d, "params/analysis_plan.yaml")
-    assert P.check_plan(runs, earlier).recorded_now  # the data were first analysed under another plan
     out = tmp_path / "out"
+    assert P.check_plan(runs, earlier, out_dir=out).recorded_now  # the data were first analysed under another plan
     result = analyse(runs, out, cache=False, workers=1)
     check = result.plan_check
     current = P.plan_hash(P.load_plan(PLAN))
@@ -234,5 +269,58 @@ def test_layer1_and_comparisons_carry_the_hash_and_flag_a_changed_plan(tmp_path)
     assert side["analysis_plan_sha256"] == current and side["recorded_sha256"] == P.plan_hash(earlier)
     write_comparisons(result.metrics, out, plan_check=check)
     head = (out / "comparison_report.md").read_text().splitlines()
-    assert head[0].startswith("> **plan changed after data was analysed:**") and "+alpha: 0.05" in head
+    assert head[0].startswith("> **plan changed after the plan record:**") and "+alpha: 0.05" in head
+    # These trials carry no start time: the record cannot be dated against them, and the report says so.
+    assert side["fixed_before_first_trial"] is None and side["first_trial_at"] is None
+    assert any("the start of the first trial is unknown" in line for line in head)
     assert any(f"sha256 `{current}`" in line for line in head[:20])
+
+
+ALL_REPS = PLAN.parent / "analysis_plan_all_repetitions.yaml"
+
+
+def test_repetitions_choose_the_aggregates_and_the_tests_that_fit_them():
+    p = P.load_plan(ALL_REPS)
+    assert (p.pairing.repetitions, p.pairing.binary_aggregate, p.pairing.continuous_aggregate) == \
+        ("all", "pass_rate", "geometric_mean")
+    assert [(m.id, m.test, p.repetitions_of(m)) for m in p.tiers.sensitivity.metrics] == \
+        [("success", "sign_flip", "all"), ("success", "mcnemar_exact", "majority"), ("success", "gee", "all")]
+    d = _plan_dict()
+    d["pairing"]["repetitions"] = "all"
+    with pytest.raises(P.PlanError, match="binary_aggregate"):  # the default plan spells out majority_vote
+        P.parse_plan(d, "p.yaml")
+    for key in ("binary_aggregate", "continuous_aggregate"):
+        d["pairing"].pop(key)
+    with pytest.raises(P.PlanError, match="mcnemar_exact compares majority verdicts; with repetitions: all use "
+                                          "paired_t, sign_flip, gee"):
+        P.parse_plan(d, "p.yaml")
+    d = _plan_dict()
+    d["tiers"]["primary"]["metrics"][0] = {"id": "success", "test": "paired_t"}
+    with pytest.raises(P.PlanError, match="paired_t compares per-task pass rates; it needs repetitions: all"):
+        P.parse_plan(d, "p.yaml")
+    d = _plan_dict()
+    d["tiers"]["sensitivity"] = {"correction": "none", "metrics": [{"id": "duplicate_reads", "test": "wilcoxon_signed_rank"}]}
+    with pytest.raises(P.PlanError, match="duplicate_reads is not a primary or secondary metric"):
+        P.parse_plan(d, "p.yaml")
+
+
+def test_the_all_repetitions_plan_runs_with_sensitivity_rows_beside_the_planned_ones(sample_runs):
+    from analysis_lib.layer1 import analyse
+    from analysis_lib.report.comparison_report import methods_lines, tier_table
+
+    m = analyse(sample_runs, None, cache=False, workers=1).metrics
+    plan = P.load_plan(ALL_REPS)
+    t = comparisons.compare(m, plan, comparisons.profile_pairs(m["profile"].unique(), baseline="text"))
+    s = t[(t["metric"] == "success") & (t["profile_b"] == "codecanvas")].set_index("tier")
+    primary, sens = s.loc["primary"], t[(t["tier"] == "sensitivity") & (t["profile_b"] == "codecanvas")]
+    # pass@1 is the mean of per-task pass rates, computed here by hand from the trials.
+    ok = m[~m["infra_error"].astype(bool)]
+    rates = ok.groupby(["profile", "task_id"])["success"].mean().unstack(0)
+    assert primary["estimate"] == pytest.approx((rates["codecanvas"] - rates["text"]).mean())
+    assert primary["scale"] == "pass_rate" and primary["test"] == "paired t"
+    assert (primary["ci_low"] > 0) == (primary["p_value"] < 0.05)
+    assert list(sens["test"]) == ["sign-flip randomisation", "McNemar exact", "GEE (identity link, exchangeable, task clusters)"]
+    assert sens["p_adjusted"].isna().all() and sens["significant"].isna().all()  # no family, no verdict
+    text = tier_table(t, "sensitivity")
+    assert "(repetitions: majority)" in text and "p (Holm)" not in text
+    assert "pass@1" in "\n".join(methods_lines(plan))

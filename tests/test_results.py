@@ -97,9 +97,11 @@ def test_changed_plan_is_flagged_with_its_diff_in_the_first_lines(effect_run, tm
     runs = tmp_path / "runs"
     shutil.copytree(effect_run.parent.parent / "runs", runs)
     full = write_full_run(runs)
+    before = {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()}
     assert cli([str(full), "--output", str(tmp_path / "first.md"), "--plan", str(PLAN)]) == 0
-    assert (runs / P.LOCK_NAME).exists()
-    assert "plan changed" not in (tmp_path / "first.md").read_text()
+    assert {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()} == before  # the runs are read-only input
+    first = (tmp_path / "first.md").read_text()
+    assert "plan changed" not in first and "it is a pre-registration" in first
     d = yaml.safe_load(PLAN.read_text())
     d["tiers"]["primary"]["metrics"] = d["tiers"]["primary"]["metrics"][1:]  # resolve rate dropped after looking
     changed = tmp_path / "changed.yaml"
@@ -107,7 +109,7 @@ def test_changed_plan_is_flagged_with_its_diff_in_the_first_lines(effect_run, tm
     assert cli([str(full), "--output", str(tmp_path / "second.md"), "--plan", str(changed)]) == 0
     head = (tmp_path / "second.md").read_text().splitlines()[:30]
     assert head[0].startswith("> **SIMULATED DATA.**")
-    assert head[2].startswith("> **plan changed after data was analysed:**")
+    assert head[2].startswith("> **plan changed after the plan record:** the plan recorded in the run record")
     diff = "\n".join(head[head.index("```diff"):])
     assert "-    - id: success\n-      test: mcnemar_exact" in diff
 
@@ -141,8 +143,12 @@ def test_simulate_cli_writes_a_full_run_that_results_reads(tmp_path):
     assert obj["simulated"] is True and obj["runs_dir"] == "../runs" and obj["seed"] == 2
     assert len(obj["trials"]) == 12 and all(t["outcome"] in ("passed", "failed") for t in obj["trials"])
     assert "--infra-errors 0" in (tmp_path / "runs" / "README.md").read_text()
+    (tmp_path / "runs" / P.LOCK_NAME).unlink()  # runs without a pre-registration
     assert cli([str(full), "--output", str(tmp_path / "R.md"), "--no-record", "--plan", str(PLAN)]) == 0
-    assert not (tmp_path / "runs" / P.LOCK_NAME).exists()  # --no-record
+    assert not (tmp_path / P.LOCK_NAME).exists() and not (tmp_path / "runs" / P.LOCK_NAME).exists()  # --no-record
+    assert cli([str(full), "--output", str(tmp_path / "R.md"), "--plan", str(PLAN)]) == 0
+    assert (tmp_path / P.LOCK_NAME).exists() and not (tmp_path / "runs" / P.LOCK_NAME).exists()
+    assert "it is not a pre-registration" in (tmp_path / "R.md").read_text()
 
 
 def test_real_runner_output_with_scripted_agents(tmp_path, monkeypatch, capsys):

@@ -138,8 +138,7 @@ def _tree_hash(root: Path, png_pixels: bool = False) -> str:
 
     h = hashlib.sha256()
     for p in sorted(root.rglob("*")):
-        # The analysis plan record is written by the first analysis of the runs, not by the simulator.
-        if p.is_file() and p.name != "analysis_plan.lock.json":
+        if p.is_file():
             if png_pixels and p.suffix == ".png":
                 with Image.open(p) as im:
                     data = im.mode.encode() + repr(im.size).encode() + im.tobytes() + bytes(im.getpalette() or [])

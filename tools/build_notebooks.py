@@ -201,17 +201,20 @@ files it writes: `comparisons.csv` and `profile_rates.csv`.
 """),
         code(ENV),
         params(COMMON + "\n" + FIGS + '''
-baseline: str = ""  # baseline profile (empty: the plan's, else the one index.json declares, else the first in sort order)'''),
+baseline: str = ""  # baseline profile (empty: the plan's, else the one index.json declares, else the first in sort order)
+plan_file: str = "params/analysis_plan.yaml"  # the pre-registered plan; params/analysis_plan_all_repetitions.yaml uses every repetition
+task_groups: str = ""  # optional CSV task_id,group (repository, category): per-group effects with partial pooling'''),
         code(SETUP + '''
 import matplotlib.pyplot as plt
 
-from analysis_lib.plan import PlanCheck, load_plan, plan_hash
+from analysis_lib.plan import check_plan, load_plan, plan_hash
 from analysis_lib.report import figures, tables
-from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table, write_comparisons'''),
+from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table, write_comparisons
+from analysis_lib.subgroups import read_task_groups'''),
         code(RUN_INFO + '''
 metrics = pd.read_csv(paths.metrics_detail)
 profiles = sorted(metrics["profile"].unique())
-plan = load_plan(Path(project_root) / "params" / "analysis_plan.yaml")
+plan = load_plan(Path(project_root) / plan_file)
 # The baseline: this parameter, else the plan's, else the one index.json declares, else the first in sort order.
 base = baseline or plan.pairing.baseline or info.get("baseline") or profiles[0]
 if base not in profiles:
@@ -226,10 +229,16 @@ print(f"baseline: {base}; profiles: {', '.join(profiles)}; plan: {plan.name} (sh
 (one row per metric and pair: estimand, estimate, interval, test, adjusted p, tasks paired and
 undefined), `profile_rates.csv` and the reviewer's `comparison_report.md`.
 """),
-        code('''check = PlanCheck(plan, plan_hash(plan), "params/analysis_plan.yaml")
-study = write_comparisons(metrics, paths.comparisons_dir, plan_check=check, baseline=base, simulated=simulated)
+        code('''# The plan is compared with its record (the runner's pre-registration, else the analysis folder's) and dated
+# against the first trial; the runs folder is only read.
+check = check_plan(Path(project_root) / info["runs_dir"], plan, plan_file, out_dir=paths.analytics)
+check.note_first_trial(metrics["started_at"].dropna().tolist() if "started_at" in metrics else [])
+print(check.timing_line())
+groups = read_task_groups(Path(project_root) / task_groups) if task_groups else None
+study = write_comparisons(metrics, paths.comparisons_dir, plan_check=check, baseline=base, simulated=simulated,
+                          task_groups=groups)
 comparisons, rates = study.comparisons, study.rates
-for tier in ("primary", "secondary", "exploratory"):
+for tier in ("primary", "secondary", "exploratory", "sensitivity"):
     if (comparisons["tier"] == tier).any():
         display(Markdown(f"**{tier.capitalize()} metrics**\\n\\n" + tier_table(comparisons, tier)))
 display(Markdown("\\n".join(mcnemar_lines(comparisons))))'''),

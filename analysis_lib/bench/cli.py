@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--output", default="results/full_run.json", metavar="FILE", help="plan/results JSON (default results/full_run.json)")
     f.add_argument("--runs-dir", metavar="DIR", help="run layout to write (default runs/bench-<manifest name>)")
     f.add_argument("--dry-run", action="store_true", help="print the schedule and spend projection, write the plan, run nothing")
+    f.add_argument("--analysis-plan", metavar="YAML", help="analysis plan recorded in the runs folder before the first "
+                   "trial, the pre-registration (default params/analysis_plan.yaml)")
     f.add_argument("-q", "--quiet", action="store_true", help="no per-trial progress lines")
 
     s = sub.add_parser("spike", help="one task under every condition once (smoke test)")
@@ -75,7 +77,8 @@ def cli(argv: list[str]) -> int:
                 atomic_write_json(args.output, obj)
                 print(f"plan written to {args.output} (nothing ran)")
                 return 0
-            res = runner.run_full(args.manifest, args.runs_per_condition, args.seed, args.phase_budget_usd, args.output, args.runs_dir, quiet=args.quiet)
+            res = runner.run_full(args.manifest, args.runs_per_condition, args.seed, args.phase_budget_usd, args.output, args.runs_dir, quiet=args.quiet,
+                                  analysis_plan=args.analysis_plan)
         elif args.command == "spike":
             res = runner.run_spike(args.task_id, args.repo_path, args.manifest, args.instruction, args.model, args.mcp_config,
                                    args.runs_dir, args.output, args.seed, args.phase_budget_usd, args.claude_bin, args.quiet,

@@ -31,6 +31,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import plan as plan_mod
 from ..fileio import atomic_write_bytes, atomic_write_json, read_json
 from ..trial import InputError
 from . import adapters as _adapters
@@ -464,7 +465,8 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def run_plan(plan_: Plan, runs_dir: str | os.PathLike, output: str | os.PathLike | None = None, quiet: bool = False) -> dict:
+def run_plan(plan_: Plan, runs_dir: str | os.PathLike, output: str | os.PathLike | None = None, quiet: bool = False,
+             analysis_plan: str | os.PathLike | None = None) -> dict:
     """Run (or resume) a plan into ``runs_dir``; returns the ``full_run.json`` object.
 
     Raises :class:`~analysis_lib.bench.journal.PlanMismatchError` when ``runs_dir`` holds a run
@@ -477,6 +479,10 @@ def run_plan(plan_: Plan, runs_dir: str | os.PathLike, output: str | os.PathLike
     problems = _adapters.preflight(plan_.manifest)
     if problems:
         raise ValueError("cannot start, nothing ran:\n  " + "\n  ".join(problems))
+    # The analysis plan is read (and refused when invalid) before anything runs, and recorded in the
+    # run record before the first trial: that record is the pre-registration the reports date.
+    a_path = analysis_plan if analysis_plan is not None else plan_mod.default_plan_path()
+    a_plan = plan_mod.load_plan(a_path)
     journal = Journal(runs_path)
     requested = plan_.to_json()
     journal.check_plan(requested)
@@ -484,6 +490,9 @@ def run_plan(plan_: Plan, runs_dir: str | os.PathLike, output: str | os.PathLike
     started_at = stored["started_at"] if stored else _iso(_now().replace(microsecond=0))
     if stored is None:
         journal.save_plan({**requested, "started_at": started_at})
+    if plan_mod.write_preregistration(runs_path, a_plan, plan_mod.display_path(a_path)) is not None:
+        log(f"analysis plan {plan_mod.display_path(a_path)} (sha256 {plan_mod.plan_hash(a_plan)[:12]}) recorded "
+            f"in {plan_mod.display_path(plan_mod.lock_path(runs_path))} before the first trial")
     m = plan_.manifest
     tcommit, tool_warnings = tool_commit(m.environment.tool_commit, m.resolve(m.environment.tool_repo) if m.environment.tool_repo else None)
     for w in tool_warnings:
@@ -555,6 +564,7 @@ def run_full(
     runs_dir: str | os.PathLike | None = None,
     dry_run: bool = False,
     quiet: bool = False,
+    analysis_plan: str | os.PathLike | None = None,
 ) -> dict:
     """Plan and run (or, with ``dry_run``, only plan and write) a full benchmark; returns the JSON written.
 
@@ -571,7 +581,8 @@ def run_full(
         if output is not None:
             atomic_write_json(output, obj)
         return obj
-    return run_plan(p, runs_dir if runs_dir is not None else default_runs_dir(p.manifest), output, quiet=quiet)
+    return run_plan(p, runs_dir if runs_dir is not None else default_runs_dir(p.manifest), output, quiet=quiet,
+                    analysis_plan=analysis_plan)
 
 
 def spike_manifest(task_id: str, repo_path: str, manifest_path: str | None = None, instruction: str | None = None,

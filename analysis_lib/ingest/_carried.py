@@ -75,10 +75,10 @@ def test_counts(tests: list[TestResult]) -> dict[str, int]:
 
 
 def short_model(name: Any) -> str | None:
-    """The model name without its provider/router prefix: ``openai/neulab/claude-x`` -> ``claude-x``."""
-    if not isinstance(name, str) or not name.strip():
-        return None
-    return name.strip().rstrip("/").rsplit("/", 1)[-1]
+    """The model's one name across providers: ``openai/neulab/claude-x`` -> ``claude-x`` (see :mod:`.identity`)."""
+    from .identity import canonical_model
+
+    return canonical_model(name)
 
 
 def one_line(text: Any, limit: int = 300) -> str:

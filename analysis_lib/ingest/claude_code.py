@@ -548,9 +548,7 @@ def transcript_to_atif(path: str | os.PathLike, *, include_subagents: bool = Tru
     """
     p = Path(path)
     lines, stats = read_jsonl_objects(p, STAGE)
-    warnings: list[str] = []
-    if stats.truncated_last_line:
-        warnings.append("last line truncated (session still being written?); skipped")
+    warnings: list[str] = stats.warnings()
     main_lines = [(n, o) for n, o in lines if o.get("isSidechain") is not True]
     if not any(o.get("type") in ("user", "assistant") for _, o in main_lines):
         # A subagent file read on its own: every line is a sidechain; it is the main trajectory.
@@ -725,7 +723,7 @@ def stream_json_to_atif(path_or_lines: Any, prompt: str | None = None) -> dict[s
             echo["timestamp"] = first["timestamp"]
         main.insert(0, (0, echo))
     subs = [_SubSpec(trajectory_id=f"subagent-{tid}", lines=ls, tool_use_id=tid, agent_extra={"parent_tool_use_id": tid}) for tid, ls in by_parent.items()]
-    warnings = ["last line truncated; skipped"] if stats is not None and stats.truncated_last_line else []
+    warnings = stats.warnings() if stats is not None else []
     try:
         traj = _combine(main, subs, source_format="claude_stream_json", stats=stats, warnings=warnings)
     except InputError as exc:

@@ -8,7 +8,10 @@ response items bare. Mapping (FORMATS.md §7):
   ``function_call`` items up to the ``token_count`` event that closes the call;
 - ``token_count`` events carry the call's ``last_token_usage`` (step metrics) and the session's
   CUMULATIVE ``total_token_usage``; Codex repeats an event without a new call (same total), so
-  an event whose total did not change is ignored; ``final_metrics`` are the last total;
+  an event whose total did not change is ignored. A session continued with ``codex exec resume``
+  (a new ``session_meta``) or a counter that restarts (a total below the previous one, or equal to
+  the call's own usage) opens a new segment: ``final_metrics`` are the sum of every segment's last
+  total, not the last total alone;
 - OpenAI semantics already match ATIF: ``input_tokens`` includes ``cached_input_tokens``;
   ``output_tokens`` includes ``reasoning_output_tokens`` (kept in ``metrics.extra``);
 - ``function_call`` / ``custom_tool_call`` / ``local_shell_call`` -> tool calls, their
@@ -80,6 +83,22 @@ def _output_result(output: Any) -> tuple[str, dict[str, Any]]:
     return content_text(output), extra
 
 
+def _restarted(previous: dict[str, Any], total: dict[str, Any], last: Any) -> bool:
+    """True when a cumulative total started again: it fell below the previous one, or it equals this
+    call's own usage although an earlier call was already counted."""
+    keys = ("input_tokens", "output_tokens", "cached_input_tokens", "total_tokens")
+    if any(_int(total.get(k)) < _int(previous.get(k)) for k in keys if k in total and k in previous):
+        return True
+    return (isinstance(last, dict) and any(_int(previous.get(k)) for k in keys)
+            and all(_int(total.get(k)) == _int(last.get(k)) for k in keys if k in total or k in last))
+
+
+def _continues(previous: dict[str, Any], total: dict[str, Any], last: Any) -> bool:
+    """True when ``total`` is ``previous`` plus this call's usage (a counter carried over a resume)."""
+    keys = ("input_tokens", "output_tokens")
+    return isinstance(last, dict) and all(_int(total.get(k)) == _int(previous.get(k)) + _int(last.get(k)) for k in keys)
+
+
 def rollout_to_atif(path: str | os.PathLike) -> dict[str, Any]:
     """Convert one Codex CLI rollout JSONL to an ATIF trajectory dict.
 
@@ -94,6 +113,10 @@ def rollout_to_atif(path: str | os.PathLike) -> dict[str, Any]:
     models: list[str] = []
     open_step: dict[str, Any] | None = None
     last_total: dict[str, Any] | None = None
+    # Totals of the segments closed by a resume or a counter reset (summed into final_metrics).
+    closed: Counter = Counter()
+    segments = 1
+    resumed = False
     recognised = 0
 
     def new_agent_step(ts: Any) -> dict[str, Any]:
@@ -116,6 +139,7 @@ def rollout_to_atif(path: str | os.PathLike) -> dict[str, Any]:
             continue
         recognised += 1
         if kind == "session_meta":
+            resumed = resumed or last_total is not None  # a resumed session appends its own header
             meta.update({k: v for k, v in payload.items() if k in ("id", "cwd", "originator", "cli_version", "source", "model_provider", "git")})
         elif kind == "turn_context":
             if isinstance(payload.get("model"), str) and (not models or models[-1] != payload["model"]):
@@ -134,9 +158,14 @@ def rollout_to_atif(path: str | os.PathLike) -> dict[str, Any]:
             if isinstance(total, dict) and total == last_total:
                 counts["repeated_token_count"] += 1
                 continue
-            if isinstance(total, dict):
-                last_total = total
             last = info.get("last_token_usage")
+            if isinstance(total, dict):
+                if last_total is not None and (_restarted(last_total, total, last) or (resumed and not _continues(last_total, total, last))):
+                    closed.update({k: _int(v) for k, v in last_total.items()})
+                    segments += 1
+                    counts["token_counter_segments"] = segments
+                resumed = False
+                last_total = total
             if isinstance(last, dict):
                 step = open_step if open_step is not None else new_agent_step(ts)
                 if open_step is None:
@@ -219,14 +248,18 @@ def rollout_to_atif(path: str | os.PathLike) -> dict[str, Any]:
         agent["extra"] = aextra
     final: dict[str, Any] = {}
     if last_total is not None:
-        m = usage_to_atif(last_total)
+        summed = dict(closed)
+        for k, v in last_total.items():
+            summed[k] = summed.get(k, 0) + _int(v)
+        m = usage_to_atif(summed)
         final = {"total_prompt_tokens": m["prompt_tokens"], "total_completion_tokens": m["completion_tokens"], "total_cached_tokens": m["cached_tokens"]}
-        final["extra"] = {k: last_total[k] for k in ("total_tokens", "reasoning_output_tokens") if k in last_total}
-        final["extra"]["source"] = "last total_token_usage (cumulative)"
+        final["extra"] = {k: summed[k] for k in ("total_tokens", "reasoning_output_tokens") if k in last_total}
+        final["extra"]["source"] = ("last total_token_usage (cumulative)" if segments == 1 else
+                                    f"sum of the last total_token_usage of {segments} segments (resumed or reset counter)")
     final["total_steps"] = len(steps)
     conv: dict[str, Any] = {"name": CONVERTER, "source_format": "codex_rollout", "skipped": dict(sorted(counts.items())), "lines": stats.as_dict()}
-    if stats.truncated_last_line:
-        conv["warnings"] = ["last line truncated (session still being written?); skipped"]
+    if stats.warnings():
+        conv["warnings"] = stats.warnings()
     return {
         "schema_version": ATIF_VERSION,
         "session_id": str(meta.get("id") or p.stem),

@@ -126,8 +126,9 @@ def convert_file(path: str | os.PathLike, kind: str | None = None, *, include_su
 def _sources(srcs: list[str]) -> tuple[list[Path], list[str]]:
     """Expand SRC arguments: files as given; folders to their *.jsonl / *.json files.
 
-    In a folder, subagent files beside their session are left out (they are part of it) and
-    files of no known kind are passed over silently; an explicitly named file must convert.
+    In a folder, subagent files beside their session are left out (they are part of it), an empty
+    file gives a warning line, and files of another kind are passed over; an explicitly named file
+    must convert. Returns the files and the error or warning lines met.
     """
     files: list[Path] = []
     errors: list[str] = []
@@ -139,6 +140,8 @@ def _sources(srcs: list[str]) -> tuple[list[Path], list[str]]:
                     try:
                         if detect_transcript_kind(f) is not None:
                             files.append(f)
+                        elif not read_bytes(f, STAGE).strip():
+                            errors.append(f"warning: {f}: {STAGE}: empty file; skipped")
                     except InputError as exc:
                         errors.append(exc.error.line())
         else:
@@ -187,7 +190,8 @@ def cli(argv: list[str] | None = None) -> int:
     if args.output and len(files) != 1:
         print(f"error: -o takes exactly one source, got {len(files)}; use --out-dir", file=sys.stderr)
         return 2
-    converted, failed = 0, len(errors)
+    warned = sum(line.startswith("warning:") for line in errors)
+    converted, failed = 0, len(errors) - warned
     taken: set[str] = set()
     for src in files:
         try:
@@ -204,8 +208,13 @@ def cli(argv: list[str] | None = None) -> int:
             failed += 1
             continue
         converted += 1
+        # A cut last line, skipped lines or replaced bytes: converted, with the loss said per file.
+        for w in traj.get("extra", {}).get("converter", {}).get("warnings") or []:
+            print(f"warning: {src}: {STAGE}: {w}", file=sys.stderr)
+            warned += 1
         if not args.quiet:
             kind = traj.get("extra", {}).get("converter", {}).get("source_format", "?")
             print(f"{src} -> {target} ({kind}, {len(traj['steps'])} steps)")
-    print(f"converted {converted}, failed {failed}")
+    tail = f", {warned} warning{'' if warned == 1 else 's'}" if warned else ""
+    print(f"converted {converted}, failed {failed}{tail}")
     return 0 if converted else 1

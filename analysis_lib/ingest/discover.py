@@ -48,7 +48,7 @@ class Looked:
 class TrialSource:
     """Something that yields trials when read: a trial folder, or a file holding one or many."""
 
-    kind: str  # trial_dir | atif_file | transcript | tb1_run | inspect_log | mcpbr
+    kind: str  # trial_dir | atif_file | transcript | tb1_run | inspect_log | mcpbr | mini_swe_agent | swe_agent
     path: str
     run_id: str
     profile: str | None = None
@@ -97,13 +97,16 @@ def _is_tb1_run(path: str) -> bool:
 
 
 def _sniff_file(path: str) -> str | None:
-    """Kind of a loose file, from its first bytes (and its extension for JSONL)."""
+    """Kind of a loose file, from its first bytes (and its extension for JSONL and trajectories)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(8192)
     except OSError:
         return None
     text = head.decode("utf-8", errors="replace")
+    if path.endswith((".traj", ".traj.json")):
+        # SWE-agent (.traj) and mini-swe-agent (.traj.json): the kind is confirmed from the whole document.
+        return _agent_trajectory_kind(path)
     if path.endswith(".eval"):
         from .inspect_log import is_inspect_log
 
@@ -134,6 +137,60 @@ def _sniff_file(path: str) -> str | None:
         return "mcpbr"
     if '"loglines"' in text:
         return "transcript"
+    if '"mini_version"' in text or '"trajectory_format": "mini-swe-agent' in text:
+        return _agent_trajectory_kind(path)
+    return None
+
+
+def _agent_trajectory_kind(path: str) -> str | None:
+    """``mini_swe_agent`` or ``swe_agent`` when the file's document is one, else None."""
+    from .mini_swe_agent import is_mini_swe_agent
+    from .swe_agent import is_swe_agent
+
+    try:
+        doc = read_json(path, "discover")
+    except InputError:
+        return None
+    if is_mini_swe_agent(doc):
+        return "mini_swe_agent"
+    if is_swe_agent(doc):
+        return "swe_agent"
+    return None
+
+
+# Keys whose presence near the top of a JSON or JSONL file marks an agent's log (what it said and did).
+_LOG_MARKERS = (
+    ('"sessionId"', '"messages"', "a gemini-cli session"),
+    ('"conversations"', '"trial_name"', "a Harbor traces export"),
+    ('"spans"', '"span_id"', "an OpenTelemetry trace"),
+    ('"history"', '"role"', "an agent message history"),
+    ('"messages"', '"role"', "a chat message log"),
+    ('"action"', '"observation"', "an action/observation event list"),
+    ('"trajectory"', '"action"', "an agent trajectory"),
+    ('"steps"', '"tool_calls"', "an agent trajectory"),
+    ('"role"', '"content"', "a chat message log"),
+)
+_LOG_NAMES = ("trajectory", "transcript", "rollout-", ".traj", "session")
+
+
+def agent_log_hint(path: str) -> str | None:
+    """Why an unread ``.json``/``.jsonl``/``.traj`` file looks like an agent's log (None when it does not).
+
+    Such a file gets a warning row naming it: nothing that may be a trial is dropped silently.
+    """
+    name = os.path.basename(path).lower()
+    if not name.endswith((".json", ".jsonl", ".traj")):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(65536).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    for a, b, what in _LOG_MARKERS:
+        if a in text and b in text:
+            return what
+    if any(n in name for n in _LOG_NAMES) and text.strip():
+        return "a file named like an agent log"
     return None
 
 
@@ -152,7 +209,8 @@ def discover(root: str | os.PathLike, looked: Looked | None = None) -> tuple[lis
             looked.file(root)
         kind = _sniff_file(root)
         if kind is None:
-            return [], [IngestError(root, "discover", "not a recognised run format (ATIF, transcript, Inspect log, mcpbr results)")]
+            return [], [IngestError(root, "discover", "not a recognised run format (ATIF, transcript, Inspect log, mcpbr results, "
+                                    "mini-swe-agent or SWE-agent trajectory)")]
         return [_file_source(root, kind)], []
     if looked is not None:
         looked.file(os.path.join(root, "index.json"))
@@ -167,7 +225,8 @@ def discover(root: str | os.PathLike, looked: Looked | None = None) -> tuple[lis
 
 
 def _file_source(path: str, kind: str) -> TrialSource:
-    fmt = {"atif_file": "atif", "transcript": "transcript", "inspect_log": "inspect", "mcpbr": "mcpbr"}[kind]
+    fmt = {"atif_file": "atif", "transcript": "transcript", "inspect_log": "inspect", "mcpbr": "mcpbr",
+           "mini_swe_agent": "mini_swe_agent", "swe_agent": "swe_agent"}[kind]
     return TrialSource(kind=kind, path=path, run_id=os.path.basename(os.path.dirname(path)) or ".", source_format=fmt)
 
 
@@ -212,10 +271,13 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
         return
     if looked is not None:
         looked.folders.append((path, mtime))
-    # A TB1 run may have lost its run_metadata.json and kept only the run-level results.json (results[]).
-    if looked is not None and "results.json" in names:
-        looked.file(os.path.join(path, "results.json"))
-    if "run_metadata.json" in names or ("results.json" in names and _is_tb1_run(path)):
+    # A TB1 run may have lost its run_metadata.json and kept only run-level results files (results[]),
+    # results.json or <timestamp>_results.json.
+    run_results = sorted(n for n in names if n == "results.json" or n.endswith("_results.json"))
+    if looked is not None:
+        for n in run_results:
+            looked.file(os.path.join(path, n))
+    if "run_metadata.json" in names or (run_results and _is_tb1_run(path)):
         sources.append(TrialSource(kind="tb1_run", path=path, run_id=os.path.basename(path), source_format="tb1"))
         return
     for e in sorted(entries, key=lambda e: e.name):
@@ -240,6 +302,34 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
                 continue
             if kind:
                 sources.append(_file_source(e.path, kind))
+            elif not _read_through_another(e.path):
+                hint = agent_log_hint(e.path)
+                if hint:
+                    errors.append(IngestError(e.path, "discover", f"looks like {hint} but is in no format this version reads; "
+                                              "not analysed", "warning"))
+
+
+def _read_through_another(path: str) -> bool:
+    """Files read with the trajectory or results file that refers to them: ATIF subagent and
+    continuation segments, Claude Code subagent transcripts beside their session, mcpbr task logs."""
+    name = os.path.basename(path)
+    if ".trajectory." in name and (".cont-" in name or ".summarization-" in name):
+        return True
+    if name.endswith(".json"):
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(8192)
+        except OSError:
+            return False
+        if b'"schema_version"' in head and (b'"parent_session_id"' in head or b'"continuation_index"' in head):
+            return True
+        if b'"instance_id"' in head and b'"run_type"' in head and b'"events"' in head:
+            return True  # an mcpbr per-task log: its task is read from the run's results file
+    try:
+        from .convert import is_subagent_transcript
+    except ImportError:
+        return False
+    return is_subagent_transcript(path)
 
 
 def _has_entry(folder: str, name: str) -> bool:

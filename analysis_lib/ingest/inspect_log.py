@@ -3,7 +3,7 @@
 One :class:`Trial` per sample and epoch (FORMATS.md §9). Rules:
 
 * identity: ``task_id`` = the sample id, ``repetition`` = the epoch, ``run_id`` = ``eval.run_id``,
-  ``profile`` = ``<eval.task>@<model>`` with the model's provider prefix dropped
+  ``profile`` = ``<eval.task>@<model>``, the model's one name across providers (:mod:`.identity`)
   (``popularity`` + ``ollama/gemma3`` -> ``popularity@gemma3``): Inspect A/B variants are usually
   separate tasks or models, and the task keeps logs of different tasks from colliding on a sample id.
   ``trial_path`` = ``<log>#<id>_epoch_<epoch>`` (Inspect's own sample file name), unique per trial.

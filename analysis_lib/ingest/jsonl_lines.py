@@ -26,9 +26,23 @@ class LineStats:
     unparsable: int = 0
     non_object: int = 0
     truncated_last_line: bool = False
+    # Lines whose invalid UTF-8 bytes (or lone surrogates) were replaced with U+FFFD to be read.
+    replaced: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def warnings(self) -> list[str]:
+        """One line per loss a reader should know of: a cut last line, unparsable lines, replaced bytes."""
+        out = []
+        if self.truncated_last_line:
+            out.append("last line truncated (session still being written?); skipped")
+        other = self.unparsable - (1 if self.truncated_last_line else 0)
+        if other > 0:
+            out.append(f"{other} unparsable line{'s' if other > 1 else ''} skipped")
+        if self.replaced:
+            out.append(f"invalid UTF-8 bytes replaced with U+FFFD on {self.replaced} line{'s' if self.replaced > 1 else ''}")
+        return out
 
 
 def read_jsonl_objects(path: str | os.PathLike, stage: str = "convert") -> tuple[list[tuple[int, dict]], LineStats]:
@@ -55,12 +69,15 @@ def lines_to_objects(raw_lines: list[bytes | str], path: str | os.PathLike = "<m
             stats.blank += 1
             continue
         last_nonblank = lineno
+        notes: list[str] = []
         try:
-            obj = loads_lenient(raw, path, stage)
+            obj = loads_lenient(raw, path, stage, notes)
         except InputError:
             stats.unparsable += 1
             last_failed = lineno
             continue
+        if notes:
+            stats.replaced += 1
         if not isinstance(obj, dict):
             stats.non_object += 1
             continue

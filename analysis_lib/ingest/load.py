@@ -462,7 +462,8 @@ def load_trials(runs_dir: str | os.PathLike) -> tuple[list[Trial], list[IngestEr
 
 
 def number_repetitions(items: list[Trial]) -> None:
-    """Give trials without a repetition (Harbor) 1..n per (profile, task), in start-time order."""
+    """Give trials without a repetition (Harbor) 1..n per (profile, task), in start-time order; then
+    renumber the tasks whose repetitions collide across runs (see :func:`_separate_runs`)."""
     groups: dict[tuple[str, str], list[Trial]] = {}
     for t in items:
         if not t.repetition:
@@ -471,17 +472,64 @@ def number_repetitions(items: list[Trial]) -> None:
         group.sort(key=lambda t: (str(t.timing.started_at or ""), t.trial_path))
         for i, t in enumerate(group, start=1):
             t.repetition = i
+    rows = [(t.profile, t.task_id, t.repetition, t.run_id, str(t.timing.started_at or ""), t.trial_path) for t in items]
+    for i, rep in _separate_runs(rows).items():
+        items[i].repetition = rep
+
+
+def _separate_runs(rows: list[tuple]) -> dict[int, int]:
+    """New repetitions where one (profile, task, repetition) comes from several runs.
+
+    Several runs of one profile each numbering their attempts from 1 (TB1 submissions of
+    ``run1/``, ``run2/``... with ``<task>.1-of-1`` trials, two mcpbr result files) would otherwise
+    give one task the same repetition twice. Such a task's trials are numbered 1..n in the order
+    of their run (its earliest trial start, then its id), then their own repetition.
+    ``rows``: (profile, task, repetition, run_id, started_at, trial_path); returns index -> repetition.
+    """
+    runs_of: dict[tuple, set] = {}
+    for profile, task, rep, run, _, _ in rows:
+        runs_of.setdefault((profile, task, rep), set()).add(run)
+    clashing = {(p, t) for (p, t, _), runs in runs_of.items() if len(runs) > 1}
+    if not clashing:
+        return {}
+    run_start: dict[tuple, str] = {}
+    for profile, task, _, run, started, _ in rows:
+        if started:
+            key = (profile, run)
+            run_start[key] = min(run_start.get(key, started), started)
+    groups: dict[tuple, list[int]] = {}
+    for i, (profile, task, *_rest) in enumerate(rows):
+        if (profile, task) in clashing:
+            groups.setdefault((profile, task), []).append(i)
+    out: dict[int, int] = {}
+    for (profile, _), idx in groups.items():
+        idx.sort(key=lambda i: (run_start.get((profile, rows[i][3]), "~"), str(rows[i][3]), rows[i][2] or 0, rows[i][5]))
+        out.update({i: n for n, i in enumerate(idx, start=1)})
+    return out
 
 
 def number_repetitions_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """The same numbering on a metrics table (rows whose repetition is 0 or missing)."""
+    """The same numbering on a metrics table (rows whose repetition is 0 or missing, then the tasks
+    whose repetitions collide across runs)."""
     missing = df["repetition"].isna() | (df["repetition"] == 0)
-    if not missing.any():
+    if missing.any():
+        sub = df.loc[missing, ["profile", "task_id", "started_at", "trial_path"]].copy()
+        sub["started_at"] = sub["started_at"].fillna("")
+        sub = sub.sort_values(["profile", "task_id", "started_at", "trial_path"], kind="stable")
+        sub["rep"] = sub.groupby(["profile", "task_id"], sort=False).cumcount() + 1
+        df = df.copy()
+        df.loc[sub.index, "repetition"] = sub["rep"].astype("Int64")
+    # Cheap test first: most tables have one run per (profile, task, repetition).
+    keys = df[["profile", "task_id", "repetition", "run_id"]]
+    if not keys.drop_duplicates().duplicated(["profile", "task_id", "repetition"]).any():
         return df
-    sub = df.loc[missing, ["profile", "task_id", "started_at", "trial_path"]].copy()
-    sub["started_at"] = sub["started_at"].fillna("")
-    sub = sub.sort_values(["profile", "task_id", "started_at", "trial_path"], kind="stable")
-    sub["rep"] = sub.groupby(["profile", "task_id"], sort=False).cumcount() + 1
+    cols = ["profile", "task_id", "repetition", "run_id", "started_at", "trial_path"]
+    rows = [tuple(None if v is pd.NA else v for v in r) for r in df[cols].astype(object).where(df[cols].notna(), None).itertuples(index=False)]
+    rows = [(p, t, int(rep) if rep is not None else 0, run, started or "", path) for p, t, rep, run, started, path in rows]
+    new = _separate_runs(rows)
     df = df.copy()
-    df.loc[sub.index, "repetition"] = sub["rep"].astype("Int64")
+    reps = df["repetition"].astype("Int64").to_numpy(dtype=object)
+    for i, rep in new.items():
+        reps[i] = rep
+    df["repetition"] = pd.array(reps, dtype="Int64")
     return df

@@ -10,6 +10,7 @@ from .atif import parse_trajectory, read_activity, read_trajectory
 from .ctrf import read_ctrf
 from .discover import TrialSource
 from .scan import Fingerprint
+from .identity import split_task_id
 from .harbor import profile_from_agent, read_reward_json, read_reward_txt, trial_result_fields
 
 
@@ -19,6 +20,17 @@ def read_source(src: TrialSource, fp: Fingerprint | None = None, *, light: bool 
     ``fp``, the source's fingerprint taken just before, saves asking again which files exist.
     ``light``: for the metrics only; a trial may then carry an ``activity`` instead of its trajectory.
     """
+    trials, errors = _read(src, fp, light)
+    for t in trials:
+        task, prefix = split_task_id(t.task_id)
+        if prefix is not None:
+            # One task id whatever dataset or organisation prefixed it; the prefix stays in a column.
+            t.task_id = task
+            t.metadata["task_dataset"] = prefix
+    return trials, errors
+
+
+def _read(src: TrialSource, fp: Fingerprint | None, light: bool) -> tuple[list[Trial], list[IngestError]]:
     try:
         if src.kind == "trial_dir":
             return read_trial_dir(src, fp, light=light)
@@ -28,6 +40,8 @@ def read_source(src: TrialSource, fp: Fingerprint | None = None, *, light: bool 
             return _read_transcript(src)
         if src.kind in ("tb1_run", "inspect_log", "mcpbr"):
             return _read_legacy(src)
+        if src.kind in ("mini_swe_agent", "swe_agent"):
+            return _read_agent_trajectory(src)
         return [], [IngestError(src.path, "discover", f"unknown source kind {src.kind!r}")]
     except InputError as exc:
         return [], [exc.error]
@@ -55,9 +69,31 @@ def _read_transcript(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
         from .convert import convert_file
     except ImportError:
         return [], [IngestError(src.path, "convert", "transcript conversion is not available in this version")]
-    traj = parse_trajectory(convert_file(src.path), src.path)
+    doc = convert_file(src.path)
+    traj = parse_trajectory(doc, src.path)
     task = os.path.splitext(os.path.basename(src.path))[0]
-    return _file_trial(src, traj, task, "transcript", default_profile="claude-code")
+    trials, errors = _file_trial(src, traj, task, "transcript", default_profile="claude-code")
+    # What the conversion lost (a cut last line, replaced bytes) is said once per file.
+    conv = (doc.get("extra") or {}).get("converter") or {}
+    errors += [IngestError(src.path, "convert", w, "warning") for w in conv.get("warnings") or [] if isinstance(w, str)]
+    return trials, errors
+
+
+def _read_agent_trajectory(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
+    """A mini-swe-agent ``.traj.json`` or SWE-agent ``.traj``: converted to ATIF, task = the instance id."""
+    if src.kind == "mini_swe_agent":
+        from .mini_swe_agent import trajectory_to_atif
+    else:
+        from .swe_agent import trajectory_to_atif
+    doc = trajectory_to_atif(src.path)
+    traj = parse_trajectory(doc, src.path)
+    name = os.path.basename(src.path)
+    task = name.split(".traj")[0] if ".traj" in name else name.rsplit(".json", 1)[0]
+    trials, errors = _file_trial(src, traj, task, src.source_format, default_profile=doc["agent"]["name"])
+    exit_status = (doc["agent"].get("extra") or {}).get("exit_status")
+    if exit_status is not None:
+        trials[0].metadata["exit_status"] = exit_status
+    return trials, errors
 
 
 def _read_atif_file(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
@@ -67,16 +103,16 @@ def _read_atif_file(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
 
 
 def _file_trial(src: TrialSource, traj, task: str, fmt: str, *, default_profile: str) -> tuple[list[Trial], list[IngestError]]:
-    """One trial from a lone trajectory file: profile = its agent, task = the file's stem."""
+    """One trial from a lone trajectory file: profile = ``<agent>@<model>``, task = the file's stem."""
     trial = Trial(
-        profile=traj.agent_name or default_profile,
+        profile=profile_from_agent(traj.agent_name or default_profile, traj.model_name),
         task_id=task,
         repetition=0,  # numbered after reading, by start time
         run_id=src.run_id,
         trial_path=src.path,
         source_format=fmt,
         trajectory=traj,
-        paths={"transcript" if fmt == "transcript" else "trajectory": src.path},
+        paths={"transcript" if fmt in ("transcript", "mini_swe_agent", "swe_agent") else "trajectory": src.path},
         metadata={"agent_name": traj.agent_name, "model_name": traj.model_name},
     )
     return [trial], [IngestError(src.path, "trajectory", w, "warning") for w in traj.warnings]

@@ -155,9 +155,12 @@ def _tb1_entries(path: str) -> tuple[str, ...]:
     rels = ["", "run_metadata.json", "results.json"]
     try:
         with os.scandir(path) as it:
-            tasks = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+            entries = list(it)
     except OSError:
         return tuple(rels)
+    # Timestamped run-level results files (<timestamp>_results.json) are read too.
+    rels += sorted(e.name for e in entries if e.name.endswith("_results.json") and e.is_file(follow_symlinks=False))
+    tasks = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
     for t in tasks:
         rels.append(t)
         try:

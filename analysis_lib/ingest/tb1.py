@@ -12,16 +12,26 @@ no trajectory, so the metrics come as :attr:`Trial.carried_metrics`.
 
 Decisions, each a documented rule rather than a guess per file:
 
-* profile = ``<agent_name>@<model>``, the model without its provider/router prefix
-  (``openhands`` + ``openai/neulab/claude-sonnet-4-20250514`` -> ``openhands@claude-sonnet-4-20250514``);
+* profile = ``<agent_name>@<model>``, the model's one name across providers (:mod:`.identity`:
+  ``openhands`` + ``openai/neulab/claude-sonnet-4-20250514`` -> ``openhands@claude-sonnet-4-20250514``);
   ``<agent_name>`` alone when no model is recorded, ``tb1`` when there is no run_metadata.json.
   The full model name stays in ``metadata["model_name"]``.
 * reward = 1.0 / 0.0 from ``is_resolved`` whatever the ``failure_mode`` (TB1 grades the container
   state after the agent stops, so a run can be resolved *and* time out; ``failure_mode`` is kept in
   metadata and, when set, in :attr:`Trial.exception`, as Harbor does for an agent timeout).
-  ``is_resolved: null`` with tests that ran (``test_timeout``, ``parse_error``) is 0.0, as TB1's own
-  accuracy counts it; ``is_resolved: null`` where the tests never started (``unknown_agent_error`` with
-  no timestamps) has no reward: with the exception set, Layer 1 reports it as an infrastructure error.
+* ``is_resolved: null`` follows TB1's own accounting (its ``accuracy`` divides by every trial):
+  a failure mode that is a verdict on the agent's attempt (:data:`VERDICT_MODES`: ``test_timeout``,
+  ``parse_error``, ``agent_timeout``, ``unknown_agent_error``, ``fatal_llm_parse_error``,
+  ``context_length_exceeded``, ``output_length_exceeded``) or tests that ran make reward 0.0,
+  timestamps or not. Only ``agent_installation_failed`` (the harness could not install the agent:
+  nothing was attempted) and a null verdict with no failure mode and no test run have no reward:
+  with the exception set, Layer 1 reports them as infrastructure errors.
+* trial names: ``<task>.<k>-of-<n>.<run_id>`` and, from older ``tb`` versions, ``<task>.<k>-of-<n>``
+  without the run suffix; the repetition is ``k`` in both.
+* results files: every run-level ``results.json`` and ``<anything>_results.json`` (a resumed or
+  merged run keeps a timestamped second file) is read; records are deduplicated by trial name,
+  the per-trial file first, then the run-level files in name order (plain ``results.json`` first);
+  a later copy that disagrees on ``is_resolved`` gives a warning row.
 * tokens: TB1 writes ``0`` for both counts when the agent does not report usage (mini-swe-agent and
   OpenHands did not), so ``0``/``0`` and ``null``/``null`` mean *unknown* and are not carried;
   ``metadata["tokens_reported"]`` says which case applied. TB1 does not split cached tokens.
@@ -47,31 +57,78 @@ RUN_METADATA = "run_metadata.json"
 RESULTS = "results.json"
 SOURCE_FORMAT = "tb1"
 
-# <task>.<k>-of-<n>.<run_id>; task ids contain dots ("eval-mteb.hard"), so the task part is lazy.
-_TRIAL_NAME = re.compile(r"^(?P<task>.+?)\.(?P<k>\d+)-of-(?P<n>\d+)\.(?P<run>.+)$")
+# <task>.<k>-of-<n>[.<run_id>]; task ids contain dots ("eval-mteb.hard"), so the task part is lazy.
+_TRIAL_NAME = re.compile(r"^(?P<task>.+?)\.(?P<k>\d+)-of-(?P<n>\d+)(?:\.(?P<run>.+))?$")
+# Run-level results files: results.json and <timestamp>_results.json (any prefix ending in _results.json).
+_RUN_RESULTS = re.compile(r"^(?:.+_)?results\.json$")
+# TB1 failure modes that are a verdict on the attempt: TB1 counts these trials as unresolved.
+VERDICT_MODES = frozenset({
+    "test_timeout", "parse_error", "agent_timeout", "unknown_agent_error", "fatal_llm_parse_error",
+    "context_length_exceeded", "output_length_exceeded",
+})
+# The harness could not set the agent up: no attempt was made, so no verdict (an infrastructure error).
+INFRA_MODES = frozenset({"agent_installation_failed"})
 # failure_mode values that mean "nothing went wrong".
 _NO_FAILURE = {None, "", "unset", "none"}
 
 
+def run_results_files(run_dir: str | os.PathLike) -> list[Path]:
+    """The run-level results files of a folder: ``results.json`` first, then ``*_results.json`` in name order."""
+    p = Path(run_dir)
+    try:
+        names = [e.name for e in os.scandir(p) if _RUN_RESULTS.match(e.name) and e.is_file()]
+    except OSError:
+        return []
+    return [p / n for n in sorted(names, key=lambda n: (n != RESULTS, n))]
+
+
 def is_tb1_run(path: str | os.PathLike) -> bool:
-    """True for a TB1 run directory: it holds ``run_metadata.json`` and/or a run-level ``results.json`` with ``results[]``."""
+    """True for a TB1 run directory: it holds ``run_metadata.json`` and/or a run-level results file with ``results[]``."""
     p = Path(path)
     try:
         if not p.is_dir():
             return False
         if (p / RUN_METADATA).is_file():
             return True
-        res = p / RESULTS
-        if not res.is_file():
-            return False
-        obj = read_json(res, STAGE)
-    except (InputError, OSError):
+        files = run_results_files(p)
+    except OSError:
         return False
-    if not isinstance(obj, dict) or not isinstance(obj.get("results"), list):
-        return False
-    first = next((r for r in obj["results"] if isinstance(r, dict)), None)
-    # mcpbr and others also have lists; a TB1 record always names its trial or task.
-    return first is None or "trial_name" in first or "is_resolved" in first
+    for res in files:
+        try:
+            obj = read_json(res, STAGE)
+        except (InputError, OSError):
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("results"), list):
+            continue
+        first = next((r for r in obj["results"] if isinstance(r, dict)), None)
+        # mcpbr and others also have lists; a TB1 record always names its trial or task.
+        if first is None or "trial_name" in first or "is_resolved" in first:
+            return True
+    return False
+
+
+def _run_level_records(run_dir: Path, errors: list[IngestError]) -> tuple[dict[str, tuple[dict[str, Any], Path]], list[Path]]:
+    """Trial name -> (record, file) over every run-level results file, first copy kept; and the files read."""
+    records: dict[str, tuple[dict[str, Any], Path]] = {}
+    files = run_results_files(run_dir)
+    for run_path in files:
+        run_obj = _read_object(run_path, errors)
+        if run_obj and not isinstance(run_obj.get("results"), list):
+            errors.append(IngestError(str(run_path), STAGE, "run-level results file has no results[] list"))
+        for i, rec in enumerate(run_obj.get("results") or []):
+            name = rec.get("trial_name") if isinstance(rec, dict) else None
+            if not isinstance(name, str) or not name:
+                errors.append(IngestError(str(run_path), STAGE, f"results[{i}] is not a trial record (no trial_name)"))
+                continue
+            if name in records:
+                kept, where = records[name]
+                if kept.get("is_resolved") != rec.get("is_resolved"):
+                    errors.append(IngestError(str(run_path), STAGE, f"trial {name} is also in {where.name} with another "
+                                              f"is_resolved ({kept.get('is_resolved')!r} there, {rec.get('is_resolved')!r} here); "
+                                              f"the first copy is used", "warning"))
+                continue
+            records[name] = (rec, run_path)
+    return records, files
 
 
 def read_tb1_run(path: str | os.PathLike) -> tuple[list[Trial], list[IngestError]]:
@@ -82,29 +139,17 @@ def read_tb1_run(path: str | os.PathLike) -> tuple[list[Trial], list[IngestError
         return [], [IngestError(str(run_dir), STAGE, "not a directory")]
 
     meta = _read_object(run_dir / RUN_METADATA, errors) if (run_dir / RUN_METADATA).is_file() else {}
-    run_path = run_dir / RESULTS
-    run_records: dict[str, dict[str, Any]] = {}
-    if run_path.is_file():
-        run_obj = _read_object(run_path, errors)
-        if run_obj and not isinstance(run_obj.get("results"), list):
-            errors.append(IngestError(str(run_path), STAGE, "run-level results.json has no results[] list"))
-        for i, rec in enumerate(run_obj.get("results") or []):
-            name = rec.get("trial_name") if isinstance(rec, dict) else None
-            if not isinstance(name, str) or not name:
-                errors.append(IngestError(str(run_path), STAGE, f"results[{i}] is not a trial record (no trial_name)"))
-                continue
-            run_records[name] = rec
-
-    ctx = _RunContext(run_dir=run_dir, meta=meta or {}, run_results=run_path if run_path.is_file() else None)
+    run_records, run_files = _run_level_records(run_dir, errors)
+    ctx = _RunContext(run_dir=run_dir, meta=meta or {}, run_results=run_files[0] if run_files else None)
     trials: list[Trial] = []
     for trial_dir in _trial_dirs(run_dir, errors):
-        fallback = run_records.pop(trial_dir.name, None)
+        fallback, fallback_path = run_records.pop(trial_dir.name, (None, None))
         rp = trial_dir / RESULTS
         try:
             if not rp.is_file():
                 if fallback is None:
                     raise InputError(str(trial_dir), STAGE, "trial directory without results.json")
-                trials.append(_trial(fallback, ctx, trial_path=str(trial_dir), record_path=run_path))
+                trials.append(_trial(fallback, ctx, trial_path=str(trial_dir), record_path=fallback_path))
                 continue
             try:
                 rec = read_json(rp, STAGE)
@@ -115,7 +160,7 @@ def read_tb1_run(path: str | os.PathLike) -> tuple[list[Trial], list[IngestError
                 if fallback is None:
                     raise
                 # The run-level copy of the same record still gives the trial; keep the problem visible.
-                t = _trial(fallback, ctx, trial_path=str(trial_dir), record_path=run_path)
+                t = _trial(fallback, ctx, trial_path=str(trial_dir), record_path=fallback_path)
                 note = f"{exc.error.message}; used the run-level record instead"
                 t.warnings.append(f"{exc.error.path}: {note}")
                 errors.append(IngestError(exc.error.path, STAGE, note, "warning"))
@@ -124,9 +169,9 @@ def read_tb1_run(path: str | os.PathLike) -> tuple[list[Trial], list[IngestError
             errors.append(exc.error)
 
     # Records whose trial directory is absent (leaderboard uploads often keep only the run-level file).
-    for name, rec in run_records.items():
+    for name, (rec, rec_path) in run_records.items():
         try:
-            trials.append(_trial(rec, ctx, trial_path=f"{run_path}#{name}", record_path=run_path))
+            trials.append(_trial(rec, ctx, trial_path=f"{rec_path}#{name}", record_path=rec_path))
         except InputError as exc:
             errors.append(exc.error)
     trials.sort(key=lambda t: (t.task_id, t.repetition, t.trial_path))
@@ -222,12 +267,13 @@ def _trial(rec: dict[str, Any], ctx: _RunContext, trial_path: str, record_path: 
         agent_finished_at=parse_time(rec.get("agent_ended_at")),
     )
     tests_ran = rec.get("test_started_at") is not None or tests is not None
+    mode = str(failure_mode).strip().lower() if isinstance(failure_mode, str) else None
     warnings: list[str] = []
     if resolved is not None:
         reward: float | None = 1.0 if resolved else 0.0
-    elif tests_ran:
+    elif mode in VERDICT_MODES or (tests_ran and mode not in INFRA_MODES):
         reward = 0.0
-        warnings.append(f"is_resolved is null (failure_mode {failure_mode}); the tests ran, so it counts as unresolved as in TB1")
+        warnings.append(f"is_resolved is null (failure_mode {failure_mode}); counted as unresolved, as TB1 does")
     else:
         reward = None
     exception = None
@@ -277,7 +323,9 @@ def _trial(rec: dict[str, Any], ctx: _RunContext, trial_path: str, record_path: 
     paths = {"result": str(record_path)}
     if (ctx.run_dir / RUN_METADATA).is_file():
         paths["run_metadata"] = str(ctx.run_dir / RUN_METADATA)
-    if ctx.run_results is not None:
+    if record_path.parent == ctx.run_dir:
+        paths["run_results"] = str(record_path)
+    elif ctx.run_results is not None:
         paths["run_results"] = str(ctx.run_results)
     return Trial(
         profile=ctx.profile,

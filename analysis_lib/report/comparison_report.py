@@ -6,21 +6,25 @@ The tables here and in RESULTS.md are rendered by :func:`tier_table` from the ro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
-from .. import stats
+from .. import power, stats
 from ..comparisons import compare, profile_pairs, usable_trials
+from ..hypotheses import test_sequence
+from ..repetitions import pass_at_k_table, variance_components
+from ..subgroups import subgroup_effects
 from ..fileio import atomic_write_csv, atomic_write_text
 from ..plan import AnalysisPlan, PlanCheck, PlanError, load_plan, plan_hash, write_sidecar
 from ..rates import profile_rates
 from . import numbers as fmt
 from .markdown import table as md_table
 
-__all__ = ["Study", "analyse_comparisons", "write_comparisons", "tier_table", "rates_table", "methods_lines"]
+__all__ = ["Study", "analyse_comparisons", "write_comparisons", "tier_table", "rates_table", "hypotheses_table",
+           "methods_lines"]
 
 CORRECTION_NAMES = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}
 # Below this many paired tasks a p-value says little; the report says so.
@@ -40,6 +44,10 @@ class Study:
     rates: pd.DataFrame
     plan: AnalysisPlan
     pairs: list[tuple[str, str]]
+    hypotheses: pd.DataFrame | None = None  # the plan's fixed sequence, when it declares one
+    variance: pd.DataFrame = field(default_factory=pd.DataFrame)  # between- and within-task variance
+    pass_at_k: pd.DataFrame = field(default_factory=pd.DataFrame)
+    subgroups: pd.DataFrame | None = None  # per group of tasks, when groups are given
 
 
 def _default_check() -> PlanCheck | None:
@@ -51,7 +59,8 @@ def _default_check() -> PlanCheck | None:
 
 
 def analyse_comparisons(metrics: pd.DataFrame, plan: AnalysisPlan, *, compare_pair: tuple[str, str] | None = None,
-                        baseline: str | None = None, refused: dict[str, str] | None = None) -> Study:
+                        baseline: str | None = None, refused: dict[str, str] | None = None,
+                        task_groups: pd.Series | None = None) -> Study:
     """Run the plan over every profile pair and compute the profile rates."""
     for col in ("profile", "task_id"):
         if col not in metrics.columns:
@@ -60,20 +69,31 @@ def analyse_comparisons(metrics: pd.DataFrame, plan: AnalysisPlan, *, compare_pa
                           baseline=baseline or plan.pairing.baseline)
     boot = plan.bootstrap
     return Study(compare(metrics, plan, pairs, refused=refused),
-                 profile_rates(metrics, confidence=boot.confidence, n_boot=boot.n_resamples, seed=boot.seed), plan, pairs)
+                 profile_rates(metrics, confidence=boot.confidence, n_boot=boot.n_resamples, seed=boot.seed), plan, pairs,
+                 test_sequence(metrics, plan, pairs) if plan.hypotheses else None,
+                 variance_components(metrics),
+                 pass_at_k_table(metrics, pairs, n_boot=boot.n_resamples, seed=boot.seed, confidence=boot.confidence),
+                 pd.concat([subgroup_effects(metrics, task_groups, a, b).assign(profile_a=a, profile_b=b)
+                            for a, b in pairs], ignore_index=True) if task_groups is not None and pairs else None)
 
 
 def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check: PlanCheck | None = None,
                       compare_pair: tuple[str, str] | None = None, baseline: str | None = None,
-                      simulated: bool = False) -> Study:
+                      simulated: bool = False, task_groups: pd.Series | None = None) -> Study:
     """Analyse and write ``comparisons.csv``, ``profile_rates.csv``, ``comparison_report.md`` (and the plan sidecar)."""
     check = plan_check if plan_check is not None else _default_check()
     if check is None:
         raise PlanError("params/analysis_plan.yaml: the analysis plan cannot be read")
-    study = analyse_comparisons(metrics, check.plan, compare_pair=compare_pair, baseline=baseline)
+    study = analyse_comparisons(metrics, check.plan, compare_pair=compare_pair, baseline=baseline, task_groups=task_groups)
     out = Path(out_dir)
     atomic_write_csv(out / "comparisons.csv", study.comparisons)
     atomic_write_csv(out / "profile_rates.csv", study.rates)
+    if study.hypotheses is not None:
+        atomic_write_csv(out / "hypotheses.csv", study.hypotheses)
+    atomic_write_csv(out / "variance_components.csv", study.variance)
+    atomic_write_csv(out / "pass_at_k.csv", study.pass_at_k)
+    if study.subgroups is not None:
+        atomic_write_csv(out / "subgroups.csv", study.subgroups)
     write_sidecar(out, check)
     atomic_write_text(out / "comparison_report.md", comparison_report(metrics, study, check, simulated=simulated))
     return study
@@ -103,12 +123,14 @@ def tier_table(comparisons: pd.DataFrame, tier: str, confidence: float = 0.95) -
     c = f"{confidence:.0%}"
     rows = []
     for r in sub.itertuples():
-        a = fmt.value(r.metric, r.a_value, rate=r.scale == "rate") if r.scale != "cost_per_success" else fmt.number(r.a_value, 3)
-        b = fmt.value(r.metric, r.b_value, rate=r.scale == "rate") if r.scale != "cost_per_success" else fmt.number(r.b_value, 3)
+        rate = r.scale in ("rate", "pass_rate")
+        a = fmt.value(r.metric, r.a_value, rate=rate) if r.scale != "cost_per_success" else fmt.number(r.a_value, 3)
+        b = fmt.value(r.metric, r.b_value, rate=rate) if r.scale != "cost_per_success" else fmt.number(r.b_value, 3)
         pairs = str(r.n_pairs) + (f" ({r.n_undefined} undefined)" if r.n_undefined else "")
         total = "" if fmt.missing(r.total_change_pct) else \
             f"{fmt.number(r.total_change_pct, 1, sign=True)} % {fmt.interval(r, 'total_change_low', 'total_change_high')}"
-        row = [f"{r.label}, `{r.metric}`", f"{r.profile_b} vs {r.profile_a}", pairs, a, b,
+        label = r.label + (f" (repetitions: {r.repetitions})" if tier == "sensitivity" else "")
+        row = [f"{label}, `{r.metric}`", f"{r.profile_b} vs {r.profile_a}", pairs, a, b,
                f"{fmt.estimate(r)} {fmt.interval(r)}" if not fmt.missing(r.estimate) else (r.note or "–"), r.interval or "–"]
         if tier == "exploratory":
             row.append(total)
@@ -122,7 +144,20 @@ def tier_table(comparisons: pd.DataFrame, tier: str, confidence: float = 0.95) -
     else:
         corr = CORRECTION_NAMES[str(sub["correction"].iloc[0])] if len(sub) else "–"
         header += [f"change of the total [{c} CI]", "test", "p", f"p ({corr})", "significant"]
+        if tier == "sensitivity":  # a restatement of a planned test, not a family: no correction, no verdict
+            header, rows = header[:-2], [r[:-2] for r in rows]
     return md_table(header, rows)
+
+
+def hypotheses_table(hyp: pd.DataFrame) -> str:
+    """The fixed sequence, step by step per pair: claim, margin, the interval read, and the result."""
+    rows = [[f"{r.profile_b} vs {r.profile_a}", str(r.step), f"{r.label}, `{r.metric}`",
+             r.claim + ("" if fmt.missing(r.margin) else f" (margin {fmt.number(r.margin, 1)} {r.unit})"),
+             f"{r.confidence:.0%}",
+             "–" if fmt.missing(r.estimate) else f"{fmt.number(r.estimate, 1, sign=True)} {r.unit} "
+             f"[{fmt.number(r.ci_low, 1, sign=True)}, {fmt.number(r.ci_high, 1, sign=True)}]",
+             f"**{r.result}**" if r.result == "holds" else r.result, r.reason] for r in hyp.itertuples()]
+    return md_table(["pair", "step", "metric", "claim", "interval", "estimate [interval]", "result", "why"], rows)
 
 
 def mcnemar_lines(comparisons: pd.DataFrame, confidence: float = 0.95) -> list[str]:
@@ -142,15 +177,30 @@ def methods_lines(plan: AnalysisPlan) -> list[str]:
     """The methods in a few bullets; the same text in every report."""
     boot = plan.bootstrap
     corr = {t: CORRECTION_NAMES[getattr(plan.tiers, t).correction] for t in ("primary", "secondary")}
-    return [
-        "- Unit of analysis: the task. Repetitions of a task are combined first (majority vote for pass/fail, a "
-        "tie counts as fail; median otherwise), then A and B are paired on the tasks both ran. Infrastructure errors "
-        "are left out.",
+    if plan.pairing.repetitions == "all":
+        unit = ("- Unit of analysis: the task, every repetition counting. Repetitions of a task are combined into its "
+                "pass rate (pass/fail) and the geometric mean of the repetitions (continuous), then A and B are paired "
+                "on the tasks both ran. Infrastructure errors are left out; a task with fewer repetitions in one arm "
+                "keeps the pass rate of those it has (no ties).")
+        binary = ("- Pass/fail: the estimate is pass@1, the mean over tasks of the per-task pass-rate difference B − A "
+                  "(each task weighs the same). The paired t test on those differences (the CR2 cluster-robust test "
+                  "with Satterthwaite degrees of freedom, which for one difference per task is exactly this) comes "
+                  "with its t interval; the sign-flip randomisation test, which the blocked randomised schedule "
+                  "justifies, comes with the interval that inverts it (exact over all sign patterns up to 16 tasks, "
+                  "else a seeded Monte-Carlo sample with its standard error). Either way the interval excludes 0 "
+                  "exactly when the test rejects.")
+    else:
+        unit = ("- Unit of analysis: the task. Repetitions of a task are combined first (majority vote for pass/fail, "
+                "a tie counts as fail; median otherwise), then A and B are paired on the tasks both ran. "
+                "Infrastructure errors are left out.")
+        binary = None
+    lines = [unit,
         "- Pass/fail: the estimate is the difference in task-majority resolve rate B − A with Tango's score interval; "
         "the test is McNemar's (exact: two-sided binomial on the discordant tasks; mid-p where the plan says so). The "
         "discordant-pair odds ratio carries the exact (Clopper-Pearson) interval, which excludes 1 exactly when the "
         "exact test rejects; Tango's interval is a score interval and can exclude 0 when the conservative exact test "
         "does not reject.",
+        *([binary] if binary else []),
         "- Continuous metrics on a ratio scale (tokens, cost, time, calls): per-task log ratios log(B/A); Wilcoxon "
         "signed-rank test on them (exact below 50 pairs without ties, as R's wilcox.test; else normal approximation "
         "with tie and continuity corrections); Hodges-Lehmann estimate with the interval that inverts that test, "
@@ -164,38 +214,86 @@ def methods_lines(plan: AnalysisPlan) -> list[str]:
         f"- Multiplicity: {corr['primary']} over the whole primary tier and {corr['secondary']} over the whole "
         f"secondary tier (every metric and every profile pair); exploratory rows have no test. Alpha {plan.alpha}.",
     ]
+    if binary:  # the majority-vote bullet describes a sensitivity analysis at most
+        lines[1] = lines[1].replace("- Pass/fail: the estimate", "- Pass/fail by majority vote (where declared as a "
+                                    "sensitivity analysis): the estimate", 1)
+    if plan.tiers.sensitivity is not None:
+        lines.append("- Sensitivity analyses restate a planned test with repetitions combined otherwise; they are "
+                     "reported beside the planned rows, without a correction and without a verdict of their own.")
+    return lines
 
 
 # --------------------------------------------------------------------------- the report
 
 
+def _repetitions_section(study: Study, confidence: float) -> list[str]:
+    """Variance components and pass@k / pass^k: what the repetitions of a task add."""
+    out = ["## Repetitions: variance components and pass@k", ""]
+    v = study.variance
+    if not v.empty:
+        rows = [[r.profile, f"`{r.metric}`", r.scale, fmt.number(r.between_task, 3), fmt.number(r.within_task, 3),
+                 fmt.number(r.icc, 2), " / ".join(f"{100 * getattr(r, f'within_share_{k}'):.0f} %" for k in (1, 3, 5))]
+                for r in v.itertuples()]
+        out += ["Between-task and within-task variance (one-way random-effects ANOVA; pass/fail on 0/1, tokens on "
+                "the log scale). The last column is the share of a task mean's variance that comes from the "
+                "repetitions with 1 / 3 / 5 of them: where it is small, more tasks buy more than more repetitions.", "",
+                md_table(["profile", "metric", "scale", "between tasks", "within a task", "ICC",
+                          "within share at 1 / 3 / 5 repetitions"], rows), ""]
+    pk = study.pass_at_k
+    if not pk.empty:
+        c = f"{confidence:.0%}"
+        rows = [[str(r.k), r.profile if not r.vs else f"{r.profile} − {r.vs}", r.measure,
+                 str(r.n_tasks) + (f" ({r.n_tasks_short} short)" if r.n_tasks_short else ""),
+                 f"{fmt.number(100 * r.estimate, 1, sign=bool(r.vs))}"
+                 + (" pp" if r.vs else " %") + f" [{fmt.number(100 * r.ci_low, 1, sign=bool(r.vs))}, "
+                 f"{fmt.number(100 * r.ci_high, 1, sign=bool(r.vs))}]"] for r in pk.itertuples()]
+        out += ["pass@k (at least one of k repetitions passes) and pass^k (all k pass) for k ≥ 2 (k = 1 is the pass "
+                "rate, above), unbiased per task from its own "
+                "repetitions, averaged over tasks; a task with fewer than k repetitions is left out of that k (short). "
+                f"Intervals: percentile bootstrap over tasks ({c}); differences pair the tasks.", "",
+                md_table(["k", "profile", "measure", "tasks", f"estimate [{c} CI]"], rows), ""]
+    return out
+
+
 def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], *, seed: int) -> list[str]:
-    """Sample size and spend planning with these runs as the pilot (stats.plan_sample_size / project_spend)."""
-    out = ["## Planning (these runs as the pilot)", ""]
+    """Tasks and spend for the next study, with these runs as the pilot (analysis_lib.power, stats.project_spend)."""
+    out = ["## Planning (these runs as the pilot)", "",
+           f"Tasks for 80 % power (alpha 0.05, two-sided) to detect +{PLAN_SUCCESS_LIFT * 100:.0f} points, under each "
+           "way of combining repetitions: exact power of McNemar's exact test on majority verdicts, and of the paired "
+           "t test on per-task pass rates (pass@1; noncentral t), each the smallest number of tasks that reaches the "
+           "power. The pilot's nuisance parameter is uncertain, so the answer is repeated at the ends of its 95 % "
+           "interval (loss rate: exact binomial; spread: chi-square). The lift is in each analysis's own estimand "
+           "(majority resolve rate, or pass@1).", ""]
     rows = []
     for a, b in pairs:
-        for metric, kind, effect, label in (
-            ("total_tokens", "continuous", PLAN_TOKEN_REDUCTION, f"{PLAN_TOKEN_REDUCTION:.0%} fewer tokens"),
-            ("success", "binary", PLAN_SUCCESS_LIFT, f"+{PLAN_SUCCESS_LIFT * 100:.0f} points resolve rate"),
-        ):
-            if metric not in trials.columns:
-                continue
-            pilot = stats.pair_tasks(trials, metric, a, b)
-            try:
-                plan = stats.plan_sample_size(pilot, effect=effect, kind=kind, n_sim=PLAN_N_SIM, seed=seed)
-            except ValueError as exc:
-                rows.append([f"{b} vs {a}", label, str(len(pilot)), f"not estimable: {exc}", "–"])
-                continue
-            need, top = plan["n_required"].iloc[0], plan.iloc[-1]
-            rows.append([f"{b} vs {a}", label, str(len(pilot)),
-                         f"{int(need)}" if pd.notna(need) else f"> {int(top['n_tasks'])} (power {fmt.number(top['power'], 2)} there)",
-                         ", ".join(f"{int(r.n_tasks)}: {r.power:.2f}" for r in plan.itertuples() if r.n_tasks in (20, 50, 100))])
-    out.append(md_table(["pair", "effect to detect", "pilot tasks", "tasks for 80 % power (alpha 0.05)",
-                         "power at 20 / 50 / 100 tasks"], rows))
-    out += ["", f"Power by simulation ({PLAN_N_SIM} studies per size, seed {seed}) resampling the pilot's tasks with the "
-            "pre-registered tests: for tokens the pilot's task-to-task variation with its own effect removed and the "
-            "target reduction imposed; for success the pilot's baseline rate and loss rate with the gain rate that "
-            "gives the lift."]
+        pilot = power.pilot_of(trials, a, b)
+        if pilot.n_tasks < 2:
+            rows.append([f"{b} vs {a}", "–", "–", "–", "–", "not estimable: fewer than 2 paired tasks"])
+            continue
+        for r in power.sensitivity(pilot, PLAN_SUCCESS_LIFT).itertuples():
+            rows.append([f"{b} vs {a}", str(pilot.n_tasks), r.analysis, r.nuisance, fmt.number(r.value, 3),
+                         str(int(r.n_tasks)) if pd.notna(r.n_tasks) else "more than 5,000 or impossible"])
+    out.append(md_table(["pair", "pilot tasks", "analysis", "pilot parameter", "value", "tasks needed"], rows))
+    rows = []
+    for a, b in pairs:
+        if "total_tokens" not in trials.columns:
+            continue
+        pilot = stats.pair_tasks(trials, "total_tokens", a, b)
+        try:
+            plan = stats.plan_sample_size(pilot, effect=PLAN_TOKEN_REDUCTION, kind="continuous", n_sim=PLAN_N_SIM, seed=seed)
+        except ValueError as exc:
+            rows.append([f"{b} vs {a}", str(len(pilot)), f"not estimable: {exc}", "–"])
+            continue
+        need, top = plan["n_required"].iloc[0], plan.iloc[-1]
+        rows.append([f"{b} vs {a}", str(len(pilot)),
+                     f"{int(need)}" if pd.notna(need) else f"> {int(top['n_tasks'])} (power {fmt.number(top['power'], 2)} there)",
+                     ", ".join(f"{int(r.n_tasks)}: {r.power:.2f} ± {r.power_se:.2f}" for r in plan.itertuples()
+                               if r.n_tasks in (20, 50, 100))])
+    if rows:
+        out += ["", f"Tokens, {PLAN_TOKEN_REDUCTION:.0%} fewer (Wilcoxon signed-rank, power by simulation: {PLAN_N_SIM} "
+                f"studies per size, seed {seed}, resampling the pilot's tasks with its own effect removed; ± is the "
+                "Monte-Carlo standard error):", "",
+                md_table(["pair", "pilot tasks", "tasks for 80 % power (grid)", "power at 20 / 50 / 100 tasks"], rows)]
     reps = int(trials.groupby(["profile", "task_id"]).size().median()) if len(trials) else 3
     cols = [m for m in ("total_cost_usd", "total_tokens", "elapsed_sec") if m in trials.columns]
     if cols:
@@ -218,7 +316,7 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
     if simulated:
         parts += ["> **SIMULATED DATA.** These runs were generated by the seeded simulator; every number below "
                   "describes simulated agents and is not a finding.", ""]
-    parts += check.banner() + [check.hash_line(), ""]
+    parts += check.banner() + [check.hash_line(), "", check.timing_line(), ""]
     n_prof = metrics["profile"].nunique()
     parts += ["# Profile comparisons", "",
               f"{fmt.plural(n_prof, 'profile')}, {fmt.plural(len(study.pairs), 'pair')} compared "
@@ -226,20 +324,40 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
               "## Profiles", "", rates_table(study.rates, conf), ""]
     if comp.empty:
         parts += ["No profile pair to compare (fewer than two profiles).", ""]
-    for tier in ("primary", "secondary", "exploratory"):
+    for tier in ("primary", "secondary", "exploratory", "sensitivity"):
         if not (comp["tier"] == tier).any():
             continue
         corr = CORRECTION_NAMES[getattr(plan.tiers, tier).correction]
         title = {"primary": f"Primary metrics (pre-registered tests, {corr} over the tier)",
                  "secondary": f"Secondary metrics (pre-registered tests, {corr} over the tier)",
-                 "exploratory": "Exploratory metrics (descriptive: estimates and intervals, no test)"}[tier]
+                 "exploratory": "Exploratory metrics (descriptive: estimates and intervals, no test)",
+                 "sensitivity": "Sensitivity analyses (a planned test with repetitions combined otherwise)"}[tier]
         parts += [f"## {title}", "", tier_table(comp, tier, conf), ""]
         if tier == "primary":
             parts += mcnemar_lines(comp, conf) + [""]
+        if tier == "primary" and study.hypotheses is not None:
+            parts += ["## Fixed-sequence hypotheses (as declared, in order)", "",
+                      "Each step is tested only if every step before it held (gatekeeping), which keeps the "
+                      "family-wise error at alpha; each profile pair runs its own sequence at alpha / (number of pairs) "
+                      "(Bonferroni), so these intervals are wider than the comparisons' above. Non-inferiority: the worse end of the interval lies within the margin "
+                      "(one-sided at alpha / 2); superiority: the interval excludes 0 on the better side; equivalence: "
+                      "the 1 − 2 alpha interval lies inside the margins (TOST).", "",
+                      hypotheses_table(study.hypotheses), ""]
     few = comp.loc[comp["n_pairs"] > 0, "n_pairs"]
     if len(few) and few.min() < FEW_PAIRS:
         parts += [f"**Only {fmt.plural(int(few.min()), 'paired task')} in some comparison:** with fewer than "
                   f"{FEW_PAIRS} pairs the intervals matter more than the p-values.", ""]
+    parts += _repetitions_section(study, conf)
+    if study.subgroups is not None and not study.subgroups.empty:
+        rows = [[f"{r.profile_b} vs {r.profile_a}", str(r.group), str(r.n_tasks),
+                 f"{fmt.number(100 * r.raw, 1, sign=True)} pp (SE {fmt.number(100 * r.se, 1)})",
+                 f"{fmt.number(100 * r.shrunk, 1, sign=True)} pp", fmt.number(r.shrinkage, 2)]
+                for r in study.subgroups.itertuples()]
+        parts += ["## Subgroups (descriptive: no per-group tests)", "",
+                  "pass@1 difference per group of tasks, raw and partially pooled (empirical Bayes: each group pulled "
+                  "towards the overall effect by SE² / (SE² + tau²), tau² by DerSimonian-Laird). Groups with few tasks "
+                  "are mostly noise; read the pooled column, and test no group on its own.", "",
+                  md_table(["pair", "group", "tasks", "raw difference", "partially pooled", "pull to overall"], rows), ""]
     trials = usable_trials(metrics)
     if study.pairs:
         parts += _planning_section(trials, study.pairs, seed=plan.bootstrap.seed) + [""]

@@ -189,8 +189,8 @@ def forest_rows(comparisons: pd.DataFrame, tiers: tuple[str, ...] = ("primary", 
     dropped. Columns: label, metric, profile_b, scale, estimate, low, high, significant, p_adjusted.
     """
     df = comparisons[comparisons["tier"].isin(tiers) & comparisons["estimate"].notna()
-                     & comparisons["scale"].isin(["rate", "ratio", "cost_per_success"])].copy()
-    k = np.where(df["scale"] == "rate", 100.0, 1.0)
+                     & comparisons["scale"].isin(["rate", "pass_rate", "ratio", "cost_per_success"])].copy()
+    k = np.where(df["scale"].isin(["rate", "pass_rate"]), 100.0, 1.0)
     out = pd.DataFrame({"label": df["label"].astype(str) + ": " + df["profile_b"].astype(str),
                         "metric": df["metric"], "profile_b": df["profile_b"], "scale": df["scale"],
                         "estimate": df["estimate"] * k, "low": df["ci_low"] * k, "high": df["ci_high"] * k,
@@ -211,7 +211,7 @@ def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None 
     from .numbers import p_value
 
     rows = forest_rows(comparisons, tiers)
-    panels = [(s, rows[rows["scale"].isin(s)]) for s in (["rate"], ["ratio", "cost_per_success"])]
+    panels = [(s, rows[rows["scale"].isin(s)]) for s in (["rate"], ["pass_rate"], ["ratio", "cost_per_success"])]
     panels = [(s, r.reset_index(drop=True)) for s, r in panels if len(r)]
     set_style()
     heights = [max(len(r), 1) for _, r in panels] or [1]
@@ -242,8 +242,9 @@ def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None 
         ax.set_ylim(-0.6, len(sub) - 0.4)
         ax.invert_yaxis()
         ax.set_xlim(lo, hi)
-        ax.set_xlabel("difference in resolve rate per task (points), 95% CI" if scale == ["rate"]
-                      else "typical per-task change (%), 95% CI", fontsize=6.5)
+        ax.set_xlabel({"rate": "difference in resolve rate per task (points), 95% CI",
+                       "pass_rate": "difference in pass@1, mean over tasks (points), 95% CI"}.get(
+                           scale[0], "typical per-task change (%), 95% CI"), fontsize=6.5)
         ax.tick_params(axis="x", labelsize=6)
     base = ", ".join(sorted(comparisons["profile_a"].astype(str).unique()))
     axes[0, 0].set_title(title(f"Against baseline {base}", simulated))

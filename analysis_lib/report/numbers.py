@@ -56,17 +56,21 @@ def value(metric_id: str, x, *, rate: bool = False) -> str:
     return number(x, d)
 
 
+# Comparison scales whose estimate is a difference of two rates, shown in percentage points.
+POINT_SCALES = ("rate", "pass_rate")
+
+
 def comparison_unit(scale: str, unit: str = "") -> str:
     """The unit of a comparison's estimate: ``%`` (ratios), ``pp`` (rates) or the metric's own."""
-    return {"ratio": "%", "cost_per_success": "%", "rate": "pp"}.get(scale, unit)
+    return "pp" if scale in POINT_SCALES else {"ratio": "%", "cost_per_success": "%"}.get(scale, unit)
 
 
 def _scaled(row, x):
-    return 100 * x if row.scale == "rate" else x
+    return 100 * x if row.scale in POINT_SCALES else x
 
 
 def _digits(row) -> int:
-    if row.scale in ("ratio", "cost_per_success", "rate"):
+    if row.scale in ("ratio", "cost_per_success", *POINT_SCALES):
         return 1
     d = decimals(row.metric)
     return max(d, 1) if registry.metric(row.metric).kind == "count" else d

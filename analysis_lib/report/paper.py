@@ -45,6 +45,11 @@ FIGURE_CAPTIONS = {
 }
 
 
+def _utc(stamp: str | None) -> str:
+    """An ISO UTC stamp as TeX text: ``2026-01-21 09:00:00 UTC``, or ``--`` when unknown."""
+    return latex.escape_tex(stamp.replace("T", " ").rstrip("Z") + " UTC") if stamp else "--"
+
+
 @dataclass
 class PlanRecord:
     """The pre-registration the paper states: plan hash, when it was fixed, departures from it."""
@@ -53,11 +58,15 @@ class PlanRecord:
     name: str
     recorded_at: str | None = None
     changed: bool = False
+    recorded_in: str | None = None
+    first_trial_at: str | None = None
+    fixed_before_first_trial: bool | None = None
 
     @classmethod
     def from_sidecar(cls, obj: dict) -> "PlanRecord":
         return cls(str(obj.get("analysis_plan_sha256", "")), str(obj.get("plan_name", "")),
-                   obj.get("recorded_at"), bool(obj.get("plan_changed_after_analysis")))
+                   obj.get("recorded_at"), bool(obj.get("plan_changed_after_record")), obj.get("recorded_in"),
+                   obj.get("first_trial_at"), obj.get("fixed_before_first_trial"))
 
 
 @dataclass
@@ -105,18 +114,18 @@ def _p_cell(p) -> str:
 
 
 def _digits(row) -> int:
-    if row.scale in ("ratio", "cost_per_success", "rate"):
+    if row.scale in ("ratio", "cost_per_success", *fmt.POINT_SCALES):
         return 1
     return max(fmt.decimals(row.metric), 1) if registry.metric(row.metric).kind == "count" else fmt.decimals(row.metric)
 
 
 def _k(row) -> float:
-    return 100.0 if row.scale == "rate" else 1.0
+    return 100.0 if row.scale in fmt.POINT_SCALES else 1.0
 
 
 def _value_digits(row) -> tuple[float, int]:
     """Scale and decimals of A and B of a comparison row (rates in %, money per the registry)."""
-    if row.scale == "rate":
+    if row.scale in fmt.POINT_SCALES:
         return 100.0, 1
     if row.scale == "cost_per_success":
         return 1.0, 3
@@ -127,7 +136,9 @@ def _value_digits(row) -> tuple[float, int]:
 
 
 def _key(row) -> str:
-    return latex.macro_name(row.metric.replace("__", " "), row.profile_b, "vs", row.profile_a)
+    """Macro stem of a comparison row; a sensitivity row is named apart from the planned row it restates."""
+    extra = ("sensitivity", str(row.repetitions)) if getattr(row, "tier", "") == "sensitivity" else ()
+    return latex.macro_name(row.metric.replace("__", " "), row.profile_b, "vs", row.profile_a, *extra)
 
 
 # --------------------------------------------------------------------------- macros
@@ -151,9 +162,10 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
         p = inputs.plan
         out += [latex.Macro("PlanHash", p.sha256[:12], "analysis_plan_sha256", "analysis_plan.json", "first 12 hex digits"),
                 latex.Macro("PlanName", latex.escape_tex(p.name), "plan_name", "analysis_plan.json"),
-                latex.Macro("PlanFixedAt", latex.escape_tex((p.recorded_at or "--").replace("T", " ").rstrip("Z")
-                                                            + (" UTC" if p.recorded_at else "")),
-                            "recorded_at", "analysis_plan.lock.json", "when the plan was recorded")]
+                latex.Macro("PlanFixedAt", _utc(p.recorded_at), "recorded_at", "analysis_plan.json",
+                            "when the plan was recorded"),
+                latex.Macro("FirstTrialAt", _utc(p.first_trial_at), "first_trial_at", "analysis_plan.json",
+                            "start of the earliest trial")]
     if inputs.rates is not None:
         rsrc = inputs.source("rates")
         for r in inputs.rates.itertuples():
@@ -284,9 +296,16 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
     if inputs.plan is not None:
         dev = ("The analysis departs from the recorded plan; the reports open with the difference."
                if inputs.plan.changed else "The analysis follows the recorded plan without deviation.")
+        p = inputs.plan
+        if p.fixed_before_first_trial is True:
+            when = "recorded by the runner on \\PlanFixedAt{}, before the first trial (\\FirstTrialAt{})"
+        elif p.fixed_before_first_trial is False:
+            when = ("recorded on \\PlanFixedAt{}, after the first trial (\\FirstTrialAt{}): it is not a "
+                    "pre-registration")
+        else:
+            when = "recorded on \\PlanFixedAt{}"
         lines.append("\\paragraph{Pre-registration.} Tiers, tests, corrections and intervals follow the analysis plan "
-                     "\\texttt{\\PlanName} (plan hash \\texttt{\\PlanHash}), recorded on \\PlanFixedAt{} by the first "
-                     f"analysis of these runs. {dev}")
+                     f"\\texttt{{\\PlanName}} (plan hash \\texttt{{\\PlanHash}}), {when}. {dev}")
     n_prof = inputs.metrics["profile"].nunique()
     lines.append(f"We ran \\NumTasks{{}} tasks under \\NumProfiles{{}} {'profile' if n_prof == 1 else 'profiles'} with "
                  "up to \\NumRepetitions{} repetitions each (\\NumTrials{} trials; \\NumInfraErrors{} infrastructure "
@@ -307,12 +326,13 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
         key = _key(r)
         if key + "Est" not in names:
             continue
-        subject = (f"The resolve rate of \\texttt{{{latex.escape_tex(r.profile_b)}}}" if r.scale == "rate" else
+        subject = (f"The {latex.escape_tex(r.label)} of \\texttt{{{latex.escape_tex(r.profile_b)}}}"
+                   if r.scale in fmt.POINT_SCALES else
                    f"For {latex.escape_tex(registry.metric(r.metric).label)}, \\texttt{{{latex.escape_tex(r.profile_b)}}}")
-        if r.scale == "rate":
+        if r.scale in fmt.POINT_SCALES:
             text = (f"{subject} differed from \\texttt{{{latex.escape_tex(r.profile_a)}}}'s by \\{key}Est{{}} "
-                    f"(Tango 95\\% CI \\{key}Low{{}} to \\{key}High{{}}; McNemar "
-                    f"\\{key}P{{}}, \\{key}PAdj{{}}")
+                    f"({latex.escape_tex(r.interval)} 95\\% CI \\{key}Low{{}} to \\{key}High{{}}; "
+                    f"{latex.escape_tex(r.test)} \\{key}P{{}}, \\{key}PAdj{{}}")
             if key + "OddsRatio" in names:
                 text += (f"; discordant-pair odds ratio \\{key}OddsRatio{{}}, exact 95\\% CI \\{key}OddsRatioLow{{}} "
                          f"to \\{key}OddsRatioHigh{{}}")

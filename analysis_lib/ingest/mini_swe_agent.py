@@ -1,0 +1,153 @@
+"""mini-swe-agent trajectories (``<instance_id>.traj.json``) -> ATIF.
+
+The file is ``{info, messages, trajectory_format}`` (``mini-swe-agent-1`` up to v1.x,
+``mini-swe-agent-1.1`` from v2.0):
+
+- ``info``: ``exit_status`` (``Submitted``, ``LimitsExceeded``, ...), ``submission`` (the patch),
+  ``model_stats{instance_cost, api_calls}``, ``mini_version``, ``config{agent, model{model_name}, ...}``;
+- ``messages``: OpenAI chat messages (``content`` a string or a list of ``{type: text, text}`` parts)
+  with an ``extra`` field; an assistant message's ``extra.response.usage`` is the call's usage
+  (``prompt_tokens`` includes cached tokens, ``prompt_tokens_details.cached_tokens`` or Anthropic's
+  ``cache_read_input_tokens`` the cached part).
+
+Mapping: system / user messages -> system / user steps; each assistant message -> one agent step.
+Up to v1.x the action is the message's one ```` ```bash ```` block -> a ``bash`` tool call
+``{command}``, whose result is the next user message ``<returncode>N</returncode><output>...``
+(``is_error`` when N != 0). From v2.0 tool-calling models write OpenAI ``tool_calls`` and ``tool``
+messages, mapped one to one. ``instance_cost`` -> ``final_metrics.total_cost_usd``. The file
+holds no verdict (SWE-bench grades the submission separately), so the trial has no reward.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from ..fileio import read_json
+from ..trial import InputError
+from .atif import decode_arguments
+from .claude_code import content_text
+
+ATIF_VERSION = "ATIF-v1.6"
+AGENT_NAME = "mini-swe-agent"
+STAGE = "convert"
+SOURCE_FORMAT = "mini_swe_agent"
+
+_BASH_BLOCK = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.S)
+_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+
+
+def is_mini_swe_agent(doc: Any) -> bool:
+    """True for a mini-swe-agent trajectory document."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+        return False
+    fmt = doc.get("trajectory_format")
+    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    return (isinstance(fmt, str) and fmt.startswith("mini-swe-agent")) or "mini_version" in info
+
+
+def _usage(msg: dict[str, Any]) -> dict[str, Any] | None:
+    extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
+    resp = extra.get("response") if isinstance(extra.get("response"), dict) else {}
+    usage = resp.get("usage") if isinstance(resp.get("usage"), dict) else None
+    if usage is None:
+        return None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if not isinstance(prompt, int) and not isinstance(completion, int):
+        return None
+    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+    cached = details.get("cached_tokens")
+    if not isinstance(cached, int) or not cached:
+        cached = usage.get("cache_read_input_tokens") if isinstance(usage.get("cache_read_input_tokens"), int) else 0
+    return {"prompt_tokens": prompt or 0, "completion_tokens": completion or 0, "cached_tokens": cached or 0}
+
+
+def _model_of(msg: dict[str, Any]) -> str | None:
+    extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
+    resp = extra.get("response") if isinstance(extra.get("response"), dict) else {}
+    return resp.get("model") if isinstance(resp.get("model"), str) else None
+
+
+def trajectory_to_atif(path: str | os.PathLike, doc: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Convert one mini-swe-agent ``.traj.json`` to an ATIF trajectory dict (raises :class:`InputError`)."""
+    p = Path(path)
+    if doc is None:
+        doc = read_json(p, STAGE)
+    if not is_mini_swe_agent(doc):
+        raise InputError(str(p), STAGE, "not a mini-swe-agent trajectory (no messages list with mini-swe-agent info)")
+    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    config = info.get("config") if isinstance(info.get("config"), dict) else {}
+    model_cfg = config.get("model") if isinstance(config.get("model"), dict) else {}
+    model = model_cfg.get("model_name") if isinstance(model_cfg.get("model_name"), str) else None
+    steps: list[dict[str, Any]] = []
+    pending: dict[str, Any] | None = None  # the agent step whose bash block awaits its output
+    by_call: dict[str, dict[str, Any]] = {}
+    for i, msg in enumerate(doc["messages"]):
+        if not isinstance(msg, dict):
+            continue
+        role, text = msg.get("role"), content_text(msg.get("content"))
+        if role == "assistant":
+            step: dict[str, Any] = {"source": "agent", "message": text}
+            used_model = _model_of(msg) or model
+            if used_model:
+                step["model_name"] = used_model
+            usage = _usage(msg)
+            if usage is not None:
+                step["metrics"] = usage
+            calls = []
+            for tc in msg.get("tool_calls") or []:
+                if isinstance(tc, dict) and isinstance(tc.get("function"), dict):
+                    cid = str(tc.get("id") or f"call-{i}-{len(calls)}")
+                    calls.append({"tool_call_id": cid, "function_name": str(tc["function"].get("name") or "unknown"),
+                                  "arguments": decode_arguments(tc["function"].get("arguments"))})
+                    by_call[cid] = step
+            if not calls:
+                m = _BASH_BLOCK.search(text)
+                if m:
+                    calls.append({"tool_call_id": f"call-{i}", "function_name": "bash", "arguments": {"command": m.group(1)}})
+            if calls:
+                step["tool_calls"] = calls
+            steps.append(step)
+            pending = step if calls and not msg.get("tool_calls") else None
+        elif role == "tool" and by_call.get(str(msg.get("tool_call_id"))) is not None:
+            target = by_call[str(msg.get("tool_call_id"))]
+            result = {"source_call_id": str(msg.get("tool_call_id")), "content": text}
+            rc = _RETURNCODE.search(text)
+            if rc:
+                result["extra"] = {"exit_code": int(rc.group(1)), "is_error": int(rc.group(1)) != 0}
+            target.setdefault("observation", {"results": []})["results"].append(result)
+        elif role == "user" and pending is not None:
+            result: dict[str, Any] = {"source_call_id": pending["tool_calls"][0]["tool_call_id"], "content": text}
+            rc = _RETURNCODE.search(text)
+            if rc:
+                result["extra"] = {"exit_code": int(rc.group(1)), "is_error": int(rc.group(1)) != 0}
+            pending["observation"] = {"results": [result]}
+            pending = None
+        else:
+            steps.append({"source": "system" if role == "system" else "user", "message": text})
+            pending = None
+    if not steps:
+        raise InputError(str(p), STAGE, "mini-swe-agent trajectory without messages")
+    for n, step in enumerate(steps, start=1):
+        step["step_id"] = n
+    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    final: dict[str, Any] = {"total_steps": len(steps)}
+    if isinstance(stats.get("instance_cost"), (int, float)) and not isinstance(stats.get("instance_cost"), bool):
+        final["total_cost_usd"] = float(stats["instance_cost"])
+    agent: dict[str, Any] = {"name": AGENT_NAME, "version": str(info.get("mini_version") or "unknown")}
+    if model:
+        agent["model_name"] = model
+    agent["extra"] = {k: info[k] for k in ("exit_status",) if k in info}
+    if isinstance(stats.get("api_calls"), int):
+        agent["extra"]["api_calls"] = stats["api_calls"]
+    return {
+        "schema_version": ATIF_VERSION,
+        "session_id": p.name.split(".traj")[0],
+        "agent": agent,
+        "steps": steps,
+        "final_metrics": final,
+        "extra": {"converter": {"name": __name__, "source_format": SOURCE_FORMAT,
+                                "trajectory_format": doc.get("trajectory_format")}},
+    }

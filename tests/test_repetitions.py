@@ -1,0 +1,56 @@
+"""Variance components against statsmodels' REML; pass@k against its definition by enumeration."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis_lib import repetitions
+
+
+def test_anova_components_equal_reml_on_a_balanced_design():
+    import statsmodels.formula.api as smf
+
+    rng = np.random.default_rng(0)
+    g = np.repeat(np.arange(30), 4)
+    y = rng.normal(0, 1, 30)[g] + rng.normal(0, 0.5, 120)
+    between, within, n_groups, n = repetitions._one_way(y, g)
+    fit = smf.mixedlm("y ~ 1", pd.DataFrame({"y": y, "g": g}), groups="g").fit(reml=True)
+    assert (n_groups, n) == (30, 120)
+    assert between == pytest.approx(float(fit.cov_re.iloc[0, 0]), rel=1e-4) and within == pytest.approx(fit.scale, rel=1e-4)
+
+
+def test_variance_components_per_profile_on_the_right_scale():
+    trials = pd.DataFrame({"profile": ["a"] * 6, "task_id": ["t1"] * 3 + ["t2"] * 3, "infra_error": False,
+                           "success": [True, True, True, False, False, False],
+                           "total_tokens": [100, 100, 100, 1000, 1000, 1000]})
+    v = repetitions.variance_components(trials).set_index("metric")
+    assert v.loc["success", "within_task"] == 0 and v.loc["success", "icc"] == 1.0
+    assert v.loc["total_tokens", "scale"] == "log"
+    assert v.loc["total_tokens", "between_task"] == pytest.approx(np.var(np.log([100, 1000]), ddof=1), rel=1e-12)
+
+
+def test_pass_at_k_is_the_share_of_k_subsets_by_enumeration_and_pairs_tasks():
+    outcomes = {"t1": [1, 0, 0, 1], "t2": [0, 0, 1], "t3": [1, 1, 1, 1]}
+    rows = [{"profile": p, "task_id": t, "infra_error": False, "success": bool(o)}
+            for p in ("a", "b") for t, os_ in outcomes.items() for o in (os_ if p == "a" else [1] * len(os_))]
+    table = repetitions.pass_at_k_table(pd.DataFrame(rows), [("a", "b")], n_boot=500).set_index(["k", "profile", "vs", "measure"])
+
+    def by_subsets(k, all_pass):
+        vals = []
+        for os_ in outcomes.values():
+            if len(os_) >= k:
+                subs = list(itertools.combinations(os_, k))
+                vals.append(np.mean([all(s) if all_pass else any(s) for s in subs]))
+        return np.mean(vals)
+
+    assert 1 not in table.index.get_level_values("k")  # pass@1 is the pass rate, reported elsewhere
+    for k in (2, 3):
+        assert table.loc[(k, "a", "", "pass@k"), "estimate"] == pytest.approx(by_subsets(k, False))
+        assert table.loc[(k, "a", "", "pass^k"), "estimate"] == pytest.approx(by_subsets(k, True))
+        diff = table.loc[(k, "b", "a", "pass^k")]
+        assert diff["estimate"] == pytest.approx(1 - by_subsets(k, True)) and diff["ci_low"] <= diff["estimate"] <= diff["ci_high"]
+    assert table.loc[(4, "a", "", "pass@k"), "n_tasks_short"] == 1  # t2 has 3 repetitions only
