@@ -277,3 +277,19 @@ def test_failed_conditions_are_those_where_nothing_was_measured():
             {"condition": "b", "status": "completed", "outcome": "failed"},
             {"condition": "c", "status": "pending", "outcome": None}]
     assert failed_conditions(rows) == ["a"]
+
+
+@pytest.mark.parametrize("status, used, warned", [("pending", True, False), ("pending", False, True), ("connected", False, True),
+                                                  ("failed", False, True)])
+def test_mcp_exposure_is_measured(status, used, warned):
+    """A server still `pending` at start is not a failure when an MCP tool then ran; a refused call is no use."""
+    from analysis_lib.bench.adapters import AgentOutcome, _mcp_exposure
+
+    calls = [{"tool_call_id": "t1", "function_name": "mcp__codemap__lookup", "arguments": {}}]
+    results = [{"source_call_id": "t1", "content": "x", **({} if used else {"extra": {"is_error": True, "permission_denied": True}})}]
+    atif = {"steps": [{"source": "agent", "tool_calls": calls, "observation": {"results": results}}]}
+    out = AgentOutcome("claude_code", "x")
+    _mcp_exposure(out, {"mcp_servers": [{"name": "codemap", "status": status}], "tools": ["Read"]}, atif)
+    assert out.mcp_used is used
+    assert out.mcp_exposed is (used or status == "connected")
+    assert bool(out.warnings) is warned, out.warnings

@@ -9,6 +9,7 @@ Without npm the tests skip with the reason; under ``CI=true`` they must run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis_lib.ingest.atif import parse_trajectory
 from analysis_lib.ingest.claude_code import stream_json_to_atif
 from analysis_lib.ingest.load import load_trials
 from analysis_lib.metrics import trial_metrics
@@ -251,6 +253,10 @@ def test_full_ab_run_as_a_user_would(claude_bin, model, tmp_path):
         fm = stream["final_metrics"]
         assert (fm["total_prompt_tokens"], fm["total_completion_tokens"]) == (tr["all"]["prompt_tokens"], tr["all"]["output_tokens"])
         assert fm["total_steps"] == traj["final_metrics"]["total_steps"]
+        ms = trial_metrics(dataclasses.replace(trials[cond], trajectory=parse_trajectory(stream), activity=None))
+        for k in ("total_input_tokens", "total_output_tokens", "total_cached_tokens", "total_steps", "steps_to_first_edit",
+                  "tool_calls_count", "mcp_tool_calls", "mcp_discovery_calls", "native_tool_calls", "files_edited"):
+            assert ms[k] == m[k], (k, ms[k], m[k])  # Layer 1 on stream-json equals Layer 1 on the transcript
         if cond == "codemap":
             assert m["mcp_tool_calls"] == 1 and res["bench"]["mcp_exposed"] is True and res["bench"]["mcp_used"] is True
             assert m["mcp_discovery_calls"] == ("toolsearch" in tr["labels"])
