@@ -276,15 +276,17 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
     hb = trial.metadata.get("harbor_tokens") or {}
     if tin is None and hb.get("n_input_tokens") is not None:
         tin, tout, tcached = hb.get("n_input_tokens"), hb.get("n_output_tokens"), hb.get("n_cache_tokens")
+    hb_estimated = False
     if cost is None and hb.get("cost_usd") is not None:
         cost = hb.get("cost_usd")
+        hb_estimated = bool(hb.get("cost_estimated"))
     if tin is None:
         tin = carried.get("total_input_tokens")
         tout = carried.get("total_output_tokens", tout)
         tcached = carried.get("total_cached_tokens", tcached)
     if cost is None:
         cost = carried.get("total_cost_usd")
-    estimated = False
+    estimated = hb_estimated
     if cost is None and tin is not None:
         est = estimate_cost(m["model_name"] or (act.model_name if act else None), tin, tout or 0, tcached or 0,
                             act.subagent_usage if act is not None else ())

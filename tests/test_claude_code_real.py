@@ -295,6 +295,9 @@ def test_killed_trial_keeps_exact_tokens_and_the_run_ends_loud(claude_bin, model
         assert (ar["n_input_tokens"], ar["n_output_tokens"]) == (tr["completed"]["prompt_tokens"], tr["completed"]["output_tokens"])
         # the budget was charged the price of those tokens, not the manifest's prior
         assert res["bench"]["cost_source"] == "estimate" and 0 < ar["cost_usd"] < 0.05
+    for t in load_trials(tmp_path / "runs")[0]:
+        m = trial_metrics(t)
+        assert m["cost_estimated"] is True and m["total_cost_usd"] > 0 and m["infra_error"] is False
 
 
 def test_spike_without_manifest_and_permission_denials(claude_bin, model, tmp_path):

@@ -106,6 +106,7 @@ def trial_result_fields(obj: dict) -> dict[str, Any]:
         "job_id": cfg.get("job_id"),
         "mcp_exposed": bench.get("mcp_exposed") if isinstance(bench.get("mcp_exposed"), bool) else None,
         "mcp_used": bench.get("mcp_used") if isinstance(bench.get("mcp_used"), bool) else None,
+        "cost_estimated": bench.get("cost_source") == "estimate",  # the runner priced a killed trial's tokens
     }
 
 
