@@ -70,6 +70,8 @@ emit({"type": "assistant", "session_id": sid, "message": {"id": "msg_3", "type":
 emit({"type": "result", "subtype": "success", "is_error": False, "session_id": sid, "num_turns": 3, "duration_ms": 1234,
       "total_cost_usd": cost, "usage": {"input_tokens": 36, "output_tokens": 120, "cache_read_input_tokens": 3000, "cache_creation_input_tokens": 600},
       "result": "Done."})
+if os.environ.get("FAKE_CLAUDE_EXIT", "0") != "0":
+    sys.stderr.write("starting\nError: scripted failure " + cwd + "\n")
 sys.exit(int(os.environ.get("FAKE_CLAUDE_EXIT", "0")))
 '''
 

@@ -152,6 +152,9 @@ def test_agent_failures_are_recorded_and_the_run_goes_on(bench, monkeypatch):
     assert result["exception_info"]["exception_type"] == "NonZeroAgentExitCodeError"
     # the agent's edits still get evaluated (as Harbor does after an agent error)
     assert by[("fix-a", "text")]["outcome"] == "passed"
+    # the reason is kept (machine paths scrubbed), and a run where nothing was measured says so
+    assert by[("fix-a", "text")]["agent"]["stderr_tail"] == "starting\nError: scripted failure /workspace/repo"
+    assert sorted(res["summary"]["failed_conditions"]) == ["codegraph", "text"] and res["summary"]["by_status"]["agent_error"] == 2
 
 
 def test_harbor_adapter_ingests_the_job_directory(bench):
