@@ -29,6 +29,8 @@ from analysis_lib.metrics import trial_metrics
 from anthropic_server import AnthropicServer, Turn, text, tool_use
 from bench_support import make_repo
 
+pytestmark = pytest.mark.slow  # 8 to 30 s each: real CLI processes, and a time limit that must pass
+
 ROOT = Path(__file__).resolve().parents[1]
 # 2.1.197 is the newest whose package declares Node >= 18 (Debian's Node 20); 2.1.330 defers MCP
 # tools behind ToolSearch and runs subagents in the background. Both ship a native binary.
