@@ -153,6 +153,8 @@ class UsageTotals:
                 out["cached"] = fm.cached_tokens
             if fm.cost_usd is not None:
                 out["cost"] = fm.cost_usd
+        # Cache writes cost more than plain input: known only from final_metrics (Claude Code conversions).
+        out["cache_write"] = fm.cache_write_tokens if fm is not None else None
         return out
 
 
@@ -196,7 +198,7 @@ def _own_model(traj: Trajectory, fallback: str | None) -> str | None:
 
 
 def _subagent_usage(traj: Trajectory, parent_model: str | None = None):
-    """(model, input, output, cached) of every subagent, nested ones apart from their parent."""
+    """(model, input, output, cached, cache writes) of every subagent, nested ones apart from their parent."""
     model = _own_model(traj, parent_model)
     for sub in traj.subagents:
         sub_model = _own_model(sub, model)
@@ -204,22 +206,23 @@ def _subagent_usage(traj: Trajectory, parent_model: str | None = None):
         nested = list(_subagent_usage(sub, model))
         if own["input"] is not None:
             yield (sub_model, max(0, own["input"] - sum(n[1] for n in nested)), max(0, (own["output"] or 0) - sum(n[2] for n in nested)),
-                   max(0, (own["cached"] or 0) - sum(n[3] for n in nested)))
+                   max(0, (own["cached"] or 0) - sum(n[3] for n in nested)), max(0, (own.get("cache_write") or 0) - sum(n[4] for n in nested)))
         yield from nested
 
 
 def estimate_cost(model: str | None, tin: int, tout: int, tcached: int,
-                  subagents: list[tuple[str | None, int, int, int]] = ()) -> float | None:
+                  subagents: list[tuple[str | None, int, int, int, int]] = (), cache_write: int = 0) -> float | None:
     """Estimated cost of a trial's tokens: each subagent's at its own model's rate (its parent's when its
-    model has no price), the rest at ``model``'s; None when ``model`` has no price."""
+    model has no price), the rest at ``model``'s, cache writes at the cache-write rate; None when
+    ``model`` has no price."""
     if pricing.model_prices(model) is None:
         return None
-    rest_in, rest_out, rest_cached, total = tin, tout, tcached, 0.0
-    for sub_model, sin, sout, scached in subagents:
+    rest_in, rest_out, rest_cached, rest_written, total = tin, tout, tcached, cache_write or 0, 0.0
+    for sub_model, sin, sout, scached, swritten in subagents:
         priced = sub_model if pricing.model_prices(sub_model) is not None else model
-        total += pricing.estimate_cost(priced, sin, sout, scached) or 0.0
-        rest_in, rest_out, rest_cached = rest_in - sin, rest_out - sout, rest_cached - scached
-    return total + (pricing.estimate_cost(model, max(0, rest_in), max(0, rest_out), max(0, rest_cached)) or 0.0)
+        total += pricing.estimate_cost(priced, sin, sout, scached, swritten) or 0.0
+        rest_in, rest_out, rest_cached, rest_written = rest_in - sin, rest_out - sout, rest_cached - scached, rest_written - swritten
+    return total + (pricing.estimate_cost(model, max(0, rest_in), max(0, rest_out), max(0, rest_cached), max(0, rest_written)) or 0.0)
 
 
 def _iter_calls(traj: Trajectory):
@@ -270,9 +273,11 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
 
     # Economics
     tin = tout = tcached = cost = None
+    written = 0
     if act is not None:
         tt = act.tokens
         tin, tout, tcached, cost = tt["input"], tt["output"], tt["cached"], tt["cost"]
+        written = tt.get("cache_write") or 0
     hb = trial.metadata.get("harbor_tokens") or {}
     if tin is None and hb.get("n_input_tokens") is not None:
         tin, tout, tcached = hb.get("n_input_tokens"), hb.get("n_output_tokens"), hb.get("n_cache_tokens")
@@ -289,7 +294,7 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
     estimated = hb_estimated
     if cost is None and tin is not None:
         est = estimate_cost(m["model_name"] or (act.model_name if act else None), tin, tout or 0, tcached or 0,
-                            act.subagent_usage if act is not None else ())
+                            act.subagent_usage if act is not None else (), written if act is not None and act.tokens.get("input") == tin else 0)
         if est is not None:
             cost, estimated = est, True
     m["total_input_tokens"], m["total_output_tokens"], m["total_cached_tokens"] = tin, tout, tcached

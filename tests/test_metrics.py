@@ -86,6 +86,21 @@ def test_tool_discovery_and_refused_mcp_calls_are_not_uses():
     assert m["files_read"] == 1 and m["files_edited"] == 0  # the refused Edit changed nothing
 
 
+def test_estimated_cost_prices_cache_writes_at_their_rate():
+    """No cost in the trajectory: tokens priced from the price map, the cache writes (known from a Claude
+    Code conversion's final_metrics.extra) at the cache-write rate, not as plain input."""
+    fm = {"total_prompt_tokens": 1000, "total_completion_tokens": 10, "total_cached_tokens": 500,
+          "extra": {"total_cache_creation_input_tokens": 400}}
+    steps = [agent_step(1, prompt=1000, completion=10, cached=500)]
+    m = trial_metrics(_trial(trajectory(steps, final_metrics=fm, model="claude-sonnet-4-5-20250929")))
+    assert m["cost_estimated"] is True
+    # Sonnet 4.5 per million: $3 input, $0.30 cache read, $3.75 cache write, $15 output
+    assert m["total_cost_usd"] == pytest.approx(100 * 3e-6 + 500 * 0.3e-6 + 400 * 3.75e-6 + 10 * 15e-6)
+    del fm["extra"]
+    m = trial_metrics(_trial(trajectory(steps, final_metrics=fm, model="claude-sonnet-4-5-20250929")))
+    assert m["total_cost_usd"] == pytest.approx(500 * 3e-6 + 500 * 0.3e-6 + 10 * 15e-6)  # writes unknown: plain input
+
+
 def test_mcp_exposure_comes_from_the_runner_and_is_empty_elsewhere():
     m = trial_metrics(_trial(_session(), metadata={"mcp_exposed": True, "mcp_used": False}))
     assert m["mcp_exposed"] is True and m["mcp_used"] is False
