@@ -39,8 +39,12 @@ paper: setup
 	$(BIN)/python -m analysis_lib paper --params $(PARAMS)
 
 ## lab: JupyterLab on the project (opens notebooks/); kernels import this checkout's analysis_lib
+# Extra options go in LAB_ARGS (make lab LAB_ARGS="--no-browser --port 8890"); as root (containers)
+# JupyterLab refuses to start without --allow-root, so it is added only then.
+LAB_ARGS ?=
+ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: setup
-	PYTHONPATH=$(CURDIR) $(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
+	PYTHONPATH=$(CURDIR) $(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks $(ROOT_ARG) $(LAB_ARGS)
 
 ## nbval: only the notebook regression tests
 nbval: setup

@@ -408,19 +408,20 @@ class PlanCheck:
         self.first_trial_at = _stamp(times[0]) if times else None
 
     def timing_line(self) -> str:
-        """One sentence: when the plan was fixed, relative to the first trial."""
+        """One sentence: when the plan was fixed, relative to the first trial (times to the minute, UTC)."""
         if self.recorded_at is None:
             return "The plan was not recorded; when it was fixed is unknown."
         where = f" in the {self.record_where}" if self.record_where else ""
+        fixed, first = _when(self.recorded_at), _when(self.first_trial_at)
         before = self.fixed_before_data
         if before is None:
-            return f"The plan was recorded{where} on {self.recorded_at}; the start of the first trial is unknown."
-        gap = _duration(abs(_when(self.first_trial_at) - _when(self.recorded_at)))
+            return f"The plan was recorded{where} on {_minute(fixed)}; the start of the first trial is unknown."
+        gap = _duration(abs(first - fixed))
         if before:
-            return (f"The plan was fixed{where} on {self.recorded_at}, {gap} before the first trial "
-                    f"({self.first_trial_at}): it is a pre-registration.")
-        return (f"The plan was recorded{where} on {self.recorded_at}, {gap} after the first trial "
-                f"({self.first_trial_at}): it is not a pre-registration.")
+            return (f"The plan was fixed{where} on {_minute(fixed)}, {gap} before the first trial "
+                    f"({_minute(first)}): it is a pre-registration.")
+        return (f"The plan was recorded{where} on {_minute(fixed)}, {gap} after the first trial "
+                f"({_minute(first)}): it is not a pre-registration.")
 
     def banner(self) -> list[str]:
         """Markdown lines for the very top of a report: the plan departure with its diff, and warnings."""
@@ -457,6 +458,11 @@ def _when(value) -> datetime | None:
     except ValueError:
         return None
     return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+
+def _minute(t: datetime | None) -> str:
+    """``2026-03-01 08:00 UTC``: what a reader needs, and no machine timestamp in a stored notebook output."""
+    return t.strftime("%Y-%m-%d %H:%M UTC") if t is not None else "an unknown time"
 
 
 def _stamp(t: datetime) -> str:

@@ -19,7 +19,7 @@ from analysis_lib.ingest.mcpbr import is_mcpbr_results, read_mcpbr_results
 from analysis_lib.ingest.tb1 import is_tb1_run, read_tb1_run
 from analysis_lib.trial import Trial
 
-# The Layer 1 metric ids an importer may carry (issue 2 and the metrics_detail.csv contract).
+# The Layer 1 metric ids an importer may carry (the metrics_detail.csv contract).
 CARRIED_IDS = {
     "success", "reward", "tests_passed", "tests_failed", "tests_total", "total_input_tokens",
     "total_output_tokens", "total_cached_tokens", "total_cost_usd", "total_steps", "tool_calls_count",

@@ -211,8 +211,8 @@ def test_preregistration_is_dated_against_the_first_trial(tmp_path):
     assert check.record_where == "run record" and not (tmp_path / "out" / P.LOCK_NAME).exists()
     check.note_first_trial([None, "2026-03-02T10:30:00.000Z", "2026-03-01T09:15:00Z", "garbage"])
     assert check.first_trial_at == "2026-03-01T09:15:00Z" and check.fixed_before_data is True
-    assert check.timing_line() == ("The plan was fixed in the run record on 2026-03-01T08:00:00Z, 1 h 15 min before "
-                                   "the first trial (2026-03-01T09:15:00Z): it is a pre-registration.")
+    assert check.timing_line() == ("The plan was fixed in the run record on 2026-03-01 08:00 UTC, 1 h 15 min before "
+                                   "the first trial (2026-03-01 09:15 UTC): it is a pre-registration.")
     assert check.banner() == []
     check.note_first_trial(["2026-02-27T08:00:00Z"])
     assert check.fixed_before_data is False and "2 d after the first trial" in check.timing_line()

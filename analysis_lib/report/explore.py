@@ -1,4 +1,5 @@
-"""Helpers of the interactive ``explore`` notebook: filter trials, one trajectory's step timeline, two side by side."""
+"""Helpers of the interactive ``explore`` notebook: filter trials, one trajectory's step timeline, two side by
+side, and the A-vs-B explorer (outcome grid and paired trajectory view, :mod:`.pair_view`)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,46 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from .. import registry
 from ..trial import Trial
+from . import pair_view as pv
 from .figures import WIDTH_IN, set_style, title
 from .tables import _as_bool
 
-__all__ = ["filter_trials", "step_timeline", "plot_step_timeline", "find_trial", "side_by_side"]
+__all__ = ["filter_trials", "step_timeline", "plot_step_timeline", "find_trial", "side_by_side", "integer_counts",
+           "show", "pair_explorer", "same_profile_message"]
+
+
+def integer_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Count columns (registry kind ``count``) as nullable integers, so tables show 62986, not 62986.0."""
+    out = df.copy()
+    for c in out.columns:
+        if registry.is_known(c) and registry.metric(c).kind == "count":
+            values = pd.to_numeric(out[c], errors="coerce")
+            if values.dropna().mod(1).eq(0).all():
+                out[c] = values.round().astype("Int64")
+    return out
+
+
+def same_profile_message(profile_a: str, profile_b: str) -> str | None:
+    """A one-line message when A and B are the same profile (nothing to compare), else None."""
+    if profile_a == profile_b:
+        return f"A and B are both {profile_a!r}: pick two different profiles to compare."
+    return None
+
+
+def show(widget, fallback_html: str, fallback_text: str) -> None:
+    """Display a widget with a static HTML and text fallback for a notebook viewed before it is run.
+
+    JupyterLab draws the live widget; a viewer without the widget (or a recorded notebook, whose
+    widget views are not stored) shows the HTML, and a terminal the one-line text.
+    """
+    from IPython.display import display
+
+    bundle = dict(widget._repr_mimebundle_())
+    bundle["text/html"] = fallback_html
+    bundle["text/plain"] = fallback_text
+    display(bundle, raw=True)
 
 
 def filter_trials(metrics: pd.DataFrame, profiles: list[str] | tuple[str, ...] = (),
@@ -91,6 +127,8 @@ def find_trial(trials: list[Trial], profile: str, task_id: str, repetition: int 
 def side_by_side(metrics: pd.DataFrame, task_id: str, profile_a: str, profile_b: str,
                  columns: list[str] | None = None) -> pd.DataFrame:
     """The same task under two profiles: mean of each metric over repetitions, one column per profile."""
+    if profile_a == profile_b:
+        raise ValueError(f"profile_b={profile_b!r} equals profile_a: pick two different profiles")
     columns = columns or ["success", "total_tokens", "total_cost_usd", "agent_steps", "tool_calls_count",
                           "tool_error_count", "mcp_tool_calls", "files_read", "files_edited", "elapsed_sec"]
     sub = metrics[(metrics["task_id"] == task_id) & metrics["profile"].isin([profile_a, profile_b])].copy()
@@ -105,3 +143,133 @@ def side_by_side(metrics: pd.DataFrame, task_id: str, profile_a: str, profile_b:
     wide.index.name = "metric"
     wide["difference"] = wide[profile_b] - wide[profile_a]
     return wide.astype(float).replace([np.inf, -np.inf], np.nan)
+
+
+GRID_SORT_LABELS = {"B ahead first": "difference", "A ahead first": "-difference", "by task": "task"}
+
+
+def _pair_output(out, trials: list[Trial], profile_a: str, profile_b: str, task_id: str | None,
+                 repetition: int | None, simulated: bool) -> None:
+    """Draw the paired view of the selection into an Output widget (or a one-line reason)."""
+    from IPython.display import HTML, display
+
+    out.clear_output(wait=True)
+    with out:
+        message = same_profile_message(profile_a, profile_b)
+        if message is None and (task_id is None or repetition is None):
+            message = f"No task has trials of both {profile_a!r} and {profile_b!r}."
+        if message is None:
+            a, b = pv.find_pair(trials, profile_a, profile_b, task_id, repetition)
+            if a is None or b is None:
+                message = f"{task_id} repetition {repetition}: no trial of {profile_a if a is None else profile_b!r}."
+        if message is not None:
+            display(HTML(f"<p class='pv-message'><b>{message}</b></p>"))
+            return
+        view = pv.pair_view(a, b)
+        if len(view.lane_a) or len(view.lane_b):
+            fig = pv.plot_cumulative(view, simulated)
+            display(fig)
+            plt.close(fig)
+        display(HTML(pv.render_pair_html(view)))
+
+
+def _grid_box(metrics: pd.DataFrame, profile_a: str, profile_b: str, sort: str, on_pick):
+    """The outcome grid as buttons (task rows; one coloured cell per repetition and arm); a click calls ``on_pick``."""
+    import ipywidgets as widgets
+
+    if same_profile_message(profile_a, profile_b):
+        return widgets.HTML(f"<p>{same_profile_message(profile_a, profile_b)}</p>")
+    grid = pv.outcome_grid(metrics, profile_a, profile_b, sort)
+    reps = sorted(grid["repetition"].unique())
+    children = [widgets.HTML("<b>task</b>"), widgets.HTML("<b>B&minus;A</b>")]
+    children += [widgets.HTML(f"<b>{r}{arm}</b>") for r in reps for arm in ("A", "B")]
+    for task, g in grid.groupby("task_id", sort=False):
+        d = g["difference"].iloc[0]
+        children += [widgets.HTML(f"<span title='{task}'>{task}</span>"),
+                     widgets.HTML("" if pd.isna(d) else f"{d:+.2f}")]
+        for row in g.sort_values(["repetition", "arm"]).itertuples():
+            b = widgets.Button(description="✓" if row.outcome == "succeeded" else "",
+                               tooltip=f"{row.profile}, {task}, repetition {row.repetition}: {row.outcome}",
+                               layout=widgets.Layout(width="26px", height="20px", padding="0"))
+            b.style.button_color = pv.OUTCOME_COLORS[row.outcome]
+            b.add_class("pv-cell")
+            b.add_class(f"pv-cell-{row.arm}")
+            b.on_click(lambda _b, t=task, r=int(row.repetition): on_pick(t, r))
+            children.append(b)
+    return widgets.GridBox(children, layout=widgets.Layout(
+        grid_template_columns=f"minmax(160px, 260px) 50px repeat({2 * len(reps)}, 28px)", grid_gap="1px 2px",
+        max_height="320px", overflow="auto"))
+
+
+def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool = False, profile_a: str | None = None,
+                  profile_b: str | None = None):
+    """The A-vs-B explorer: profile, task and repetition pickers, the outcome grid and the paired view.
+
+    Clicking a grid cell selects that task and repetition; choosing the same profile twice shows a
+    message instead of a comparison. Returns the widget (display it with :func:`show`).
+    """
+    import ipywidgets as widgets
+
+    profiles = sorted(metrics["profile"].unique())
+    a0 = profile_a if profile_a in profiles else profiles[0]
+    b0 = profile_b if profile_b in profiles and profile_b != a0 else next((p for p in profiles if p != a0), a0)
+    dd_a = widgets.Dropdown(options=profiles, value=a0, description="A")
+    dd_b = widgets.Dropdown(options=profiles, value=b0, description="B")
+    dd_sort = widgets.Dropdown(options=list(GRID_SORT_LABELS.items()), value="difference", description="sort grid")
+    dd_task = widgets.Dropdown(description="task")
+    dd_rep = widgets.Dropdown(description="repetition")
+    grid_holder = widgets.VBox()
+    out = widgets.Output()
+    state = {"busy": False}
+
+    def options_changed(_=None) -> None:
+        """New profiles: the tasks and repetitions both ran, then the grid and the view."""
+        opts = pv.pair_options(trials, dd_a.value, dd_b.value) if dd_a.value != dd_b.value else pv.pair_options([], "", "")
+        state["busy"] = True
+        tasks = sorted(opts["task_id"].unique())
+        dd_task.options = tasks
+        dd_task.value = dd_task.value if dd_task.value in tasks else (tasks[0] if tasks else None)
+        task_changed(opts)
+        state["busy"] = False
+        grid_holder.children = [_grid_box(metrics, dd_a.value, dd_b.value, dd_sort.value, pick)]
+        redraw()
+
+    def task_changed(opts=None) -> None:
+        opts = opts if isinstance(opts, pd.DataFrame) else pv.pair_options(trials, dd_a.value, dd_b.value)
+        reps = sorted(int(r) for r in opts.loc[opts["task_id"] == dd_task.value, "repetition"])
+        pairs = {int(r.repetition): r.pair for r in opts[opts["task_id"] == dd_task.value].itertuples()}
+        was = state["busy"]
+        state["busy"] = True
+        dd_rep.options = [(f"{r}" + (f" (schedule pair {pairs[r]})" if not pd.isna(pairs[r]) else ""), r) for r in reps]
+        dd_rep.value = dd_rep.value if dd_rep.value in reps else (reps[0] if reps else None)
+        state["busy"] = was
+
+    def redraw(_=None) -> None:
+        if not state["busy"]:
+            _pair_output(out, trials, dd_a.value, dd_b.value, dd_task.value, dd_rep.value, simulated)
+
+    def pick(task_id: str, repetition: int) -> None:
+        state["busy"] = True
+        dd_task.value = task_id
+        task_changed()
+        dd_rep.value = repetition
+        state["busy"] = False
+        redraw()
+
+    def on_task(_change) -> None:
+        if not state["busy"]:
+            state["busy"] = True
+            task_changed()
+            state["busy"] = False
+            redraw()
+
+    dd_a.observe(options_changed, "value")
+    dd_b.observe(options_changed, "value")
+    dd_sort.observe(lambda _c: setattr(grid_holder, "children",
+                                       [_grid_box(metrics, dd_a.value, dd_b.value, dd_sort.value, pick)]), "value")
+    dd_task.observe(on_task, "value")
+    dd_rep.observe(redraw, "value")
+    options_changed()
+    box = widgets.VBox([widgets.HBox([dd_a, dd_b, dd_sort]), grid_holder, widgets.HBox([dd_task, dd_rep]), out])
+    box.add_class("pv-explorer")
+    return box
