@@ -113,7 +113,7 @@ def opt(n):
     return args[args.index(n) + 1] if n in args else None
 assert args[0] == "run", args
 job = os.path.join(opt("--jobs-dir"), opt("--job-name"))
-task = os.path.basename(opt("--path") or opt("--task-name"))
+task = os.path.basename(opt("--path") or opt("--include-task-name"))
 trial = os.path.join(job, task[:32] + "__AbC1234")
 os.makedirs(os.path.join(trial, "agent"), exist_ok=True)
 os.makedirs(os.path.join(trial, "verifier"), exist_ok=True)

@@ -5,7 +5,7 @@
   name for it) and converted to ATIF ``agent/trajectory.json``.
 - ``command``: any agent from an argv template; stdout is Claude stream-json, or the agent writes
   ATIF to ``{trial_dir}/agent/trajectory.json`` itself.
-- ``harbor``: ``harbor run`` for one task; its job directory is ingested (the trial's ``agent/``,
+- ``harbor``: ``harbor run`` for one task (``--path`` or ``--dataset`` + ``--include-task-name``); its job directory is ingested (the trial's ``agent/``,
   ``verifier/`` and ``result.json`` copied) and Harbor's own verifier reward is the verdict.
 - mcpbr result files are imported as trials with :func:`import_mcpbr`.
 """
@@ -445,6 +445,18 @@ def run_command(ctx: TrialContext) -> AgentOutcome:
     return outcome
 
 
+def harbor_argv(ctx: TrialContext, jobs_dir: Path, job_name: str) -> list[str]:
+    """``harbor run`` for one task (flags as Harbor 0.25's own parser accepts them: a dataset's task is
+    chosen with ``--include-task-name``)."""
+    s = ctx.condition.settings
+    if s.dataset:
+        where = ["--dataset", s.dataset, "--include-task-name", ctx.task.id]
+    else:
+        where = ["--path", os.path.abspath(ctx.manifest.resolve(ctx.task.repo))]
+    return [s.harbor_bin, "run", *where, "--agent", s.agent, "--model", ctx.manifest.environment.model,
+            "--job-name", job_name, "--jobs-dir", str(jobs_dir), *substitute(s.extra_args, ctx.values)]
+
+
 def run_harbor(ctx: TrialContext) -> AgentOutcome:
     cond: HarborCondition = ctx.condition
     s = cond.settings
@@ -452,12 +464,8 @@ def run_harbor(ctx: TrialContext) -> AgentOutcome:
     jobs_dir = ctx.trial_dir.parent / f"{ctx.trial_dir.name}.harbor-jobs"
     shutil.rmtree(jobs_dir, ignore_errors=True)
     job_name = f"{ctx.values['condition']}__{ctx.values['pair']}"
-    if s.dataset:
-        where = ["--dataset", s.dataset, "--task-name", ctx.task.id]
-    else:
-        where = ["--path", os.path.abspath(ctx.manifest.resolve(ctx.task.repo))]
-    argv = [s.harbor_bin, "run", *where, "--agent", s.agent, "--model", ctx.manifest.environment.model,
-            "--job-name", job_name, "--jobs-dir", str(jobs_dir), *substitute(s.extra_args, ctx.values)]
+    argv = harbor_argv(ctx, jobs_dir, job_name)
+    where = argv[2:4]
     (ctx.trial_dir / "agent").mkdir(parents=True, exist_ok=True)
     with open(ctx.trial_dir / "agent" / "harbor-stdout.txt", "wb") as out, open(ctx.trial_dir / "agent" / "stderr.txt", "wb") as err:
         res = run_process(argv, env=ctx.env, timeout=ctx.task.timeout_seconds, stdout=out, stderr=err)
