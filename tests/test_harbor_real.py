@@ -114,3 +114,23 @@ res = TrialResult(task_name="hello-world", trial_name=trial.name, trial_uri=tria
     assert outcome.reward == 1.0 and outcome.model_reported == "claude-sonnet-4-5-20250929"
     assert (trial_dir / "verifier" / "reward.txt").read_text() == "1\n"
     assert json.loads(json.dumps(outcome.harbor_result))["task_name"] == "hello-world"
+
+
+def test_the_runners_result_json_is_a_valid_harbor_trial_result(harbor_env, tmp_path, monkeypatch):
+    """Our result.json claims Harbor's TrialResult shape: Harbor's own model must accept it."""
+    from analysis_lib.bench import environment as bench_env
+    from analysis_lib.bench.runner import run_full
+
+    from bench_support import manifest_obj, setup_bench, write_manifest
+
+    b = setup_bench(tmp_path)
+    for k, v in b["env"].items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(bench_env, "_version_cache", {})
+    obj = manifest_obj(b, {"fix-a": "solved", "fix-c": "garbage"})  # a passed trial and an evaluation error
+    run_full(write_manifest(b, obj), 1, 3, 100.0, output=None, runs_dir=tmp_path / "runs", quiet=True)
+    files = sorted((tmp_path / "runs").glob("*/*/result.json"))
+    assert len(files) == 4
+    check = "import json, sys\nfrom harbor.models.trial.result import TrialResult\nfor f in sys.argv[1:]:\n    TrialResult.model_validate(json.load(open(f)))\n"
+    proc = subprocess.run([str(harbor_env / "python"), "-c", check, *map(str, files)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-1500:]

@@ -20,6 +20,7 @@ the same folders.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
@@ -224,7 +225,7 @@ def _exception_info(status: str, outcome: _adapters.AgentOutcome | None, evaluat
         typ, msg = "EvaluationError", evaluation.error
     else:
         return None
-    return {"exception_type": typ, "exception_message": msg, "exception_traceback": None, "occurred_at": at}
+    return {"exception_type": typ, "exception_message": msg, "exception_traceback": "", "occurred_at": at}
 
 
 @dataclass
@@ -351,8 +352,15 @@ def _result_json(rc: _RunContext, entry: dict, record: dict, outcome, evaluation
         "started_at": _iso(started),
         "finished_at": _iso(finished),
     })
-    base.setdefault("task_id", {"path": m.task(entry["task_id"]).repo})
-    base.setdefault("config", {"agent": {"name": agent_name, "model_name": m.environment.model, "kwargs": cond.settings.model_dump(mode="json", exclude_none=True)}, "job_id": rc.started_at})
+    task = m.task(entry["task_id"])
+    base.setdefault("task_id", {"path": task.repo})
+    # Fields Harbor's TrialResult model requires, without machine paths: the trial folder relative to
+    # the runs folder, a checksum of what the task is (repo, commit, instruction), the job as a UUID.
+    base.setdefault("trial_uri", record["trial_dir"])
+    base.setdefault("task_checksum", hashlib.sha256(f"{task.repo}\n{task.commit}\n{task.instruction}".encode()).hexdigest())
+    base.setdefault("config", {"task": {"path": task.repo},
+                               "agent": {"name": agent_name, "model_name": m.environment.model, "kwargs": cond.settings.model_dump(mode="json", exclude_none=True)},
+                               "job_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{rc.plan.manifest_sha256}/{rc.started_at}"))})
     if "agent_info" not in base:
         base["agent_info"] = {"name": agent_name, "version": (outcome.adapter_version if outcome else "unknown"),
                               "model_info": {"name": record["environment"]["model"], "provider": "anthropic" if cond.adapter == "claude_code" else None}}
