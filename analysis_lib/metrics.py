@@ -49,7 +49,7 @@ import orjson
 import pandas as pd
 
 from . import pricing
-from .tools import DEFAULT_MCP_TOOLS, call_effects, categorize, files_touched, name_category
+from .tools import DEFAULT_MCP_TOOLS, call_effects, categorize, discovers_mcp, files_touched, is_discovery, is_permission_denial, name_category
 from .trial import Activity, FinalMetrics, Trajectory, Trial
 
 IDENTITY_COLUMNS = ["profile", "task_id", "repetition", "run_id", "trial_path"]
@@ -59,7 +59,7 @@ METRIC_COLUMNS = [
     "cost_estimated", "token_efficiency",
     "total_steps", "agent_steps", "tool_calls_count", "unique_tools", "tools_per_step", "steps_per_minute", "elapsed_sec",
     "tool_distribution", "tool_success_rate", "tool_error_count", "mcp_tools_used", "mcp_tool_calls", "native_tool_calls",
-    "loop_count", "backtrack_count", "exploration_breadth", "files_read", "files_edited", "grep_before_edit",
+    "mcp_discovery_calls", "mcp_exposed", "mcp_used", "loop_count", "backtrack_count", "exploration_breadth", "files_read", "files_edited", "grep_before_edit",
     "mcp_calls_by_tool", "time_to_first_edit_sec", "steps_to_first_edit", "duplicate_reads",
     "tool_misuse", "infinite_loop", "budget_exhaustion", "premature_stop", "context_omission",
 ]
@@ -153,6 +153,8 @@ class UsageTotals:
                 out["cached"] = fm.cached_tokens
             if fm.cost_usd is not None:
                 out["cost"] = fm.cost_usd
+        # Cache writes cost more than plain input: known only from final_metrics (Claude Code conversions).
+        out["cache_write"] = fm.cache_write_tokens if fm is not None else None
         return out
 
 
@@ -196,7 +198,7 @@ def _own_model(traj: Trajectory, fallback: str | None) -> str | None:
 
 
 def _subagent_usage(traj: Trajectory, parent_model: str | None = None):
-    """(model, input, output, cached) of every subagent, nested ones apart from their parent."""
+    """(model, input, output, cached, cache writes) of every subagent, nested ones apart from their parent."""
     model = _own_model(traj, parent_model)
     for sub in traj.subagents:
         sub_model = _own_model(sub, model)
@@ -204,22 +206,23 @@ def _subagent_usage(traj: Trajectory, parent_model: str | None = None):
         nested = list(_subagent_usage(sub, model))
         if own["input"] is not None:
             yield (sub_model, max(0, own["input"] - sum(n[1] for n in nested)), max(0, (own["output"] or 0) - sum(n[2] for n in nested)),
-                   max(0, (own["cached"] or 0) - sum(n[3] for n in nested)))
+                   max(0, (own["cached"] or 0) - sum(n[3] for n in nested)), max(0, (own.get("cache_write") or 0) - sum(n[4] for n in nested)))
         yield from nested
 
 
 def estimate_cost(model: str | None, tin: int, tout: int, tcached: int,
-                  subagents: list[tuple[str | None, int, int, int]] = ()) -> float | None:
+                  subagents: list[tuple[str | None, int, int, int, int]] = (), cache_write: int = 0) -> float | None:
     """Estimated cost of a trial's tokens: each subagent's at its own model's rate (its parent's when its
-    model has no price), the rest at ``model``'s; None when ``model`` has no price."""
+    model has no price), the rest at ``model``'s, cache writes at the cache-write rate; None when
+    ``model`` has no price."""
     if pricing.model_prices(model) is None:
         return None
-    rest_in, rest_out, rest_cached, total = tin, tout, tcached, 0.0
-    for sub_model, sin, sout, scached in subagents:
+    rest_in, rest_out, rest_cached, rest_written, total = tin, tout, tcached, cache_write or 0, 0.0
+    for sub_model, sin, sout, scached, swritten in subagents:
         priced = sub_model if pricing.model_prices(sub_model) is not None else model
-        total += pricing.estimate_cost(priced, sin, sout, scached) or 0.0
-        rest_in, rest_out, rest_cached = rest_in - sin, rest_out - sout, rest_cached - scached
-    return total + (pricing.estimate_cost(model, max(0, rest_in), max(0, rest_out), max(0, rest_cached)) or 0.0)
+        total += pricing.estimate_cost(priced, sin, sout, scached, swritten) or 0.0
+        rest_in, rest_out, rest_cached, rest_written = rest_in - sin, rest_out - sout, rest_cached - scached, rest_written - swritten
+    return total + (pricing.estimate_cost(model, max(0, rest_in), max(0, rest_out), max(0, rest_cached), max(0, rest_written)) or 0.0)
 
 
 def _iter_calls(traj: Trajectory):
@@ -270,24 +273,28 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
 
     # Economics
     tin = tout = tcached = cost = None
+    written = 0
     if act is not None:
         tt = act.tokens
         tin, tout, tcached, cost = tt["input"], tt["output"], tt["cached"], tt["cost"]
+        written = tt.get("cache_write") or 0
     hb = trial.metadata.get("harbor_tokens") or {}
     if tin is None and hb.get("n_input_tokens") is not None:
         tin, tout, tcached = hb.get("n_input_tokens"), hb.get("n_output_tokens"), hb.get("n_cache_tokens")
+    hb_estimated = False
     if cost is None and hb.get("cost_usd") is not None:
         cost = hb.get("cost_usd")
+        hb_estimated = bool(hb.get("cost_estimated"))
     if tin is None:
         tin = carried.get("total_input_tokens")
         tout = carried.get("total_output_tokens", tout)
         tcached = carried.get("total_cached_tokens", tcached)
     if cost is None:
         cost = carried.get("total_cost_usd")
-    estimated = False
+    estimated = hb_estimated
     if cost is None and tin is not None:
         est = estimate_cost(m["model_name"] or (act.model_name if act else None), tin, tout or 0, tcached or 0,
-                            act.subagent_usage if act is not None else ())
+                            act.subagent_usage if act is not None else (), written if act is not None and act.tokens.get("input") == tin else 0)
         if est is not None:
             cost, estimated = est, True
     m["total_input_tokens"], m["total_output_tokens"], m["total_cached_tokens"] = tin, tout, tcached
@@ -309,6 +316,8 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
     if elapsed is None:
         elapsed = carried.get("elapsed_sec")
     m["elapsed_sec"] = elapsed
+    # Measured by the benchmark runner for treatment trials (result.json "bench"): empty elsewhere.
+    m["mcp_exposed"], m["mcp_used"] = trial.metadata.get("mcp_exposed"), trial.metadata.get("mcp_used")
 
     if act is None:
         _carried_process(m, carried)
@@ -337,7 +346,7 @@ def _carried_process(m: dict, carried: dict) -> None:
     errs = carried.get("tool_error_count")
     m["tool_error_count"] = errs
     m["tool_success_rate"] = (1 - errs / calls) if calls and errs is not None else None
-    for k in ("mcp_tools_used", "mcp_tool_calls", "native_tool_calls", "loop_count", "backtrack_count",
+    for k in ("mcp_tools_used", "mcp_tool_calls", "native_tool_calls", "mcp_discovery_calls", "loop_count", "backtrack_count",
               "exploration_breadth", "files_read", "files_edited", "grep_before_edit"):
         m[k] = carried.get(k)
     # Per-tool MCP counts, first edit and re-reads need the ordered calls of a trajectory.
@@ -367,6 +376,7 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
     mcp_names: set[str] = set()
     mcp_calls = 0
     mcp_by_tool: Counter[str] = Counter()
+    discovery = mcp_discovery = refused_mcp = 0
     first_edit = None  # index of the first call that edits a file
     # Files read since their last edit: reading one again is a duplicate read.
     read_unchanged: set[str] = set()
@@ -378,8 +388,16 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
         name, arguments = call.name, call.arguments
         names[name] += 1
         cat = name_category(name, mcp_tools) or categorize(name, arguments, mcp_tools)
-        cats[cat] += 1
-        if cat == "mcp":
+        refused = bool(call.is_error) and is_permission_denial(call.output)
+        if is_discovery(name):
+            # ToolSearch loads deferred tools' schemas: neither a native call nor a use of MCP.
+            discovery += 1
+            mcp_discovery += discovers_mcp(arguments)
+        elif cat == "mcp" and refused:
+            refused_mcp += 1  # the agent refused to run it: not a use of MCP
+        else:
+            cats[cat] += 1
+        if cat == "mcp" and not refused:
             mcp_calls += 1
             mcp_names.add(name)
             mcp_by_tool[name] += 1
@@ -394,7 +412,8 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
         else:
             streak = 1
         prev_key = key
-        reads, edits, search = call_effects(name, arguments, cat)
+        # A call the agent refused to run read, searched and edited nothing.
+        reads, edits, search = ((), (), False) if refused else call_effects(name, arguments, cat)
         if search:
             searched = True
         if call.is_error:
@@ -426,7 +445,8 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
     m["tool_success_rate"] = 1 - errors / n if n else None
     m["mcp_tools_used"] = len(mcp_names)
     m["mcp_tool_calls"] = mcp_calls
-    m["native_tool_calls"] = n - mcp_calls
+    m["native_tool_calls"] = n - mcp_calls - discovery - refused_mcp
+    m["mcp_discovery_calls"] = mcp_discovery
     m["loop_count"] = loops
     m["backtrack_count"] = backtracks
     m["exploration_breadth"] = len(read_files | edited_files)
@@ -485,7 +505,7 @@ def edited_files(traj: Trajectory, mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS)
     return list(out)
 
 
-_BOOL_COLUMNS = frozenset({"success", "infra_error", "cost_estimated", "grep_before_edit", "tool_misuse", "infinite_loop",
+_BOOL_COLUMNS = frozenset({"success", "infra_error", "cost_estimated", "grep_before_edit", "tool_misuse", "infinite_loop", "mcp_exposed", "mcp_used",
                            "budget_exhaustion", "premature_stop"})
 _NUMERIC_COLUMNS = frozenset(c for c in METRIC_COLUMNS + CATEGORY_COLUMNS if c not in _BOOL_COLUMNS | {
     "tool_distribution", "context_omission", "mcp_calls_by_tool"})

@@ -2,7 +2,9 @@
 
 Importing litellm costs seconds and, unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set, reaches the
 network; Layer 1 only needs the price table that ships inside the package, so it reads the JSON.
-The estimate follows the ATIF RFC: ``(input - cached) * p_in + cached * p_cache_read + output * p_out``.
+The estimate follows the ATIF RFC, with cache writes at their own rate:
+``(input - cached - cache_write) * p_in + cached * p_cache_read + cache_write * p_cache_write + output * p_out``
+(ATIF ``prompt_tokens`` include both cache reads and cache writes).
 """
 
 from __future__ import annotations
@@ -30,32 +32,53 @@ def price_table() -> dict:
         return {}
 
 
-@functools.lru_cache(maxsize=256)
-def model_prices(model: str | None) -> tuple[float, float, float] | None:
-    """(input, output, cache-read) USD per token for a model name, trying provider-less variants and
-    the model's one name across providers (:func:`analysis_lib.ingest.identity.canonical_model`)."""
-    if not model:
-        return None
+def _entry(model: str) -> dict | None:
+    """The price-map entry of a model: the provider's own id first (Bedrock and Vertex may price
+    differently), then provider-less variants and the model's one name across providers
+    (:func:`analysis_lib.ingest.identity.canonical_model`)."""
     from .ingest.identity import canonical_model
 
     table = price_table()
-    # The provider's own id first (Bedrock and Vertex may price differently), then the model's one name.
-    candidates = [model, model.split("/", 1)[-1], model.rsplit("/", 1)[-1], canonical_model(model)]
-    for name in candidates:
+    for name in (model, model.split("/", 1)[-1], model.rsplit("/", 1)[-1], canonical_model(model)):
         entry = table.get(name)
         if isinstance(entry, dict) and entry.get("input_cost_per_token") is not None:
-            pin = float(entry["input_cost_per_token"])
-            pout = float(entry.get("output_cost_per_token") or 0.0)
-            pcache = float(entry.get("cache_read_input_token_cost") or pin)
-            return pin, pout, pcache
+            return entry
     return None
 
 
-def estimate_cost(model: str | None, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float | None:
-    """Estimated USD cost of a call (or a run's totals), or None for an unpriced model."""
+@functools.lru_cache(maxsize=256)
+def model_prices(model: str | None) -> tuple[float, float, float] | None:
+    """(input, output, cache-read) USD per token for a model name, trying provider-less variants."""
+    entry = _entry(model) if model else None
+    if entry is None:
+        return None
+    pin = float(entry["input_cost_per_token"])
+    pout = float(entry.get("output_cost_per_token") or 0.0)
+    pcache = float(entry.get("cache_read_input_token_cost") or pin)
+    return pin, pout, pcache
+
+
+@functools.lru_cache(maxsize=256)
+def cache_write_price(model: str | None) -> float | None:
+    """USD per cache-write token (Anthropic: 1.25 x input for the 5-minute cache); the input price when unlisted."""
+    entry = _entry(model) if model else None
+    if entry is None:
+        return None
+    return float(entry.get("cache_creation_input_token_cost") or entry["input_cost_per_token"])
+
+
+def estimate_cost(model: str | None, input_tokens: int, output_tokens: int, cached_tokens: int = 0, cache_write_tokens: int = 0) -> float | None:
+    """Estimated USD cost of a call (or a run's totals), or None for an unpriced model.
+
+    ``input_tokens`` in ATIF semantics (cache reads and writes included); ``cache_write_tokens`` are
+    priced at the cache-write rate, not as plain input.
+    """
     prices = model_prices(model)
     if prices is None:
         return None
     pin, pout, pcache = prices
-    cached = min(cached_tokens or 0, input_tokens or 0)
-    return ((input_tokens or 0) - cached) * pin + cached * pcache + (output_tokens or 0) * pout
+    total_in = input_tokens or 0
+    cached = min(cached_tokens or 0, total_in)
+    written = min(cache_write_tokens or 0, total_in - cached)
+    pwrite = cache_write_price(model) or pin
+    return (total_in - cached - written) * pin + cached * pcache + written * pwrite + (output_tokens or 0) * pout

@@ -101,9 +101,19 @@ _ENTRIES = [
        "count", "lower"),
     _M("mcp_tools_used", "distinct MCP tools", "tools", "distinct MCP tools called", "count"),
     _M("mcp_tool_calls", "MCP calls", "calls", "MCP calls (prefix `mcp__` or a configured base name: `canvas`, "
-       "`init_repository`, `get_dependencies`, `search_code`, `list_entrypoints`, `show_call_graph_neighborhood`)",
-       "count"),
-    _M("native_tool_calls", "native tool calls", "calls", "tool calls that are not MCP calls", "count"),
+       "`init_repository`, `get_dependencies`, `search_code`, `list_entrypoints`, `show_call_graph_neighborhood`); "
+       "a call the agent refused for lack of permission never ran and is not counted", "count"),
+    _M("native_tool_calls", "native tool calls", "calls", "tool calls that are not MCP calls, tool discovery "
+       "(`ToolSearch`) or MCP calls the agent refused for lack of permission", "count"),
+    _M("mcp_discovery_calls", "MCP discovery calls", "calls", "`ToolSearch` calls selecting or searching MCP tools "
+       "(`select:mcp__server__tool`; Claude Code 2.1.3xx defers MCP tools behind it): the treatment's tool "
+       "being found, not used", "count"),
+    _M("mcp_exposed", "MCP tools reached the model", "flag", "treatment trials of the benchmark runner: an MCP tool was "
+       "offered at start (Claude Code `init` event), a server reported `connected`, or an MCP call ran; empty for "
+       "baseline trials and other sources. With `mcp_used`, separates the effect of assignment from that of use "
+       "(a per-trial flag, not compared between conditions)", "record"),
+    _M("mcp_used", "MCP tool used", "flag", "treatment trials of the benchmark runner: an MCP call ran (one refused for "
+       "lack of permission does not count); empty for baseline trials and other sources", "record"),
     _M("loop_count", "repeated calls", "calls", "calls identical (same name, same canonical arguments) to the call "
        "just before", "count", "lower"),
     _M("backtrack_count", "re-edits", "edits", "edits of a file the trial already edited", "count", "lower"),

@@ -50,6 +50,27 @@ _EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_edit
 _PATH_KEYS = ("file_path", "path", "absolute_path", "filename", "file", "target_file", "notebook_path", "relative_path")
 
 
+# Claude Code's answer in place of a tool result when ``claude -p`` may not ask for permission.
+PERMISSION_DENIAL_PREFIX = "Claude requested permissions to "
+# Tools that load the schemas of deferred tools (Claude Code defers MCP tools behind ToolSearch).
+DISCOVERY_TOOLS = frozenset({"ToolSearch"})
+
+
+def is_permission_denial(text: str | None) -> bool:
+    """True for Claude Code's result of a call it refused for lack of permission: the tool never ran."""
+    return isinstance(text, str) and text.startswith(PERMISSION_DENIAL_PREFIX)
+
+
+def is_discovery(name: str) -> bool:
+    """A tool-discovery call (``ToolSearch``): loads other tools' schemas, does no work on the task."""
+    return name in DISCOVERY_TOOLS
+
+
+def discovers_mcp(arguments: dict[str, Any] | None) -> bool:
+    """A discovery call that selects or searches MCP tools (``select:mcp__server__tool``)."""
+    return "mcp__" in str((arguments or {}).get("query", ""))
+
+
 def base_name(name: str) -> str:
     """The tool's own name without an MCP ``mcp__server__`` prefix or a ``server.`` namespace."""
     if name.startswith("mcp__"):

@@ -62,6 +62,8 @@ class FinalMetrics:
     cached_tokens: int | None = None
     cost_usd: float | None = None
     total_steps: int | None = None
+    # Anthropic cache writes (``extra.total_cache_creation_input_tokens``), part of prompt_tokens.
+    cache_write_tokens: int | None = None
 
 
 @dataclass(slots=True)
@@ -106,7 +108,7 @@ class Activity:
     model_name: str | None = None
     # Per subagent (nested ones too): (its model, input, output, cached tokens), so that an estimated
     # cost prices a subagent's calls at its own model's rate; empty without subagents.
-    subagent_usage: list[tuple[str | None, int, int, int]] = field(default_factory=list)
+    subagent_usage: list[tuple[str | None, int, int, int, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

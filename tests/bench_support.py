@@ -70,6 +70,8 @@ emit({"type": "assistant", "session_id": sid, "message": {"id": "msg_3", "type":
 emit({"type": "result", "subtype": "success", "is_error": False, "session_id": sid, "num_turns": 3, "duration_ms": 1234,
       "total_cost_usd": cost, "usage": {"input_tokens": 36, "output_tokens": 120, "cache_read_input_tokens": 3000, "cache_creation_input_tokens": 600},
       "result": "Done."})
+if os.environ.get("FAKE_CLAUDE_EXIT", "0") != "0":
+    sys.stderr.write("starting\nError: scripted failure " + cwd + "\n")
 sys.exit(int(os.environ.get("FAKE_CLAUDE_EXIT", "0")))
 '''
 
@@ -111,7 +113,7 @@ def opt(n):
     return args[args.index(n) + 1] if n in args else None
 assert args[0] == "run", args
 job = os.path.join(opt("--jobs-dir"), opt("--job-name"))
-task = os.path.basename(opt("--path") or opt("--task-name"))
+task = os.path.basename(opt("--path") or opt("--include-task-name"))
 trial = os.path.join(job, task[:32] + "__AbC1234")
 os.makedirs(os.path.join(trial, "agent"), exist_ok=True)
 os.makedirs(os.path.join(trial, "verifier"), exist_ok=True)

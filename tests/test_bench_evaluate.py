@@ -71,6 +71,27 @@ def test_missing_program_is_an_evaluation_error(tmp_path):
     assert res.status == "error" and "program not found" in res.error
 
 
+def test_missing_program_error_names_the_command(tmp_path):
+    spec = EvaluationSpec(type="command_json", command=[str(tmp_path / "nope"), "--flag"])
+    res = run_evaluation(spec, {}, cwd=tmp_path)
+    assert "could not start" in res.error and "nope --flag" in res.error
+
+
+def test_python_is_the_runners_own_interpreter(tmp_path):
+    """No activated venv needed: `python -m analysis_lib...` and `{python}` run with sys.executable."""
+    from analysis_lib.bench.evaluate import evaluator_argv
+
+    assert evaluator_argv(["python", "-m", "x"], {})[0] == sys.executable
+    assert evaluator_argv(["python3", "-V"], {})[0] == sys.executable
+    assert evaluator_argv(["env", "{python}", "-V"], {}) == ["env", sys.executable, "-V"]
+    assert evaluator_argv(["/usr/bin/python", "-V"], {})[0] == "/usr/bin/python"  # an explicit path is kept
+    code = "import analysis_lib, json; print(json.dumps({'status': 'ok', 'passed': True}))"
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
+    res = run_evaluation(EvaluationSpec(type="command_json", command=["python", "-c", code]), {}, cwd=tmp_path, env=env)
+    assert res.status == "ok" and res.passed is True, res.error
+
+
 def test_task_id_with_shell_metacharacters_is_one_literal_argument(tmp_path, evaluator):
     evil = "a;touch pwned$(id)"
     res = _run(tmp_path, evaluator, "fail", task_id=evil)

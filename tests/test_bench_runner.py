@@ -152,6 +152,9 @@ def test_agent_failures_are_recorded_and_the_run_goes_on(bench, monkeypatch):
     assert result["exception_info"]["exception_type"] == "NonZeroAgentExitCodeError"
     # the agent's edits still get evaluated (as Harbor does after an agent error)
     assert by[("fix-a", "text")]["outcome"] == "passed"
+    # the reason is kept (machine paths scrubbed), and a run where nothing was measured says so
+    assert by[("fix-a", "text")]["agent"]["stderr_tail"] == "starting\nError: scripted failure /workspace/repo"
+    assert sorted(res["summary"]["failed_conditions"]) == ["codegraph", "text"] and res["summary"]["by_status"]["agent_error"] == 2
 
 
 def test_harbor_adapter_ingests_the_job_directory(bench):
@@ -233,3 +236,63 @@ def test_failed_mcp_server_is_flagged_on_the_treatment_trial(bench, monkeypatch)
     assert by["codegraph"]["warnings"] == ["MCP server codegraph status failed"]
     assert by["codegraph"]["agent"]["mcp_servers"] == ["codegraph"]
     assert by["text"]["warnings"] == [] and by["text"]["agent"]["mcp_servers"] == []
+
+
+def test_claude_code_permission_flags_and_root(tmp_path, monkeypatch):
+    """permission_mode becomes --permission-mode (unless extra_args has its own), allowed_tools
+    --allowedTools; IS_SANDBOX=1 only for bypassPermissions under root; a config folder of its own."""
+    from pathlib import Path as _P
+
+    from analysis_lib.bench import adapters
+    from analysis_lib.bench.manifest import parse_manifest
+
+    def ctx(settings):
+        m = parse_manifest({"manifest_version": 2, "environment": {"model": "m"},
+                            "conditions": [{"name": "a", "adapter": "claude_code", "settings": settings}, {"name": "b", "adapter": "claude_code"}],
+                            "tasks": [{"id": "t", "repo": ".", "commit": "HEAD", "instruction": "do"}]}, "<test>", base_dir=str(tmp_path))
+        return adapters.TrialContext(m, m.tasks[0], m.conditions[0], tmp_path / "trial", tmp_path / "repo", {}, {"PATH": "/bin"})
+
+    argv = adapters.claude_argv(ctx({"allowed_tools": ["Edit", "mcp__x"]}))
+    assert argv[argv.index("--permission-mode") + 1] == "bypassPermissions"
+    assert argv[argv.index("--allowedTools") + 1] == "Edit,mcp__x"
+    argv = adapters.claude_argv(ctx({"extra_args": ["--permission-mode", "acceptEdits"]}))
+    assert argv.count("--permission-mode") == 1 and argv[-1] == "acceptEdits"
+    assert "--permission-mode" not in adapters.claude_argv(ctx({"permission_mode": None}))
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / ".credentials.json").write_text("{}")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    for uid, mode, sandbox in ((0, "bypassPermissions", "1"), (1000, "bypassPermissions", None), (0, "acceptEdits", None)):
+        monkeypatch.setattr(adapters.os, "geteuid", lambda uid=uid: uid)
+        cfg = tmp_path / f"cfg-{uid}-{mode}"
+        env = adapters.claude_env(ctx({"permission_mode": mode}), cfg)
+        assert env.get("IS_SANDBOX") == sandbox and env["CLAUDE_CONFIG_DIR"] == str(cfg) and env["DISABLE_AUTOUPDATER"] == "1"
+        assert (cfg / ".credentials.json").is_file() and _P(env["CLAUDE_CONFIG_DIR"]) != home / ".claude"
+
+
+def test_failed_conditions_are_those_where_nothing_was_measured():
+    from analysis_lib.bench.runner import failed_conditions
+
+    rows = [{"condition": "a", "status": "agent_error", "outcome": "not_evaluated"},
+            {"condition": "a", "status": "completed", "outcome": "evaluation_error"},
+            {"condition": "b", "status": "agent_timeout", "outcome": "failed"},
+            {"condition": "b", "status": "completed", "outcome": "failed"},
+            {"condition": "c", "status": "pending", "outcome": None}]
+    assert failed_conditions(rows) == ["a"]
+
+
+@pytest.mark.parametrize("status, used, warned", [("pending", True, False), ("pending", False, True), ("connected", False, True),
+                                                  ("failed", False, True)])
+def test_mcp_exposure_is_measured(status, used, warned):
+    """A server still `pending` at start is not a failure when an MCP tool then ran; a refused call is no use."""
+    from analysis_lib.bench.adapters import AgentOutcome, _mcp_exposure
+
+    calls = [{"tool_call_id": "t1", "function_name": "mcp__codemap__lookup", "arguments": {}}]
+    results = [{"source_call_id": "t1", "content": "x", **({} if used else {"extra": {"is_error": True, "permission_denied": True}})}]
+    atif = {"steps": [{"source": "agent", "tool_calls": calls, "observation": {"results": results}}]}
+    out = AgentOutcome("claude_code", "x")
+    _mcp_exposure(out, {"mcp_servers": [{"name": "codemap", "status": status}], "tools": ["Read"]}, atif)
+    assert out.mcp_used is used
+    assert out.mcp_exposed is (used or status == "connected")
+    assert bool(out.warnings) is warned, out.warnings

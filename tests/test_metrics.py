@@ -68,6 +68,46 @@ def test_process_and_behaviour_metrics_hand_checked():
     assert m["calls_execute"] == 3 and m["calls_mcp"] == 1 and m["calls_other"] == 0
 
 
+def test_tool_discovery_and_refused_mcp_calls_are_not_uses():
+    """Claude Code 2.1.3xx: ToolSearch loads the deferred MCP tool; an MCP call refused for lack of
+    permission never ran (Claude Code's result text is taken verbatim from a real session)."""
+    calls = [("ToolSearch", {"query": "select:mcp__codemap__lookup", "max_results": 5}), ("ToolSearch", {"query": "notebook"}),
+             ("mcp__codemap__lookup", {"symbol": "main"}), ("mcp__codemap__lookup", {"symbol": "other"}), ("Read", {"file_path": "a.py"}),
+             ("Edit", {"file_path": "a.py", "old_string": "1", "new_string": "2"})]
+    results = [{"content": "loaded"}, {"content": "none"},
+               {"content": "Claude requested permissions to use mcp__codemap__lookup, but you haven't granted it yet.", "extra": {"is_error": True}},
+               {"content": "main is defined in src/app.py"}, {"content": "x"},
+               {"content": "Claude requested permissions to write to /w/a.py, but you haven't granted it yet.", "extra": {"is_error": True}}]
+    m = trial_metrics(_trial(trajectory([agent_step(1, calls, prompt=10, completion=1, results=results)])))
+    assert m["mcp_discovery_calls"] == 1
+    assert m["mcp_tool_calls"] == 1 and m["mcp_tools_used"] == 1 and m["calls_mcp"] == 1
+    assert m["native_tool_calls"] == 2 and m["calls_read"] == 1 and m["calls_edit"] == 1 and m["calls_other"] == 0
+    assert m["tool_calls_count"] == 6 and m["tool_error_count"] == 2
+    assert m["files_read"] == 1 and m["files_edited"] == 0  # the refused Edit changed nothing
+
+
+def test_estimated_cost_prices_cache_writes_at_their_rate():
+    """No cost in the trajectory: tokens priced from the price map, the cache writes (known from a Claude
+    Code conversion's final_metrics.extra) at the cache-write rate, not as plain input."""
+    fm = {"total_prompt_tokens": 1000, "total_completion_tokens": 10, "total_cached_tokens": 500,
+          "extra": {"total_cache_creation_input_tokens": 400}}
+    steps = [agent_step(1, prompt=1000, completion=10, cached=500)]
+    m = trial_metrics(_trial(trajectory(steps, final_metrics=fm, model="claude-sonnet-4-5-20250929")))
+    assert m["cost_estimated"] is True
+    # Sonnet 4.5 per million: $3 input, $0.30 cache read, $3.75 cache write, $15 output
+    assert m["total_cost_usd"] == pytest.approx(100 * 3e-6 + 500 * 0.3e-6 + 400 * 3.75e-6 + 10 * 15e-6)
+    del fm["extra"]
+    m = trial_metrics(_trial(trajectory(steps, final_metrics=fm, model="claude-sonnet-4-5-20250929")))
+    assert m["total_cost_usd"] == pytest.approx(500 * 3e-6 + 500 * 0.3e-6 + 10 * 15e-6)  # writes unknown: plain input
+
+
+def test_mcp_exposure_comes_from_the_runner_and_is_empty_elsewhere():
+    m = trial_metrics(_trial(_session(), metadata={"mcp_exposed": True, "mcp_used": False}))
+    assert m["mcp_exposed"] is True and m["mcp_used"] is False
+    m = trial_metrics(_trial(_session()))
+    assert m["mcp_exposed"] is None and m["mcp_used"] is None
+
+
 def test_token_and_cost_metrics():
     m = trial_metrics(_trial(_session()))
     assert m["total_input_tokens"] == 4000 and m["total_output_tokens"] == 300 and m["total_cached_tokens"] == 2500

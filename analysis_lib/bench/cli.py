@@ -1,7 +1,7 @@
 """``python -m analysis_lib bench {full,spike,import-mcpbr}``: the benchmark runner's command line.
 
 Exit codes: 0 done (including a budget stop, which is recorded, not an error), 1 trials ran but
-the run could not finish, 2 bad arguments or manifest, 130 interrupted (re-run to resume).
+the run could not finish or every trial of a condition failed for agent or evaluator reasons, 2 bad arguments or manifest, 130 interrupted (re-run to resume).
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--mcp-config", metavar="FILE", help="MCP config of the treatment (required without --manifest)")
     s.add_argument("--model", help="exact model id (default: the manifest's, else a pinned Sonnet id)")
     s.add_argument("--claude-bin", default="claude", help="Claude Code executable (default: claude on PATH)")
+    s.add_argument("--permission-mode", default="bypassPermissions",
+                   choices=["bypassPermissions", "acceptEdits", "auto", "default", "dontAsk", "plan"],
+                   help="Claude Code permission mode without --manifest (default bypassPermissions; IS_SANDBOX=1 is set under root)")
+    s.add_argument("--allowed-tools", nargs="+", default=[], metavar="TOOL", help="tools allowed without asking (--allowedTools), without --manifest")
     s.add_argument("--runs-dir", metavar="DIR", help="default runs/spike-<task id>")
     s.add_argument("--output", metavar="FILE", help="also write the spike's full_run.json here")
     s.add_argument("--phase-budget-usd", type=float, default=50.0, metavar="USD")
@@ -77,7 +81,8 @@ def cli(argv: list[str]) -> int:
                                   analysis_plan=args.analysis_plan)
         elif args.command == "spike":
             res = runner.run_spike(args.task_id, args.repo_path, args.manifest, args.instruction, args.model, args.mcp_config,
-                                   args.runs_dir, args.output, args.seed, args.phase_budget_usd, args.claude_bin, args.quiet)
+                                   args.runs_dir, args.output, args.seed, args.phase_budget_usd, args.claude_bin, args.quiet,
+                                   permission_mode=args.permission_mode, allowed_tools=args.allowed_tools)
         else:
             from .adapters import import_mcpbr
 
@@ -105,4 +110,11 @@ def cli(argv: list[str]) -> int:
         f"{s['evaluation_errors']} evaluation errors, {s['agent_errors']} agent errors), spent ${res['budget']['spent_usd']:.2f}"
         + (f"; {res['budget']['stop_reason']}" if res["budget"]["stopped"] else "")
     )
+    for status, n in (s.get("by_status") or {}).items():
+        print(f"  {status}: {n}")
+    failed = s.get("failed_conditions") or []
+    if failed:
+        print(f"error: every trial of condition(s) {', '.join(failed)} failed (agent, setup or evaluation error): "
+              "nothing was measured; see the trials' warnings and agent.stderr_tail in full_run.json", file=sys.stderr)
+        return 1
     return 0

@@ -1,7 +1,8 @@
 """The ``command_json`` evaluation contract: a task's verdict from an external command.
 
 The command runs without a shell, with ``{task_id}``, ``{condition}``, ``{repo_path}``,
-``{trial_dir}`` substituted inside single arguments, under ``timeout_seconds``. Its stdout must be
+``{trial_dir}`` and ``{python}`` (the runner's interpreter) substituted inside single arguments,
+under ``timeout_seconds``; a bare ``python``/``python3`` program is the runner's interpreter too. Its stdout must be
 one JSON object ``{"status": "ok", "passed": bool, "details_path": optional str}``. Anything else
 (timeout, non-zero exit, garbage, ``status`` other than ok) is an *evaluation error*: the trial's
 outcome is unknown, never counted as a failed task.
@@ -10,6 +11,8 @@ outcome is unknown, never counted as a failed task.
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
@@ -69,6 +72,15 @@ def parse_verdict(stdout: bytes) -> tuple[bool, str | None]:
     return passed, details
 
 
+def evaluator_argv(command: list[str], values: Mapping[str, str]) -> list[str]:
+    """The command with placeholders filled; ``python``/``python3``/``{python}`` as the program is the
+    runner's own interpreter, so ``python -m analysis_lib...`` works without an activated venv."""
+    argv = substitute(command, {**values, "python": sys.executable})
+    if command and command[0] in ("python", "python3"):
+        argv[0] = sys.executable
+    return argv
+
+
 def run_evaluation(
     spec: EvaluationSpec,
     values: Mapping[str, str],
@@ -76,11 +88,11 @@ def run_evaluation(
     env: Mapping[str, str] | None = None,
 ) -> EvaluationResult:
     """Run the evaluation command for one trial and classify the outcome (see module docstring)."""
-    argv = substitute(spec.command, values)
+    argv = evaluator_argv(spec.command, values)
     res = run_process(argv, cwd=cwd, env=env, timeout=spec.timeout_seconds)
     common = dict(returncode=res.returncode, duration_sec=round(res.duration_sec, 3), stderr_excerpt=_excerpt(res.stderr) or None)
     if res.error:
-        return EvaluationResult("error", None, error=res.error, **common)
+        return EvaluationResult("error", None, error=f"evaluator could not start ({res.error}): {shlex.join(argv)[:300]}", **common)
     if res.timed_out:
         return EvaluationResult("error", None, error=f"timed out after {spec.timeout_seconds:g} s", **common)
     if res.returncode != 0:

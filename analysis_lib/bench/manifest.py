@@ -72,6 +72,12 @@ class ClaudeCodeSettings(_Strict):
 
     mcp_config: str | None = Field(None, description="MCP config JSON file (relative to the manifest)")
     claude_bin: str = "claude"
+    # ``claude -p`` cannot ask: without a mode that allows edits every Edit/Bash is denied. The
+    # runner sets IS_SANDBOX=1 for bypassPermissions under root, which Claude Code otherwise refuses.
+    permission_mode: Literal["bypassPermissions", "acceptEdits", "auto", "default", "dontAsk", "plan"] | None = "bypassPermissions"
+    allowed_tools: list[str] = Field(default_factory=list, description="passed as --allowedTools")
+    # Each trial gets its own CLAUDE_CONFIG_DIR: no user settings, plugins or memory leak in.
+    isolate_config: bool = True
     # Passed verbatim after the fixed flags, e.g. ["--permission-mode", "bypassPermissions"].
     extra_args: list[str] = Field(default_factory=list)
 

@@ -20,11 +20,13 @@ the same folders.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
 import tempfile
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -223,7 +225,7 @@ def _exception_info(status: str, outcome: _adapters.AgentOutcome | None, evaluat
         typ, msg = "EvaluationError", evaluation.error
     else:
         return None
-    return {"exception_type": typ, "exception_message": msg, "exception_traceback": None, "occurred_at": at}
+    return {"exception_type": typ, "exception_message": msg, "exception_traceback": "", "occurred_at": at}
 
 
 @dataclass
@@ -315,6 +317,9 @@ def run_trial(rc: _RunContext, entry: dict) -> dict:
         "agent": None if outcome is None else {
             "exit_code": outcome.exit_code, "timed_out": outcome.timed_out, "error": outcome.error,
             "duration_sec": outcome.duration_sec, "trajectory": outcome.trajectory, "mcp_servers": outcome.mcp_servers,
+            "mcp_exposed": outcome.mcp_exposed, "mcp_used": outcome.mcp_used, "permission_denials": outcome.permission_denials,
+            "token_source": outcome.token_source, "cost_source": outcome.cost_source,
+            **({"stderr_tail": outcome.stderr_tail} if outcome.stderr_tail else {}),
         },
         "setup_error": setup_error,
         "warnings": warnings,
@@ -347,8 +352,15 @@ def _result_json(rc: _RunContext, entry: dict, record: dict, outcome, evaluation
         "started_at": _iso(started),
         "finished_at": _iso(finished),
     })
-    base.setdefault("task_id", {"path": m.task(entry["task_id"]).repo})
-    base.setdefault("config", {"agent": {"name": agent_name, "model_name": m.environment.model, "kwargs": cond.settings.model_dump(mode="json", exclude_none=True)}, "job_id": rc.started_at})
+    task = m.task(entry["task_id"])
+    base.setdefault("task_id", {"path": task.repo})
+    # Fields Harbor's TrialResult model requires, without machine paths: the trial folder relative to
+    # the runs folder, a checksum of what the task is (repo, commit, instruction), the job as a UUID.
+    base.setdefault("trial_uri", record["trial_dir"])
+    base.setdefault("task_checksum", hashlib.sha256(f"{task.repo}\n{task.commit}\n{task.instruction}".encode()).hexdigest())
+    base.setdefault("config", {"task": {"path": task.repo},
+                               "agent": {"name": agent_name, "model_name": m.environment.model, "kwargs": cond.settings.model_dump(mode="json", exclude_none=True)},
+                               "job_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{rc.plan.manifest_sha256}/{rc.started_at}"))})
     if "agent_info" not in base:
         base["agent_info"] = {"name": agent_name, "version": (outcome.adapter_version if outcome else "unknown"),
                               "model_info": {"name": record["environment"]["model"], "provider": "anthropic" if cond.adapter == "claude_code" else None}}
@@ -365,6 +377,9 @@ def _result_json(rc: _RunContext, entry: dict, record: dict, outcome, evaluation
     if outcome is not None and outcome.duration_sec is not None:
         base.setdefault("agent_execution", {"started_at": _iso(started), "finished_at": _iso(started + timedelta(seconds=outcome.duration_sec))})
     base["bench"] = {k: record[k] for k in ("pair", "run", "condition", "position", "status", "outcome", "evaluation", "environment", "warnings")}
+    if outcome is not None:
+        # Where the tokens came from: the session transcript (exact), modelUsage or usage of the result event.
+        base["bench"].update({k: getattr(outcome, k) for k in ("token_source", "cost_source", "mcp_exposed", "mcp_used")})
     base["bench"]["seed"] = rc.plan.seed
     return base
 
@@ -395,7 +410,22 @@ def _summary(rows: list[dict]) -> dict:
         "failed": count(lambda r: r.get("outcome") == "failed"),
         "evaluation_errors": count(lambda r: r.get("outcome") == "evaluation_error"),
         "agent_errors": count(lambda r: r["status"] in ("agent_error", "agent_timeout", "setup_error")),
+        "not_evaluated": count(lambda r: r.get("outcome") == "not_evaluated"),
+        "by_status": dict(sorted(Counter(r["status"] for r in rows).items())),
+        # Conditions whose every finished trial failed for agent or evaluator reasons: nothing was measured.
+        "failed_conditions": failed_conditions(rows),
     }
+
+
+def failed_conditions(rows: list[dict]) -> list[str]:
+    """Conditions with finished trials, all of them agent/setup errors, timeouts or evaluation errors."""
+    bad = ("agent_error", "agent_timeout", "setup_error")
+    out = []
+    for cond in dict.fromkeys(r["condition"] for r in rows):
+        done = [r for r in rows if r["condition"] == cond and r["status"] not in ("pending", "skipped_budget")]
+        if done and all(r["status"] in bad or r.get("outcome") == "evaluation_error" for r in done):
+            out.append(cond)
+    return out
 
 
 def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, status: str, output: Path | None) -> dict:
@@ -500,6 +530,13 @@ def run_plan(plan_: Plan, runs_dir: str | os.PathLike, output: str | os.PathLike
                 done[rec["key"]] = rec
                 cost = "cost unknown" if rec.get("cost_usd") is None else f"${rec['cost_usd']:.4f}"
                 log(f"[{len(done)}/{n_total}] pair {e['pair']} run {e['run']} {e['condition']} {e['task_id']}: {rec['status']}, {rec['outcome']} ({cost})")
+                why = (rec.get("agent") or {}).get("error") or ((rec.get("agent") or {}).get("stderr_tail") or "").splitlines()[-1:] or rec.get("setup_error")
+                if rec["status"] != "completed" and why:
+                    log(f"    {why if isinstance(why, str) else why[0]}")
+                elif rec.get("outcome") == "evaluation_error":
+                    log(f"    evaluation error: {(rec.get('evaluation') or {}).get('error')}")
+                for w in rec.get("warnings") or []:
+                    log(f"    warning: {w}")
                 _write_outputs(rc, done, guard, "running", out_path)
         check_stop()
     except KeyboardInterrupt:
@@ -558,7 +595,8 @@ def run_full(
 
 def spike_manifest(task_id: str, repo_path: str, manifest_path: str | None = None, instruction: str | None = None,
                    model: str | None = None, mcp_config: str | None = None, claude_bin: str = "claude",
-                   evaluation: list[str] | None = None) -> Manifest:
+                   evaluation: list[str] | None = None, permission_mode: str | None = "bypassPermissions",
+                   allowed_tools: list[str] | None = None) -> Manifest:
     """A one-task manifest for a spike: the task from ``manifest_path`` (if given) at ``repo_path``'s HEAD.
 
     Without a manifest: two Claude Code conditions, ``baseline`` (no MCP) and ``mcp`` (``mcp_config``).
@@ -585,12 +623,13 @@ def spike_manifest(task_id: str, repo_path: str, manifest_path: str | None = Non
     task: dict[str, Any] = {"id": task_id, "repo": repo, "commit": head, "instruction": instruction}
     if evaluation:
         task["evaluation"] = {"type": "command_json", "command": evaluation}
+    common = {"claude_bin": claude_bin, "permission_mode": permission_mode, "allowed_tools": list(allowed_tools or [])}
     obj = {
         "manifest_version": 2, "name": "spike",
         "environment": {"model": model or DEFAULT_MODEL},
         "conditions": [
-            {"name": "baseline", "adapter": "claude_code", "settings": {"claude_bin": claude_bin}},
-            {"name": "mcp", "adapter": "claude_code", "settings": {"claude_bin": claude_bin, "mcp_config": str(mcp_config)}},
+            {"name": "baseline", "adapter": "claude_code", "settings": common},
+            {"name": "mcp", "adapter": "claude_code", "settings": {**common, "mcp_config": str(mcp_config)}},
         ],
         "tasks": [task],
     }
@@ -600,8 +639,10 @@ def spike_manifest(task_id: str, repo_path: str, manifest_path: str | None = Non
 def run_spike(task_id: str, repo_path: str, manifest_path: str | None = None, instruction: str | None = None,
               model: str | None = None, mcp_config: str | None = None, runs_dir: str | os.PathLike | None = None,
               output: str | os.PathLike | None = None, seed: int = 0, phase_budget_usd: float = 50.0,
-              claude_bin: str = "claude", quiet: bool = False) -> dict:
+              claude_bin: str = "claude", quiet: bool = False, permission_mode: str | None = "bypassPermissions",
+              allowed_tools: list[str] | None = None) -> dict:
     """One task, every condition, one run each: the smoke test before spending on a full run."""
-    m = spike_manifest(task_id, repo_path, manifest_path, instruction, model, mcp_config, claude_bin)
+    m = spike_manifest(task_id, repo_path, manifest_path, instruction, model, mcp_config, claude_bin,
+                       permission_mode=permission_mode, allowed_tools=allowed_tools)
     rd = Path(runs_dir) if runs_dir is not None else Path("runs") / f"spike-{task_id}"
     return run_plan(make_plan(m, 1, seed, phase_budget_usd, manifest_path), rd, output, quiet=quiet)

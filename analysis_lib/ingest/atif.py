@@ -142,6 +142,7 @@ def _final_metrics(fm: Any) -> FinalMetrics | None:
         cached_tokens=_int(fm.get("total_cached_tokens")),
         cost_usd=_float(fm.get("total_cost_usd")),
         total_steps=_int(fm.get("total_steps")),
+        cache_write_tokens=_int(fm["extra"].get("total_cache_creation_input_tokens")) if isinstance(fm.get("extra"), dict) else None,
     )
 
 

@@ -38,6 +38,7 @@ from typing import Any, Iterable
 
 
 from .atif import decode_arguments
+from ..tools import is_permission_denial
 from ..fileio import loads_lenient, read_bytes, read_json
 from ..trial import InputError
 from .jsonl_lines import LineStats, lines_to_objects, read_jsonl_objects
@@ -98,6 +99,20 @@ def content_text(content: Any) -> str:
                     parts.append(f"[{kind}]")
         return "\n\n".join(p for p in parts if p)
     return str(content)
+
+
+def model_usage_totals(model_usage: Any) -> dict[str, int] | None:
+    """Anthropic-style token totals summed over a ``result.modelUsage`` object (every model, subagents included)."""
+    if not isinstance(model_usage, dict) or not model_usage:
+        return None
+    keys = {"input_tokens": "inputTokens", "output_tokens": "outputTokens", "cache_read_input_tokens": "cacheReadInputTokens",
+            "cache_creation_input_tokens": "cacheCreationInputTokens"}
+    out = dict.fromkeys(keys, 0)
+    for per_model in model_usage.values():
+        if isinstance(per_model, dict):
+            for k, src in keys.items():
+                out[k] += _int(per_model.get(src))
+    return out
 
 
 @dataclass
@@ -244,6 +259,8 @@ class _Builder:
         result: dict[str, Any] = {"source_call_id": str(tid), "content": content_text(block.get("content"))}
         if isinstance(block.get("is_error"), bool):
             result["extra"] = {"is_error": block["is_error"]}
+            if block["is_error"] and is_permission_denial(result["content"]):
+                result["extra"]["permission_denied"] = True
         step.setdefault("observation", {"results": []})["results"].append(result)
         return True
 
@@ -656,13 +673,16 @@ def _stream_events(path_or_lines: Any) -> tuple[list[tuple[int, dict]], LineStat
     return lines, stats, "<memory>", meta
 
 
-def stream_json_to_atif(path_or_lines: Any) -> dict[str, Any]:
+def stream_json_to_atif(path_or_lines: Any, prompt: str | None = None) -> dict[str, Any]:
     """Convert ``claude -p --output-format stream-json --verbose`` output to ATIF.
 
     Accepts a path (JSONL, or an mcpbr log ``{instance_id, run_type, events}``), an iterable of
     lines, a list of event dicts, or an mcpbr log dict. Events with a ``parent_tool_use_id``
-    (subagent traffic) become embedded subagent trajectories linked to that tool call. The
-    final ``result`` event's ``total_cost_usd`` and ``usage`` win over the sums of the steps.
+    (subagent traffic) become embedded subagent trajectories linked to that tool call. The last
+    ``result`` event's ``total_cost_usd`` and its ``modelUsage`` totals (every model, subagents
+    included; both cumulative when background work adds a later result) win over the sums of the
+    steps; without ``modelUsage``, its ``usage`` (main thread only). ``claude -p`` does not echo
+    the prompt: given ``prompt``, it becomes the first (user) step, as in the session transcript.
     """
     lines, stats, source, meta = _stream_events(path_or_lines)
     init: dict[str, Any] = {}
@@ -670,12 +690,24 @@ def stream_json_to_atif(path_or_lines: Any) -> dict[str, Any]:
     main: list[tuple[int, dict]] = []
     by_parent: dict[str, list[tuple[int, dict]]] = {}
     skipped: Counter = Counter()
+    denied: set[str] = set()
+    notice: dict[str, Any] | None = None
     for n, ev in lines:
         kind = ev.get("type")
+        if kind == "system" and ev.get("subtype") == "task_notification":
+            notice = ev
         if kind == "system" and ev.get("subtype") == "init":
-            init = ev
+            if init:
+                # A later turn of the same session (a background subagent finished): the transcript
+                # has the notification as a user message, stream-json only this second init.
+                main.append((n, _notification_line(notice, ev)))
+                notice = None
+            init = init or ev
         elif kind == "result":
             result = ev
+            for d in ev.get("permission_denials") or []:
+                if isinstance(d, dict) and isinstance(d.get("tool_use_id"), str):
+                    denied.add(d["tool_use_id"])
         elif kind in ("assistant", "user"):
             parent = ev.get("parent_tool_use_id")
             if isinstance(parent, str) and parent:
@@ -684,6 +716,12 @@ def stream_json_to_atif(path_or_lines: Any) -> dict[str, Any]:
                 main.append((n, ev))
         else:
             skipped[f"skipped_type:{kind if isinstance(kind, str) else 'none'}"] += 1
+    if prompt and not (main and main[0][1].get("type") == "user" and _is_prompt_line(main[0][1])):
+        first = main[0][1] if main else {}
+        echo = {"type": "user", "message": {"role": "user", "content": prompt}, "session_id": first.get("session_id")}
+        if isinstance(first.get("timestamp"), str):
+            echo["timestamp"] = first["timestamp"]
+        main.insert(0, (0, echo))
     subs = [_SubSpec(trajectory_id=f"subagent-{tid}", lines=ls, tool_use_id=tid, agent_extra={"parent_tool_use_id": tid}) for tid, ls in by_parent.items()]
     warnings = stats.warnings() if stats is not None else []
     try:
@@ -714,7 +752,10 @@ def stream_json_to_atif(path_or_lines: Any) -> dict[str, Any]:
     if result is not None:
         fm = traj["final_metrics"]
         fm["extra"]["step_sums"] = {k: v for k, v in fm.items() if k not in ("extra", "total_steps")}
-        usage = result.get("usage")
+        usage = model_usage_totals(result.get("modelUsage"))
+        fm["extra"]["token_source"] = "modelUsage" if usage is not None else "usage"
+        if usage is None:
+            usage = result.get("usage")
         if isinstance(usage, dict):
             m = usage_to_atif(usage)
             fm["total_prompt_tokens"] = m["prompt_tokens"]
@@ -723,7 +764,7 @@ def stream_json_to_atif(path_or_lines: Any) -> dict[str, Any]:
             fm["extra"]["total_input_tokens"] = _int(usage.get("input_tokens"))
             fm["extra"]["total_cache_read_input_tokens"] = _int(usage.get("cache_read_input_tokens"))
             fm["extra"]["total_cache_creation_input_tokens"] = _int(usage.get("cache_creation_input_tokens"))
-            fm["extra"]["result_usage"] = usage
+            fm["extra"]["result_usage"] = result.get("usage")
         cost = _num(result.get("total_cost_usd", result.get("cost_usd")))
         if cost is not None:
             fm["total_cost_usd"] = cost
@@ -731,4 +772,28 @@ def stream_json_to_atif(path_or_lines: Any) -> dict[str, Any]:
         traj["extra"]["result"] = {k: result[k] for k in ("subtype", "is_error", "duration_ms", "duration_api_ms", "num_turns", "modelUsage", "permission_denials") if k in result}
         if isinstance(result.get("session_id"), str) and traj["session_id"] == "unknown":
             traj["session_id"] = result["session_id"]
+    if denied:
+        _mark_denied(traj, denied)
     return traj
+
+
+def _notification_line(notice: dict[str, Any] | None, init: dict[str, Any]) -> dict[str, Any]:
+    """The user step that starts a later turn, from the task_notification event before it."""
+    n = notice or {}
+    text = f"<task-notification> task {n.get('task_id')} ({n.get('tool_use_id')}) {n.get('status')}: {n.get('summary')}" if n else "<task-notification>"
+    line: dict[str, Any] = {"type": "user", "message": {"role": "user", "content": text}, "session_id": init.get("session_id")}
+    return line
+
+
+def _is_prompt_line(ev: dict[str, Any]) -> bool:
+    content = (ev.get("message") or {}).get("content")
+    return isinstance(content, str) or (isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
+
+
+def _mark_denied(traj: dict[str, Any], denied: set[str]) -> None:
+    """Flag the results of calls Claude Code refused (``result.permission_denials``): the tool never ran."""
+    for t in (traj, *traj.get("subagent_trajectories", [])):
+        for step in t["steps"]:
+            for r in (step.get("observation") or {}).get("results", []):
+                if r.get("source_call_id") in denied:
+                    r.setdefault("extra", {})["permission_denied"] = True

@@ -83,6 +83,7 @@ def trial_result_fields(obj: dict) -> dict[str, Any]:
         msg = str(ex.get("exception_message") or "").strip().splitlines()
         exception = f"{ex.get('exception_type') or 'Exception'}: {msg[0] if msg else ''}"[:MAX_EXCEPTION_CHARS]
     rewards = vr.get("rewards") if vr else None
+    bench = obj.get("bench") if isinstance(obj.get("bench"), dict) else {}  # the benchmark runner's own section
     return {
         "task_name": obj.get("task_name"),
         "trial_name": obj.get("trial_name"),
@@ -103,6 +104,9 @@ def trial_result_fields(obj: dict) -> dict[str, Any]:
         "agent_import_path": cfg_agent.get("import_path"),
         "mcp_servers": cfg_agent.get("mcp_servers"),
         "job_id": cfg.get("job_id"),
+        "mcp_exposed": bench.get("mcp_exposed") if isinstance(bench.get("mcp_exposed"), bool) else None,
+        "mcp_used": bench.get("mcp_used") if isinstance(bench.get("mcp_used"), bool) else None,
+        "cost_estimated": bench.get("cost_source") == "estimate",  # the runner priced a killed trial's tokens
     }
 
 

@@ -233,9 +233,11 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
             "agent_name": agent_name,
             "model_name": model_name,
             "agent_version": res.get("agent_version"),
-            "harbor_tokens": {k: res.get(k) for k in ("n_input_tokens", "n_cache_tokens", "n_output_tokens", "cost_usd")},
+            "harbor_tokens": {k: res.get(k) for k in ("n_input_tokens", "n_cache_tokens", "n_output_tokens", "cost_usd", "cost_estimated")},
             "exception_type": res.get("exception_type"),
             "trial_name": res.get("trial_name"),
+            "mcp_exposed": res.get("mcp_exposed"),
+            "mcp_used": res.get("mcp_used"),
         },
     )
     return [trial], errors

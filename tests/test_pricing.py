@@ -1,0 +1,35 @@
+"""Estimated costs: cache writes at the cache-write rate, each call at its own model's price."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis_lib.bench.adapters import _estimate_cost
+from analysis_lib.pricing import estimate_cost
+
+SONNET, HAIKU = "claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001"
+
+
+def test_cache_writes_are_priced_at_the_cache_write_rate():
+    # 1000 prompt tokens (ATIF: cache included) = 100 plain + 500 cache reads + 400 cache writes; 10 out.
+    # Sonnet 4.5: $3 in, $15 out, $0.30 cache read, $3.75 cache write per million.
+    assert estimate_cost(SONNET, 1000, 10, 500, 400) == pytest.approx(100 * 3e-6 + 500 * 0.3e-6 + 400 * 3.75e-6 + 10 * 15e-6)
+    # without the cache-write split the writes are priced as plain input (14 % less here)
+    assert estimate_cost(SONNET, 1000, 10, 500) == pytest.approx(500 * 3e-6 + 500 * 0.3e-6 + 10 * 15e-6)
+    assert estimate_cost("no-such-model", 1000, 10) is None
+
+
+def _step(model, prompt, out, cached, written):
+    return {"source": "agent", "model_name": model, "message": "",
+            "metrics": {"prompt_tokens": prompt, "completion_tokens": out, "cached_tokens": cached,
+                        "extra": {"cache_creation_input_tokens": written}}}
+
+
+def test_a_subagent_call_is_priced_at_its_own_model():
+    atif = {"agent": {"model_name": SONNET}, "steps": [{"source": "user", "message": "x"}, _step(SONNET, 1000, 10, 500, 400)],
+            "subagent_trajectories": [{"agent": {"model_name": HAIKU}, "steps": [_step(HAIKU, 2000, 100, 1000, 800)]}]}
+    main = 100 * 3e-6 + 500 * 0.3e-6 + 400 * 3.75e-6 + 10 * 15e-6
+    sub = 200 * 1e-6 + 1000 * 0.1e-6 + 800 * 1.25e-6 + 100 * 5e-6  # Haiku 4.5: $1 / $5 / $0.10 / $1.25
+    assert _estimate_cost(atif) == pytest.approx(main + sub)
+    atif["subagent_trajectories"][0]["steps"][0]["model_name"] = "unpriced-model"
+    assert _estimate_cost(atif) is None  # unknown, never a wrong number
