@@ -167,7 +167,8 @@ def test_explorer_in_chromium(lab):
         expect(explorer.locator(".pv-message")).to_contain_text("pick two different profiles", timeout=30_000)
         # The side-by-side table below (the last A/B pickers of the page) answers the same way.
         dropdown("B", page).last.locator("select").select_option(dropdown("A", page).last.locator("select").input_value())
-        expect(page.get_by_text("A and B are both")).to_have_count(2, timeout=30_000)
+        # Both views say so (the explorer's and the table's; a re-rendered output may briefly hold a third copy).
+        expect(page.get_by_text("A and B are both").nth(1)).to_be_visible(timeout=30_000)
         assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
         assert page.get_by_text("Traceback").count() == 0
         assert page.get_by_text("<function").count() == 0
