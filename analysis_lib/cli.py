@@ -77,13 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _dispatch_subcommand(name: str, argv: list[str]) -> int:
-    try:
-        module = importlib.import_module(SUBCOMMANDS[name])
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("analysis_lib"):
-            print(f"error: '{name}' is not available yet in this version ({exc.name} missing)", file=sys.stderr)
-            return 2
-        raise
+    # Imported on demand: each subcommand's module (runner, judge, simulator) is heavy to load.
+    module = importlib.import_module(SUBCOMMANDS[name])
     return int(module.cli(argv) or 0)
 
 

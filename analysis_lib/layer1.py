@@ -420,13 +420,8 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
 
 
 def _run_layer2(args: argparse.Namespace, result: Layer1Result) -> int:
-    try:
-        from .judge.run import run_layer2
-    except ImportError:
-        if args.llm_only or args.estimate_cost or args.model:
-            print("note: the LLM analyses (Layer 2) are not available yet in this version", file=sys.stderr)
-        return 0
     from .ingest.load import load_trials
+    from .judge.run import run_layer2  # litellm is heavy: loaded only when the LLM analyses run
 
     trials, _ = load_trials(args.runs_dir)
     keep = set(result.metrics["trial_path"])

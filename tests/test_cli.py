@@ -83,10 +83,9 @@ def test_filters(runs, tmp_path):
     assert len(draws) > 1  # and the seed matters (4 seeds all drawing the same 3 of 8 trials: p < 0.001)
 
 
-def test_options_of_later_layers_say_they_are_unavailable_or_work(runs, tmp_path):
+def test_compare_with_an_unknown_profile_names_it(runs, tmp_path):
     proc = cli(str(runs), "--compare", "base", "nope", "--no-llm", "-o", str(tmp_path / "o"))
-    # Either the statistics layer rejects the unknown profile, or it says it is not available.
-    assert "nope" in proc.stderr or "not available" in proc.stderr
+    assert proc.returncode == 2 and "unknown profile(s) ['nope']" in proc.stderr
 
 
 def test_subcommand_help_and_unknown_option():

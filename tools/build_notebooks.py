@@ -33,7 +33,7 @@ SETUP = '''from pathlib import Path
 import pandas as pd
 from IPython.display import Markdown, display
 
-from analysis_lib.report import availability, notebook_params, outputs
+from analysis_lib.report import notebook_params, outputs
 
 notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
 project_root = notebook_params.find_project_root(project_root)
@@ -90,14 +90,13 @@ bench_runs_dir: str = "runs/benchmark"  # where a real run writes its run folder
 `analysis_lib.bench.runner.plan` validates the manifest, draws the blocked paired schedule from the
 seed and projects the spend from the manifest's per-trial cost estimates.
 """),
-        code('''plan = availability.require("analysis_lib.bench.runner", "plan")
-manifest_path = Path(project_root) / manifest
-if plan is not None and not manifest_path.exists():
-    print(f"manifest not found: {manifest} (see docs/benchmark-runner.md)")
-    plan = None
-if plan is not None:
-    from analysis_lib.fileio import atomic_write_csv, atomic_write_json
+        code('''from analysis_lib.bench.runner import plan, run_full
+from analysis_lib.fileio import atomic_write_csv, atomic_write_json
 
+manifest_path = Path(project_root) / manifest
+if not manifest_path.exists():
+    print(f"manifest not found: {manifest} (see docs/benchmark-runner.md)")
+else:
     p = plan(manifest_path, runs_per_condition, schedule_seed, phase_budget_usd)
     schedule = p.schedule
     print(f"{len(schedule)} trials: {schedule['task_id'].nunique()} tasks x {schedule['condition'].nunique()} conditions "
@@ -116,11 +115,9 @@ stopped with the identical schedule.
         code('''if dry_run:
     print("dry run: nothing was executed (set dry_run = False to run the benchmark)")
 else:
-    run_full = availability.require("analysis_lib.bench.runner", "run_full")
-    if run_full is not None:
-        report = run_full(manifest_path, runs_per_condition, schedule_seed, phase_budget_usd,
-                          output=paths.benchmark / "full_run.json", runs_dir=Path(project_root) / bench_runs_dir)
-        print(f"benchmark finished; run folders in {bench_runs_dir} (analyse them with runs_dir: {bench_runs_dir})")'''),
+    report = run_full(manifest_path, runs_per_condition, schedule_seed, phase_budget_usd,
+                      output=paths.benchmark / "full_run.json", runs_dir=Path(project_root) / bench_runs_dir)
+    print(f"benchmark finished; run folders in {bench_runs_dir} (analyse them with runs_dir: {bench_runs_dir})")'''),
     ]
 
 
@@ -161,7 +158,8 @@ if simulated:
 metrics per trial, written to `metrics_detail.csv` with the per-profile `metrics_summary.csv`,
 `aggregate_metrics.json` and `errors.csv`.
 """),
-        code('''analyse = availability.require("analysis_lib.layer1", "analyse")
+        code('''from analysis_lib.layer1 import analyse
+
 # The cache is keyed by the input files and the package version, not by the metric code: off by default,
 # so that nbval sees every change of a metric's definition.
 result = analyse(runs, paths.analytics, seed=seed, workers=workers, cache=use_cache, progress=False)
@@ -352,32 +350,31 @@ folder; a second run is served from the cache.
         code('''if not run_llm:
     print("LLM analyses not run in this execution (run_llm = False)")
 else:
-    run_layer2 = availability.require("analysis_lib.judge.run", "run_layer2")
-    load_trials = availability.require("analysis_lib.ingest.load", "load_trials")
-    if run_layer2 is not None and load_trials is not None:
-        import argparse
+    import argparse
+    import random
 
-        import random
+    from analysis_lib.ingest.load import load_trials
+    from analysis_lib.judge.run import run_layer2
 
-        metrics = pd.read_csv(paths.metrics_detail)
-        trials, _ = load_trials(Path(project_root) / runs_dir)
-        # Judge the trials notebook 01 measured (same selection), at most llm_limit of them.
-        keys = set(zip(metrics["profile"], metrics["task_id"], metrics["repetition"]))
-        trials = [t for t in trials if (t.profile, t.task_id, t.repetition) in keys]
-        if llm_limit and len(trials) > llm_limit:
-            picked = sorted(random.Random(seed).sample(range(len(trials)), llm_limit))
-            trials = [trials[i] for i in picked]
-            chosen = {(t.profile, t.task_id, t.repetition) for t in trials}
-            rows = [k in chosen for k in zip(metrics["profile"], metrics["task_id"], metrics["repetition"])]
-            metrics = metrics[rows]
-        print(f"judging {len(trials)} trials")
-        options = argparse.Namespace(model=model or None, api_base=api_base or None, budget_usd=budget_usd or None,
-                                     concurrency=4, refresh=False, judge_samples=judge_samples,
-                                     judge_temperature=judge_temperature, blind=blind, unblind_mcp=unblind_mcp,
-                                     judge_model_b=None, estimate_cost=False, quiet=True, seed=seed, simulated=simulated,
-                                     human_labels=str(Path(project_root) / human_labels) if human_labels else None)
-        summary = run_layer2(trials, metrics, paths.llm, options)
-        print({k: summary.get(k) for k in ("requests", "cache_hits", "skipped", "failed_analyses")})'''),
+    metrics = pd.read_csv(paths.metrics_detail)
+    trials, _ = load_trials(Path(project_root) / runs_dir)
+    # Judge the trials notebook 01 measured (same selection), at most llm_limit of them.
+    keys = set(zip(metrics["profile"], metrics["task_id"], metrics["repetition"]))
+    trials = [t for t in trials if (t.profile, t.task_id, t.repetition) in keys]
+    if llm_limit and len(trials) > llm_limit:
+        picked = sorted(random.Random(seed).sample(range(len(trials)), llm_limit))
+        trials = [trials[i] for i in picked]
+        chosen = {(t.profile, t.task_id, t.repetition) for t in trials}
+        rows = [k in chosen for k in zip(metrics["profile"], metrics["task_id"], metrics["repetition"])]
+        metrics = metrics[rows]
+    print(f"judging {len(trials)} trials")
+    options = argparse.Namespace(model=model or None, api_base=api_base or None, budget_usd=budget_usd or None,
+                                 concurrency=4, refresh=False, judge_samples=judge_samples,
+                                 judge_temperature=judge_temperature, blind=blind, unblind_mcp=unblind_mcp,
+                                 judge_model_b=None, estimate_cost=False, quiet=True, seed=seed, simulated=simulated,
+                                 human_labels=str(Path(project_root) / human_labels) if human_labels else None)
+    summary = run_layer2(trials, metrics, paths.llm, options)
+    print({k: summary.get(k) for k in ("requests", "cache_hits", "skipped", "failed_analyses")})'''),
         md("""
 ## How far the labels can be trusted
 
@@ -397,8 +394,9 @@ A figure from the 135M local model is a pipeline check, not a validity figure.
 What the judges wrote, if anything: the synthesis and the comparative narratives are shown as
 text; structured records are counted.
 """),
-        code('''load = availability.require("analysis_lib.judge.run", "load_layer2_outputs")
-found = load(paths.llm) if load is not None and paths.llm.exists() else {}
+        code('''from analysis_lib.judge.run import load_layer2_outputs
+
+found = load_layer2_outputs(paths.llm) if paths.llm.exists() else {}
 found = {k: v for k, v in found.items() if v is not None}  # absent outputs come back as None
 if not found:
     print("no Layer 2 outputs in " + paths.rel(paths.llm) + " (run with run_llm = True, or `python -m analysis_lib RUNS` with a model)")
@@ -436,20 +434,19 @@ from analysis_lib.report import figures, tables'''),
 `codecanvas_table` gives one row per trial (identity columns and every CodeCanvas metric); it is
 written to `codecanvas/codecanvas_table.csv` for the paper notebook.
 """),
-        code('''codecanvas_table = availability.require("analysis_lib.codecanvas", "codecanvas_table")
-load_trials = availability.require("analysis_lib.ingest.load", "load_trials")
-table = None
-if codecanvas_table is not None and load_trials is not None:
-    trials, _ = load_trials(Path(project_root) / runs_dir)
-    table = codecanvas_table(trials)
-    paths.codecanvas.mkdir(parents=True, exist_ok=True)
-    from analysis_lib.fileio import atomic_write_csv
-    atomic_write_csv(paths.codecanvas / "codecanvas_table.csv", table)
-    metric_cols = [c for c in table.columns if c not in ("profile", "task_id", "repetition", "run_id", "trial_path")]
-    with_canvas = table[table[metric_cols].notna().any(axis=1)]
-    print(f"{len(with_canvas)} of {len(table)} trials have CodeCanvas data")
-    if len(with_canvas):
-        display(tables.profile_summary(with_canvas, metric_cols).dropna(subset=["mean"]).round(3))'''),
+        code('''from analysis_lib.codecanvas import codecanvas_table, write_codecanvas_outputs
+from analysis_lib.fileio import atomic_write_csv
+from analysis_lib.ingest.load import load_trials
+
+trials, _ = load_trials(Path(project_root) / runs_dir)
+table = codecanvas_table(trials)
+paths.codecanvas.mkdir(parents=True, exist_ok=True)
+atomic_write_csv(paths.codecanvas / "codecanvas_table.csv", table)
+metric_cols = [c for c in table.columns if c not in ("profile", "task_id", "repetition", "run_id", "trial_path")]
+with_canvas = table[table[metric_cols].notna().any(axis=1)]
+print(f"{len(with_canvas)} of {len(table)} trials have CodeCanvas data")
+if len(with_canvas):
+    display(tables.profile_summary(with_canvas, metric_cols).dropna(subset=["mean"]).round(3))'''),
         md("""
 ## Figures
 
@@ -457,7 +454,7 @@ Per trial, the three headline CodeCanvas metrics of each profile that used it; t
 median.
 """),
         code('''cc_metrics = ["informed_editing_score", "blast_radius_edit_rate", "deliberation_depth"]
-if table is not None and any(c in table and table[c].notna().any() for c in cc_metrics):
+if any(c in table and table[c].notna().any() for c in cc_metrics):
     profiles = outputs.read_run_info(paths)["profiles"]
     fig = figures.plot_codecanvas(table, cc_metrics, simulated, figures.profile_colors(profiles))
     figures.save_figure(fig, Path(project_root) / figures_dir, "codecanvas")
@@ -472,13 +469,11 @@ else:
 `write_codecanvas_outputs` writes `codecanvas_comparison.md` (per profile: mean and median of each
 metric) and `codecanvas_analysis.json` (per-trial metrics).
 """),
-        code('''write_outputs = availability.require("analysis_lib.codecanvas", "write_codecanvas_outputs")
-if write_outputs is not None and table is not None:
-    metrics = pd.read_csv(paths.metrics_detail)
-    write_outputs(trials, metrics, paths.codecanvas, simulated=simulated)
-    report = paths.codecanvas / "codecanvas_comparison.md"
-    if report.exists():
-        display(Markdown(report.read_text(encoding="utf-8")))'''),
+        code('''metrics = pd.read_csv(paths.metrics_detail)
+write_codecanvas_outputs(trials, metrics, paths.codecanvas, simulated=simulated)
+report = paths.codecanvas / "codecanvas_comparison.md"
+if report.exists():
+    display(Markdown(report.read_text(encoding="utf-8")))'''),
     ]
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..fileio import atomic_write_bytes, atomic_write_json, iter_jsonl, read_json
+from ..ingest.mcpbr import read_mcpbr_results
 from ..trial import InputError
 from .manifest import ClaudeCodeCondition, ClaudeCodeSettings, CommandCondition, HarborCondition, Manifest, Task, is_url
 from .process import run_process, substitute
@@ -578,11 +579,6 @@ def needs_checkout(condition: Any) -> bool:
 def import_mcpbr(results_path: str | os.PathLike):
     """Import an mcpbr ``results.json`` as trials: ``(list[Trial], list[IngestError])``.
 
-    Delegates to :func:`analysis_lib.ingest.mcpbr.read_mcpbr_results`; raises ``RuntimeError`` when
-    that reader is not part of this installation.
+    Delegates to :func:`analysis_lib.ingest.mcpbr.read_mcpbr_results`.
     """
-    try:
-        from ..ingest.mcpbr import read_mcpbr_results
-    except ImportError:
-        raise RuntimeError("mcpbr import is not available in this version: analysis_lib.ingest.mcpbr is missing") from None
     return read_mcpbr_results(str(results_path))

@@ -7,11 +7,16 @@ import os
 from ..fileio import read_json
 from ..trial import IngestError, InputError, Timing, Trial
 from .atif import parse_trajectory, read_activity, read_trajectory
+from .claude_code import stream_json_to_atif
+from .convert import convert_file
 from .ctrf import read_ctrf
 from .discover import TrialSource
 from .scan import Fingerprint
 from .identity import split_task_id
 from .harbor import profile_from_agent, read_reward_json, read_reward_txt, trial_result_fields
+from .inspect_log import read_inspect_log
+from .mcpbr import read_mcpbr_results
+from .tb1 import read_tb1_run
 
 
 def read_source(src: TrialSource, fp: Fingerprint | None = None, *, light: bool = False) -> tuple[list[Trial], list[IngestError]]:
@@ -52,23 +57,11 @@ def _read(src: TrialSource, fp: Fingerprint | None, light: bool) -> tuple[list[T
 
 
 def _read_legacy(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
-    try:
-        if src.kind == "tb1_run":
-            from .tb1 import read_tb1_run as reader
-        elif src.kind == "inspect_log":
-            from .inspect_log import read_inspect_log as reader
-        else:
-            from .mcpbr import read_mcpbr_results as reader
-    except ImportError:
-        return [], [IngestError(src.path, "import", f"{src.source_format} import is not available in this version")]
+    reader = {"tb1_run": read_tb1_run, "inspect_log": read_inspect_log}.get(src.kind, read_mcpbr_results)
     return reader(src.path)
 
 
 def _read_transcript(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
-    try:
-        from .convert import convert_file
-    except ImportError:
-        return [], [IngestError(src.path, "convert", "transcript conversion is not available in this version")]
     doc = convert_file(src.path)
     traj = parse_trajectory(doc, src.path)
     task = os.path.splitext(os.path.basename(src.path))[0]
@@ -169,12 +162,8 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
         sp = os.path.join(d, "agent", "claude-code.txt")
         paths["trajectory"] = sp
         try:
-            from .claude_code import stream_json_to_atif
-
             trajectory = parse_trajectory(stream_json_to_atif(sp), sp)
             traj_agent, traj_model = trajectory.agent_name, trajectory.model_name
-        except ImportError:
-            errors.append(IngestError(sp, "convert", "stream-json conversion is not available in this version"))
         except InputError as exc:
             errors.append(exc.error)
 

@@ -2,5 +2,5 @@
 
 Small modules, one concept each: :mod:`.tables` (tidy summary frames), :mod:`.figures` (seaborn
 figures saved reproducibly), :mod:`.latex` (booktabs tables and the macros file), :mod:`.markdown`
-(``paper_snippets.md``), :mod:`.availability` (which optional parts of the project are present).
+(``paper_snippets.md``).
 """
