@@ -32,7 +32,7 @@ import pandas as pd
 from . import registry, stats
 from .plan import AnalysisPlan, Bootstrap, adjust_p
 
-__all__ = ["COLUMNS", "TEST_LABELS", "usable_trials", "profile_pairs", "plan_columns", "estimate", "compare"]
+__all__ = ["COLUMNS", "POINT_SCALES", "TEST_LABELS", "usable_trials", "profile_pairs", "plan_columns", "estimate", "compare"]
 
 COLUMNS = [
     "tier", "metric", "label", "unit", "scale", "repetitions", "test", "correction", "profile_a", "profile_b",
@@ -53,6 +53,8 @@ ESTIMANDS = {
     "difference": "typical per-task difference B − A (Hodges-Lehmann)",
     "cost_per_success": "change in cost per success, 100 (ratio B/A − 1) %",
 }
+# Comparison scales whose estimate is a difference of two rates, shown in percentage points.
+POINT_SCALES = ("rate", "pass_rate")
 # Not the pooled per-trial pass rate: each task weighs the same, whatever its number of repetitions.
 PASS_AT_1 = "pass@1 (mean of per-task pass rates)"
 GEE_LABEL = "pass rate per trial (GEE, task clusters)"
@@ -222,7 +224,7 @@ def _row(trials: pd.DataFrame, column: str, test: str, a: str, b: str, plan: Ana
         kind = m.scale if m.scale in ("ratio", "difference") else "difference"
         row = _continuous_row(trials, column, kind, test, a, b, plan.bootstrap,
                               "geometric_mean" if repetitions == "all" else "median")
-    unit = "%" if kind in ("ratio", "cost_per_success") else ("points" if kind in ("rate", "pass_rate") else m.unit)
+    unit = "%" if kind in ("ratio", "cost_per_success") else ("points" if kind in POINT_SCALES else m.unit)
     label = (GEE_LABEL if kind == "pass_rate" and test == "gee" else PASS_AT_1 if kind == "pass_rate" and column == "success"
              else registry.DERIVED["resolve_rate"].label if column == "success" else m.axis_label)
     estimand = ESTIMANDS[kind] if kind != "rate" or column == "success" else \

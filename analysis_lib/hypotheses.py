@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from . import registry
-from .comparisons import estimate, usable_trials
+from .comparisons import POINT_SCALES, estimate, usable_trials
 from .plan import AnalysisPlan, Hypothesis
 
 __all__ = ["COLUMNS", "test_sequence"]
@@ -29,7 +29,7 @@ COLUMNS = ["profile_a", "profile_b", "step", "metric", "label", "claim", "margin
 
 
 def _margin_on_scale(h: Hypothesis, scale: str) -> float:
-    return h.margin if scale in ("rate", "pass_rate") else 100.0 * h.margin  # ratio rows are in %
+    return h.margin if scale in POINT_SCALES else 100.0 * h.margin  # ratio rows are in %
 
 
 def _decide(h: Hypothesis, row: dict, margin: float) -> tuple[bool, str]:
@@ -65,10 +65,10 @@ def test_sequence(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[s
                 continue
             row = estimate(trials, h.id, a, b, plan, confidence=conf)
             margin = _margin_on_scale(h, row["scale"]) if h.margin is not None else np.nan
-            base.update(label=row["label"], unit="pp" if row["scale"] in ("rate", "pass_rate") else "%",
-                        margin=100.0 * margin if row["scale"] in ("rate", "pass_rate") else margin,
+            base.update(label=row["label"], unit="pp" if row["scale"] in POINT_SCALES else "%",
+                        margin=100.0 * margin if row["scale"] in POINT_SCALES else margin,
                         estimate=row.get("estimate"), ci_low=row.get("ci_low"), ci_high=row.get("ci_high"))
-            if row["scale"] in ("rate", "pass_rate"):  # shown in points, like the comparisons
+            if row["scale"] in POINT_SCALES:  # shown in points, like the comparisons
                 base.update({k: 100.0 * base[k] for k in ("estimate", "ci_low", "ci_high") if base[k] is not None})
             if not open_gate:
                 rows.append({**base, "result": "not tested", "reason": "an earlier step did not hold"})

@@ -15,7 +15,6 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 from . import stats
 from .comparisons import usable_trials
@@ -72,16 +71,6 @@ def variance_components(metrics: pd.DataFrame, columns: Sequence[str] = ("succes
     return pd.DataFrame(rows)
 
 
-def _per_task(trials: pd.DataFrame, k: int) -> pd.DataFrame:
-    agg = stats.aggregate_repetitions(trials, "success", binary=True)
-    agg = agg[agg["n_reps"] >= k].copy()
-    n, c = agg["n_reps"].to_numpy(int), agg["n_pass"].to_numpy(int)
-    total = special.comb(n, k)
-    agg["at_k"] = 1.0 - special.comb(n - c, k) / total
-    agg["hat_k"] = special.comb(c, k) / total
-    return agg
-
-
 def pass_at_k_table(metrics: pd.DataFrame, pairs: list[tuple[str, str]], *, n_boot: int = 10_000, seed: int = 0,
                     confidence: float = 0.95) -> pd.DataFrame:
     """pass@k and pass^k for k = 2 .. the usual number of repetitions, per profile and as B − A, with intervals.
@@ -102,7 +91,7 @@ def pass_at_k_table(metrics: pd.DataFrame, pairs: list[tuple[str, str]], *, n_bo
     q = ((1 - confidence) / 2, (1 + confidence) / 2)
     rows = []
     for k in range(2, k_max + 1):
-        per = _per_task(trials, k)
+        per = stats.pass_at_k_per_task(trials, k).dropna(subset=["at_k"])
         short = trials.groupby("profile")["task_id"].nunique() - per.groupby("profile").size()
         for profile, grp in per.groupby("profile", sort=True):
             idx = rng.integers(0, len(grp), size=(n_boot, len(grp)))

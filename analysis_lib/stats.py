@@ -47,6 +47,7 @@ __all__ = [
     "holm",
     "clustered_mean_difference",
     "pass_at_k",
+    "pass_at_k_per_task",
     "plan_sample_size",
     "project_spend",
     "hodges_lehmann",
@@ -643,22 +644,31 @@ def pass_at_k(trials: pd.DataFrame, k: int, *, metric: str = "success") -> pd.Da
 
     Returns ``profile, k, n_tasks, n_tasks_short, pass_at_k, pass_hat_k``.
     """
+    per = pass_at_k_per_task(trials, k, metric=metric)
+    rows = []
+    for profile, grp in per.groupby("profile", sort=True):
+        ok = grp["at_k"].notna()
+        rows.append({"profile": profile, "k": k, "n_tasks": int(ok.sum()), "n_tasks_short": int((~ok).sum()),
+                     "pass_at_k": float(grp["at_k"].mean()) if ok.any() else np.nan,
+                     "pass_hat_k": float(grp["hat_k"].mean()) if ok.any() else np.nan})
+    return pd.DataFrame(rows, columns=["profile", "k", "n_tasks", "n_tasks_short", "pass_at_k", "pass_hat_k"])
+
+
+def pass_at_k_per_task(trials: pd.DataFrame, k: int, *, metric: str = "success") -> pd.DataFrame:
+    """The unbiased pass@k (``at_k``) and pass^k (``hat_k``) of each (profile, task) from its own n repetitions.
+
+    Rows of :func:`aggregate_repetitions` with the two columns added; NaN where the task has fewer
+    than k repetitions with an outcome.
+    """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     agg = aggregate_repetitions(trials, metric, binary=True)
-    rows = []
-    for profile, grp in agg.groupby("profile", sort=True):
-        n = grp["n_reps"].to_numpy(int)
-        c = grp["n_pass"].to_numpy(int)
-        ok = n >= k
-        n, c = n[ok], c[ok]
-        total = special.comb(n, k)
-        at_k = 1.0 - special.comb(n - c, k) / total
-        hat_k = special.comb(c, k) / total
-        rows.append({"profile": profile, "k": k, "n_tasks": int(ok.sum()), "n_tasks_short": int((~ok).sum()),
-                     "pass_at_k": float(at_k.mean()) if n.size else np.nan,
-                     "pass_hat_k": float(hat_k.mean()) if n.size else np.nan})
-    return pd.DataFrame(rows, columns=["profile", "k", "n_tasks", "n_tasks_short", "pass_at_k", "pass_hat_k"])
+    n, c = agg["n_reps"].to_numpy(int), agg["n_pass"].to_numpy(int)
+    ok = n >= k
+    total = np.where(ok, special.comb(n, k), np.nan)
+    agg["at_k"] = np.where(ok, 1.0 - special.comb(n - c, k) / total, np.nan)
+    agg["hat_k"] = np.where(ok, special.comb(c, k) / total, np.nan)
+    return agg
 
 
 # --------------------------------------------------------------------------- planning

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from statsmodels.stats.meta_analysis import combine_effects
 
 from . import stats
 from .comparisons import usable_trials
@@ -51,13 +52,11 @@ def subgroup_effects(metrics: pd.DataFrame, groups: pd.Series, a: str, b: str) -
     if not pooled > 1e-12:  # every task of every group moved alike: nothing to pool towards
         return g.assign(shrunk=g["raw"], shrinkage=0.0, tau2=0.0, overall=float(pairs["d"].mean()))[
             ["group", "n_tasks", "raw", "se", "shrunk", "shrinkage", "tau2", "overall"]]
-    w = 1 / g["se"] ** 2
-    fixed = float(np.sum(w * g["raw"]) / np.sum(w))
-    q = float(np.sum(w * (g["raw"] - fixed) ** 2))
-    k = len(g)
-    tau2 = max(0.0, (q - (k - 1)) / (np.sum(w) - np.sum(w ** 2) / np.sum(w))) if k > 1 else 0.0
-    w_re = 1 / (g["se"] ** 2 + tau2)
-    overall = float(np.sum(w_re * g["raw"]) / np.sum(w_re))
+    if len(g) > 1:
+        pooled_fit = combine_effects(g["raw"].to_numpy(), g["se"].to_numpy() ** 2, method_re="dl")
+        tau2, overall = float(pooled_fit.tau2), float(pooled_fit.mean_effect_re)
+    else:
+        tau2, overall = 0.0, float(g["raw"].iloc[0])
     g["shrinkage"] = g["se"] ** 2 / (g["se"] ** 2 + tau2) if tau2 > 0 else 1.0
     g["shrunk"] = g["shrinkage"] * overall + (1 - g["shrinkage"]) * g["raw"]
     g["tau2"], g["overall"] = tau2, overall

@@ -51,3 +51,11 @@ from llm_server import llm_server  # noqa: E402,F401
 def _llm_cache_in_tmp(tmp_path_factory, monkeypatch):
     """Each test gets its own LLM response cache: the user's shared cache is never read or written."""
     monkeypatch.setenv("ANALYSIS_LIB_LLM_CACHE", str(tmp_path_factory.mktemp("llm-cache")))
+
+
+@pytest.fixture
+def no_keys(monkeypatch, tmp_path):
+    """No provider key in the environment and no project .env above the working directory."""
+    for name in ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)

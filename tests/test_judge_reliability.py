@@ -29,13 +29,6 @@ def options(url: str, **kw) -> argparse.Namespace:
     return argparse.Namespace(**base)
 
 
-@pytest.fixture
-def no_keys(monkeypatch, tmp_path):
-    for name in ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
 ARM_NAMES = ("graphmcp", "plainarm", "codegraph", "get_dependencies", "search_code", "mcp__")
 
 

@@ -33,14 +33,6 @@ def options(url: str | None, **kw) -> argparse.Namespace:
     return argparse.Namespace(**base)
 
 
-@pytest.fixture
-def no_keys(monkeypatch, tmp_path):
-    """No provider key in the environment and no project .env above the working directory."""
-    for name in ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
 def test_each_analysis_is_asked_with_its_schema_and_written(llm_server, tmp_path, no_keys):
     llm_server.default = answer_for
     trials = make_trials(3)

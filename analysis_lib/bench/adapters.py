@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..fileio import atomic_write_bytes, atomic_write_json, iter_jsonl, read_json
+from ..ingest.claude_code import stream_json_to_atif, transcript_to_atif
 from ..ingest.mcpbr import read_mcpbr_results
 from ..trial import InputError
 from .manifest import ClaudeCodeCondition, ClaudeCodeSettings, CommandCondition, HarborCondition, Manifest, Task, is_url
@@ -148,22 +149,10 @@ def _set_tokens(outcome: AgentOutcome, usage: dict[str, Any], source: str) -> No
     outcome.token_source = source
 
 
-def _converter() -> Callable[[Any], dict] | None:
-    try:
-        from ..ingest.claude_code import stream_json_to_atif
-    except ImportError:
-        return None
-    return stream_json_to_atif
-
-
 def convert_stream(stream_path: Path, trajectory_path: Path, outcome: AgentOutcome, prompt: str | None = None) -> dict | None:
     """Convert stream-json to ATIF with the project's converter; a failure is a warning, the raw file stays."""
-    convert = _converter()
-    if convert is None:
-        outcome.warnings.append("Claude Code converter unavailable (analysis_lib.ingest.claude_code missing): only agent/claude-code.txt kept")
-        return None
     try:
-        atif = convert(str(stream_path), prompt=prompt) if prompt is not None else convert(str(stream_path))
+        atif = stream_json_to_atif(str(stream_path), prompt=prompt)
     except Exception as exc:  # the converter's failure must not lose the paid-for run
         outcome.warnings.append(f"{stream_path.name}: conversion to ATIF failed: {type(exc).__name__}: {exc}")
         return None
@@ -175,8 +164,6 @@ def convert_stream(stream_path: Path, trajectory_path: Path, outcome: AgentOutco
 def convert_transcript(transcript: Path, trajectory_path: Path, outcome: AgentOutcome) -> dict | None:
     """Convert a kept session transcript (subagents beside it) to ATIF; a failure is a warning."""
     try:
-        from ..ingest.claude_code import transcript_to_atif
-
         atif = transcript_to_atif(transcript)
     except Exception as exc:  # the converter's failure must not lose the paid-for run
         outcome.warnings.append(f"{transcript.name}: conversion of the session transcript failed: {type(exc).__name__}: {exc}")

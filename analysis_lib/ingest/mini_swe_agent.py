@@ -136,18 +136,19 @@ def trajectory_to_atif(path: str | os.PathLike, doc: dict[str, Any] | None = Non
     final: dict[str, Any] = {"total_steps": len(steps)}
     if isinstance(stats.get("instance_cost"), (int, float)) and not isinstance(stats.get("instance_cost"), bool):
         final["total_cost_usd"] = float(stats["instance_cost"])
-    agent: dict[str, Any] = {"name": AGENT_NAME, "version": str(info.get("mini_version") or "unknown")}
+    return agent_log_document(p, AGENT_NAME, info.get("mini_version"), model, info, stats, steps, final,
+                              {"name": __name__, "source_format": SOURCE_FORMAT,
+                               "trajectory_format": doc.get("trajectory_format")})
+
+
+def agent_log_document(p: Path, agent_name: str, version: Any, model: str | None, info: dict, stats: dict,
+                       steps: list[dict], final: dict, converter: dict) -> dict:
+    """The ATIF document of a SWE-agent-family log (mini-swe-agent, SWE-agent): agent, steps, totals, converter."""
+    agent: dict[str, Any] = {"name": agent_name, "version": str(version or "unknown")}
     if model:
         agent["model_name"] = model
     agent["extra"] = {k: info[k] for k in ("exit_status",) if k in info}
     if isinstance(stats.get("api_calls"), int):
         agent["extra"]["api_calls"] = stats["api_calls"]
-    return {
-        "schema_version": ATIF_VERSION,
-        "session_id": p.name.split(".traj")[0],
-        "agent": agent,
-        "steps": steps,
-        "final_metrics": final,
-        "extra": {"converter": {"name": __name__, "source_format": SOURCE_FORMAT,
-                                "trajectory_format": doc.get("trajectory_format")}},
-    }
+    return {"schema_version": ATIF_VERSION, "session_id": p.name.split(".traj")[0], "agent": agent, "steps": steps,
+            "final_metrics": final, "extra": {"converter": converter}}

@@ -33,8 +33,7 @@ from ..fileio import read_json
 from ..trial import InputError
 from .atif import decode_arguments
 from .claude_code import content_text
-
-ATIF_VERSION = "ATIF-v1.6"
+from .mini_swe_agent import agent_log_document
 AGENT_NAME = "swe-agent"
 STAGE = "convert"
 SOURCE_FORMAT = "swe_agent"
@@ -143,17 +142,5 @@ def trajectory_to_atif(path: str | os.PathLike, doc: dict[str, Any] | None = Non
             final[dst] = stats[src]
     if isinstance(stats.get("instance_cost"), (int, float)) and not isinstance(stats.get("instance_cost"), bool) and stats["instance_cost"] > 0:
         final["total_cost_usd"] = float(stats["instance_cost"])
-    agent: dict[str, Any] = {"name": AGENT_NAME, "version": str(info.get("swe_agent_version") or "unknown")}
-    if model:
-        agent["model_name"] = model
-    agent["extra"] = {k: info[k] for k in ("exit_status",) if k in info}
-    if isinstance(stats.get("api_calls"), int):
-        agent["extra"]["api_calls"] = stats["api_calls"]
-    return {
-        "schema_version": ATIF_VERSION,
-        "session_id": p.name.split(".traj")[0],
-        "agent": agent,
-        "steps": steps,
-        "final_metrics": final,
-        "extra": {"converter": {"name": __name__, "source_format": SOURCE_FORMAT}},
-    }
+    return agent_log_document(p, AGENT_NAME, info.get("swe_agent_version"), model, info, stats, steps, final,
+                              {"name": __name__, "source_format": SOURCE_FORMAT})

@@ -123,7 +123,7 @@ def tier_table(comparisons: pd.DataFrame, tier: str, confidence: float = 0.95) -
     c = f"{confidence:.0%}"
     rows = []
     for r in sub.itertuples():
-        rate = r.scale in ("rate", "pass_rate")
+        rate = r.scale in fmt.POINT_SCALES
         a = fmt.value(r.metric, r.a_value, rate=rate) if r.scale != "cost_per_success" else fmt.number(r.a_value, 3)
         b = fmt.value(r.metric, r.b_value, rate=rate) if r.scale != "cost_per_success" else fmt.number(r.b_value, 3)
         pairs = str(r.n_pairs) + (f" ({r.n_undefined} undefined)" if r.n_undefined else "")

@@ -18,6 +18,7 @@ import pandas as pd
 import seaborn as sns
 
 from ..fileio import atomic_write_bytes
+from ..comparisons import POINT_SCALES
 
 WIDTH_IN = 3.3
 PALETTE = "colorblind"
@@ -189,8 +190,8 @@ def forest_rows(comparisons: pd.DataFrame, tiers: tuple[str, ...] = ("primary", 
     dropped. Columns: label, metric, profile_b, scale, estimate, low, high, significant, p_adjusted.
     """
     df = comparisons[comparisons["tier"].isin(tiers) & comparisons["estimate"].notna()
-                     & comparisons["scale"].isin(["rate", "pass_rate", "ratio", "cost_per_success"])].copy()
-    k = np.where(df["scale"].isin(["rate", "pass_rate"]), 100.0, 1.0)
+                     & comparisons["scale"].isin([*POINT_SCALES, "ratio", "cost_per_success"])].copy()
+    k = np.where(df["scale"].isin(POINT_SCALES), 100.0, 1.0)
     out = pd.DataFrame({"label": df["label"].astype(str) + ": " + df["profile_b"].astype(str),
                         "metric": df["metric"], "profile_b": df["profile_b"], "scale": df["scale"],
                         "estimate": df["estimate"] * k, "low": df["ci_low"] * k, "high": df["ci_high"] * k,

@@ -12,6 +12,7 @@ import math
 import pandas as pd
 
 from .. import registry
+from ..comparisons import POINT_SCALES
 
 __all__ = ["MINUS", "missing", "number", "value", "estimate", "interval", "p_value", "plural", "decimals",
            "tex_number", "comparison_unit"]
@@ -56,8 +57,6 @@ def value(metric_id: str, x, *, rate: bool = False) -> str:
     return number(x, d)
 
 
-# Comparison scales whose estimate is a difference of two rates, shown in percentage points.
-POINT_SCALES = ("rate", "pass_rate")
 
 
 def comparison_unit(scale: str, unit: str = "") -> str:
