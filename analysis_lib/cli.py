@@ -6,7 +6,7 @@ Subcommands live beside the concept they drive; each module exposes ``cli(argv) 
     convert    Claude Code transcripts / stream-json -> ATIF (analysis_lib.ingest.convert)
     paper      the papermill pipeline (analysis_lib.pipeline)
     bench      benchmark runner (analysis_lib.bench.cli)
-    codecanvas CodeCanvas metrics, comparison and vision analysis (analysis_lib.codecanvas)
+    codecanvas CodeCanvas metrics, comparison and vision analysis (analysis_lib.codecanvas_cli)
     results    pre-registered RESULTS.md of a benchmark run's full_run.json (analysis_lib.results)
     label      human labels of a blinded trial sample, and their agreement (analysis_lib.judge.labelling)
 """
@@ -22,7 +22,7 @@ SUBCOMMANDS = {
     "convert": "analysis_lib.ingest.convert",
     "paper": "analysis_lib.pipeline",
     "bench": "analysis_lib.bench.cli",
-    "codecanvas": "analysis_lib.codecanvas",
+    "codecanvas": "analysis_lib.codecanvas_cli",
     "results": "analysis_lib.results",
     "label": "analysis_lib.judge.labelling",
 }

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from analysis_lib import codecanvas as cc
-from analysis_lib import codecanvas_vision as vision
+from analysis_lib.judge import vision
 from analysis_lib.judge.cache import ResponseCache
 from analysis_lib.judge.client import JudgeClient
 from analysis_lib.trial import InputError

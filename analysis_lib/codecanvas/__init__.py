@@ -8,13 +8,13 @@ did seeing the blast radius make the agent edit where it looked, expect what bro
 before acting? Counting MCP calls does not answer it.
 
 Modules: ``state`` (state.json, images), ``paths`` (matching edits and tests to symbol files),
-``metrics`` (per-trial metrics and the table), ``outputs`` (comparison and JSON), ``cli``.
-The vision analysis of the images (Layer 2) is :mod:`analysis_lib.codecanvas_vision`.
+``metrics`` (per-trial metrics and the table), ``outputs`` (comparison and JSON). The vision
+analysis of the images (Layer 2) lives with the judge, in :mod:`analysis_lib.judge.vision`; the
+command line is :mod:`analysis_lib.codecanvas_cli`.
 """
 
 from __future__ import annotations
 
-from .cli import build_parser, cli
 from .metrics import (
     DELIBERATION_SATURATION,
     IDENTITY_COLUMNS,
@@ -62,7 +62,7 @@ from .state import (
 __all__ = [
     "DELIBERATION_SATURATION", "IDENTITY_COLUMNS", "INTEGER_METRICS", "METRIC_COLUMNS", "SESSION_SUBDIR",
     "STATE_FILE", "VISION_HEADLINE", "CanvasState", "Claim", "Decision", "Evidence", "ImpactAnalysis",
-    "PathMatcher", "blast_radius_files", "blast_radius_names", "build_parser", "cli", "codecanvas_metrics",
+    "PathMatcher", "blast_radius_files", "blast_radius_names", "codecanvas_metrics",
     "codecanvas_table", "comparison_markdown", "distinct_files", "edited_paths", "empty_metrics",
     "failed_test_in_blast_radius", "file_of_test", "informed_editing_score", "list_images",
     "load_codecanvas_outputs", "load_trial_state", "normalize_path", "parse_state", "profile_summary",

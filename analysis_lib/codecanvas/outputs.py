@@ -181,7 +181,7 @@ def load_codecanvas_outputs(out_dir: str | os.PathLike) -> dict[str, Any]:
 
     Returns ``{"simulated", "runs", "by_profile", "vision", "errors"}``: ``runs`` has one row per
     trial (identity columns and every metric), ``vision`` one row per analysed trial (the
-    headline answers, see :func:`analysis_lib.codecanvas_vision.vision_frame`), ``by_profile`` the
+    headline answers, see :func:`analysis_lib.judge.vision.vision_frame`), ``by_profile`` the
     comparison's numbers. Raises InputError naming the file when it is missing or broken.
     """
     import pandas as pd

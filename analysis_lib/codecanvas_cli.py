@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from pathlib import Path
 
-from ..report.provenance import is_simulated
-from ..trial import IngestError
-from .metrics import codecanvas_table
-from .outputs import _scrub, write_codecanvas_outputs
+from .codecanvas.metrics import codecanvas_table
+from .codecanvas.outputs import _scrub, write_codecanvas_outputs
+from .ingest.load import load_trials
+from .judge import DEFAULT_MODEL
+from .judge.cache import ResponseCache
+from .judge.client import JudgeClient, Ledger
+from .judge.run import CACHE_DIRNAME, load_env_file, missing_key_reason
+from .judge.vision import run_vision
+from .report.provenance import is_simulated
+from .trial import IngestError
 
 
-def build_parser():
-    import argparse
-
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m analysis_lib codecanvas",
         description="CodeCanvas metrics per trial, their comparison by profile and (with --vision) the "
@@ -36,11 +42,6 @@ def build_parser():
 
 def _vision_client(args):
     """The judge client for --vision, or a one-line reason why the calls are skipped."""
-    from ..judge import DEFAULT_MODEL
-    from ..judge.cache import ResponseCache
-    from ..judge.client import JudgeClient, Ledger
-    from ..judge.run import CACHE_DIRNAME, load_env_file, missing_key_reason
-
     model = args.model or DEFAULT_MODEL
     load_env_file()
     reason = missing_key_reason(model)
@@ -57,10 +58,6 @@ def _vision_client(args):
 
 def cli(argv: list[str] | None = None) -> int:
     """``python -m analysis_lib codecanvas RUNS_DIR [-o OUT] [--vision ...]``; exit 0 unless nothing was read."""
-    import sys
-
-    from ..ingest.load import load_trials
-
     args = build_parser().parse_args(argv)
     if not os.path.isdir(args.runs_dir):
         print(f"error: {args.runs_dir}: not a folder", file=sys.stderr)
@@ -75,8 +72,6 @@ def cli(argv: list[str] | None = None) -> int:
         if client is None:
             note = f"; {reason}"
         else:
-            from ..codecanvas_vision import run_vision
-
             vision = run_vision(trials, client)
             led = client.ledger.summary()
             note = f"; vision: {led['requests']} requests, {led['cache_hits']} cache hits, spent {led['spent_usd']} USD"

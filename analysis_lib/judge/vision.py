@@ -22,12 +22,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from . import codecanvas as cc
-from .fileio import read_bytes
-from .judge.client import JudgeClient
-from .judge.templates import PromptTemplate, load_template
-from .tools import files_touched
-from .trial import InputError, Trial
+from .. import codecanvas as cc
+from ..fileio import read_bytes
+from ..tools import files_touched
+from ..trial import InputError, Trial
+from .client import JudgeClient
+from .templates import PromptTemplate, load_template
 
 log = logging.getLogger(__name__)
 
