@@ -18,14 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from . import plan as plan_mod
+from .comparisons import compare, profile_pairs
+from .fileio import atomic_write_text, read_json
 from .hypotheses import test_sequence
+from .layer1 import analyse
+from .report import plan_figures
 from .report.comparison_report import CORRECTION_NAMES, hypotheses_table, mcnemar_lines, methods_lines, tier_table
+from .report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
 from .report.markdown import table as _table
 from .report.numbers import number
-from .fileio import atomic_write_text, read_json
+from .report.provenance import declared_baseline, is_simulated
 from .subgroups import subgroup_effects
 from .trial import InputError
 
@@ -307,10 +313,6 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     Raises :class:`ResultsError` or :class:`~analysis_lib.plan.PlanError` (one line) when nothing can
     be reported. Returns exit code 0, or 1 when the accuracy analysis was refused.
     """
-    from .comparisons import compare, profile_pairs
-    from .layer1 import analyse
-    from .report.provenance import declared_baseline, is_simulated
-
     plan = plan_mod.load_plan(plan_path)
     obj = read_full_run(full_run)
     runs = find_runs_dir(full_run, obj, runs_dir)
@@ -366,14 +368,6 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
 
 def _write_plots(table: pd.DataFrame, metrics: pd.DataFrame, out_dir: Path, simulated: bool, outcome: ResultsOutcome,
                  report: Path) -> list[tuple[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)  # headless: no display is needed for files
-    import matplotlib.pyplot as plt
-
-    from .report import plan_figures
-    from .report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
-
     colors = profile_colors(sorted(metrics["profile"].astype(str).unique()))
     sim = " Simulated data: not a finding." if simulated else ""
     rel = lambda p: Path(os.path.relpath(p, report.resolve().parent)).as_posix()  # noqa: E731

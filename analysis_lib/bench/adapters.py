@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..fileio import atomic_write_bytes, atomic_write_json, iter_jsonl, read_json
-from ..ingest.claude_code import stream_json_to_atif, transcript_to_atif
+from ..ingest.claude_code import model_usage_totals, stream_json_to_atif, transcript_to_atif
 from ..ingest.mcpbr import read_mcpbr_results
+from ..pricing import estimate_cost
 from ..trial import InputError
+from .environment import program_version
 from .manifest import ClaudeCodeCondition, ClaudeCodeSettings, CommandCondition, HarborCondition, Manifest, Task, is_url
 from .process import run_process, substitute
-from .environment import program_version
 
 # Where the task checkout appears in saved traces: temp folders differ per trial, and file paths
 # must be comparable across trials (files read/edited) and free of this machine's paths.
@@ -108,7 +109,7 @@ def _apply_stream_summary(outcome: AgentOutcome, summary: dict[str, Any]) -> Non
     if outcome.cost_usd is not None:
         outcome.cost_source = "agent"
     # modelUsage covers every model the session called (subagents too); usage only the main thread.
-    usage, source = _model_usage_totals(res.get("modelUsage")), "modelUsage"
+    usage, source = model_usage_totals(res.get("modelUsage")), "modelUsage"
     if usage is None:
         usage, source = res.get("usage") or {}, "usage"
     if usage:
@@ -129,14 +130,6 @@ def _apply_stream_summary(outcome: AgentOutcome, summary: dict[str, Any]) -> Non
         outcome.warnings.append(f"agent reported an error result ({res.get('subtype')})")
     if "result" not in summary:
         outcome.warnings.append("stream-json has no final result event (cost unknown)")
-
-
-def _model_usage_totals(model_usage: Any) -> dict[str, int] | None:
-    try:
-        from ..ingest.claude_code import model_usage_totals
-    except ImportError:
-        return None
-    return model_usage_totals(model_usage)
 
 
 def _set_tokens(outcome: AgentOutcome, usage: dict[str, Any], source: str) -> None:
@@ -333,8 +326,6 @@ def _mcp_exposure(outcome: AgentOutcome, summary: dict[str, Any], atif: dict | N
 
 def _estimate_cost(atif: dict) -> float | None:
     """USD priced call by call at each call's own model (subagents included); None when a model is unpriced."""
-    from ..pricing import estimate_cost
-
     total = 0.0
     for t in (atif, *atif.get("subagent_trajectories", [])):
         default_model = (t.get("agent") or {}).get("model_name")

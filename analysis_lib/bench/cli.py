@@ -11,6 +11,8 @@ import signal
 import sys
 
 from ..fileio import atomic_write_json
+from . import runner
+from .adapters import import_mcpbr
 from .journal import PlanMismatchError
 from .manifest import ManifestError
 from .process import STOP_REQUESTED
@@ -62,8 +64,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cli(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    from . import runner
-
     STOP_REQUESTED.clear()
     previous = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
     try:
@@ -84,8 +84,6 @@ def cli(argv: list[str]) -> int:
                                    args.runs_dir, args.output, args.seed, args.phase_budget_usd, args.claude_bin, args.quiet,
                                    permission_mode=args.permission_mode, allowed_tools=args.allowed_tools)
         else:
-            from .adapters import import_mcpbr
-
             trials, errors = import_mcpbr(args.results)
             for e in errors:
                 print(e.line(), file=sys.stderr)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping
 
+from ..fileio import read_json
+from ..trial import InputError
 from .process import git, run_process
 
 # Keys compared across the two sides of a pair (the MCP config differs by design and is not compared).
@@ -84,9 +86,6 @@ def runs_dir_warnings(runs_dir: str | os.PathLike) -> list[str]:
     For the analysis: call it on any runs folder, and print its lines before the comparisons.
     An unreadable ``full_run.json`` gives one warning line naming it rather than an exception.
     """
-    from ..fileio import read_json
-    from ..trial import InputError
-
     path = os.path.join(os.fspath(runs_dir), "full_run.json")
     if not os.path.isfile(path):
         return []

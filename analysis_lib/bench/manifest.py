@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..fileio import read_bytes, loads_lenient
@@ -234,7 +235,5 @@ def load_manifest(path: str | os.PathLike) -> Manifest:
 
 def manifest_sha256(manifest: Manifest) -> str:
     """Content hash of the validated manifest (not of the file's bytes), to detect changes on resume."""
-    import orjson
-
     blob = orjson.dumps(manifest.to_json(), option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(blob).hexdigest()

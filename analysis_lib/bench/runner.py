@@ -32,6 +32,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+import pandas as pd
+
 from .. import plan as plan_mod
 from ..fileio import atomic_write_bytes, atomic_write_json, read_json
 from ..trial import InputError
@@ -69,15 +71,11 @@ class Plan:
     @property
     def schedule(self):
         """The schedule as a DataFrame (one row per trial, in execution order)."""
-        import pandas as pd
-
         return pd.DataFrame(self._entries, columns=["pair", "task_id", "run", "condition", "position"])
 
     @property
     def spend(self):
         """Projected spend per condition and in total (DataFrame), from the per-trial cost prior."""
-        import pandas as pd
-
         cost = self.projection["cost_per_trial_usd"]
         rows = [{"condition": c.name, "trials": sum(1 for e in self._entries if e["condition"] == c.name)} for c in self.manifest.conditions]
         rows.append({"condition": "total", "trials": len(self._entries)})
@@ -155,8 +153,6 @@ def run_dir_name(started_at: str, run: int, condition: str) -> str:
 def checkout(manifest: Manifest, repo: str, commit: str, dest: Path, cache_root: Path) -> str:
     """Clone ``repo`` at ``commit`` into ``dest`` (local repos shared, URLs mirrored once); returns HEAD."""
     if is_url(repo):
-        import hashlib
-
         mirror = cache_root / hashlib.sha1(repo.encode()).hexdigest()[:16]
         if not mirror.exists():
             git(["clone", "--quiet", "--mirror", repo, str(mirror)], timeout=3600)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable
 
+import pandas as pd
+
 from ..trial import IngestError, InputError, Trial
 from .paths import (
     PathMatcher,
@@ -187,8 +189,6 @@ def codecanvas_table(trials: Iterable[Trial], errors: list[IngestError] | None =
     A broken ``state.json`` gives a row of ``None`` metrics and, when ``errors`` is given, one
     :class:`IngestError` (stage ``codecanvas``) appended to it; the rest goes on.
     """
-    import pandas as pd
-
     rows = []
     for trial in trials:
         row: dict[str, Any] = {k: getattr(trial, k) for k in IDENTITY_COLUMNS}

@@ -7,6 +7,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from ..fileio import atomic_write_json, atomic_write_text, read_json
 from ..trial import IngestError, InputError, Trial
 from .metrics import IDENTITY_COLUMNS, INTEGER_METRICS, METRIC_COLUMNS, codecanvas_table
@@ -95,8 +97,6 @@ def comparison_markdown(table, *, simulated: bool) -> str:
 def _clean(value: Any) -> Any:
     """JSON-ready scalar: pandas NA/NaN -> None, numpy scalars -> Python."""
     try:
-        import pandas as pd
-
         if value is None or pd.isna(value):
             return None
     except (TypeError, ValueError):
@@ -184,8 +184,6 @@ def load_codecanvas_outputs(out_dir: str | os.PathLike) -> dict[str, Any]:
     headline answers, see :func:`analysis_lib.judge.vision.vision_frame`), ``by_profile`` the
     comparison's numbers. Raises InputError naming the file when it is missing or broken.
     """
-    import pandas as pd
-
     path = Path(out_dir) / "codecanvas_analysis.json"
     doc = read_json(path, STAGE)
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):

@@ -13,6 +13,8 @@ from itertools import permutations
 from typing import Hashable, Sequence
 
 import numpy as np
+import pandas as pd
+from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa as _fleiss
 
 
 def percent_agreement(a: Sequence[Hashable | None], b: Sequence[Hashable | None]) -> float | None:
@@ -46,8 +48,6 @@ def fleiss_kappa(units: Sequence[Sequence[Hashable]]) -> float | None:
     Units with a missing rating are dropped, since Fleiss' kappa needs equal counts per unit
     (Fleiss 1971, Psychol. Bull. 76:378-382). None with fewer than two complete units.
     """
-    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa as _fleiss
-
     complete = [list(u) for u in units if u and all(v is not None for v in u)]
     if len(complete) < 2 or len({len(u) for u in complete}) != 1 or len(complete[0]) < 2:
         return None
@@ -189,8 +189,6 @@ def gwet_ac1(units: Sequence[Sequence[Hashable | None]], categories: Sequence[Ha
 
 def confusion_matrix(a: Sequence[Hashable | None], b: Sequence[Hashable | None], name_a: str = "a", name_b: str = "b"):
     """Counts of (label a, label b) over the units both labelled: rows ``name_a``, columns ``name_b``."""
-    import pandas as pd
-
     pairs = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
     if not pairs:
         return pd.DataFrame()

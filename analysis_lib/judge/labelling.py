@@ -10,6 +10,7 @@ for any judge) before the judge's agreement with each of them.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import random
 import sys
@@ -20,12 +21,14 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
+from ..ingest.load import load_trials
 from ..trial import InputError, Trial
 from .agreement import format_agreement_md, agreement_row
 from .analyses import mcp_calls, outcome_text, trial_id, trial_success
 from .blind import Blinder, vocabulary
 from .class_order import CLASSES, class_order, seeded_shuffle
 from .condense import condense
+from .run import load_layer2_outputs
 from .schemas import LABEL_FIELDS
 
 # What a person labels per analysis: the classes of the judge's categorical field, described.
@@ -172,8 +175,6 @@ def human_pairs(labels: pd.DataFrame, analysis: str) -> tuple[list[str], pd.Data
 
 def judge_labels(layer2_dir: str | Path, analysis: str) -> dict[str, str | None]:
     """trial_id -> the judge's label in a Layer 2 output folder (None for a failed judgement)."""
-    from .run import load_layer2_outputs
-
     out = load_layer2_outputs(layer2_dir).get(analysis) or {}
     field = LABEL_FIELDS[analysis]
     return {r["trial_id"]: ((r.get("result") or {}).get(field) if r.get("ok") else None) for r in out.get("records", [])}
@@ -205,8 +206,6 @@ def labelling_report(csv_path: str | Path, layer2_dir: str | Path | None = None,
 
 def cli(argv: list[str] | None = None) -> int:
     """``python -m analysis_lib label RUNS_DIR --rater NAME --labels labels.csv``: label a blinded sample in the terminal."""
-    import argparse
-
     p = argparse.ArgumentParser(prog="python -m analysis_lib label", description=(
         "Label a stratified (profile x outcome), seeded, arm-blinded sample of trials in the terminal; "
         "with --report, print inter-human and judge-vs-human agreement instead."))
@@ -229,8 +228,6 @@ def cli(argv: list[str] | None = None) -> int:
         return 0
     if not args.rater:
         p.error("--rater is required when labelling")
-    from ..ingest.load import load_trials
-
     if not Path(args.runs_dir).is_dir():
         print(f"error: {args.runs_dir}: no such folder", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,8 +106,6 @@ def _llm_output(span: dict) -> str:
         if isinstance(v, str) and v:
             if key == "output.value" and v.lstrip().startswith("{"):
                 try:
-                    import json
-
                     obj = json.loads(v)
                     if isinstance(obj, dict) and isinstance(obj.get("content"), str):
                         return obj["content"]

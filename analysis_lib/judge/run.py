@@ -19,9 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import litellm
 import pandas as pd
+from dotenv import find_dotenv, load_dotenv
+from tqdm.auto import tqdm
 
 from ..fileio import atomic_write_json, atomic_write_text, read_json
+from ..tools import DEFAULT_MCP_TOOLS
 from ..trial import InputError, Trial
 from .agreement import agreement_row, confusion_matrix, format_agreement_md, format_confusion_md, majority_label, self_agreement_row
 from .analyses import Job, blind_job, comparative_jobs, failure_jobs, mcp_jobs, metrics_lookup, strategy_jobs, synthesis_job
@@ -30,7 +34,9 @@ from .cache import ResponseCache, default_cache_dir
 from .client import JudgeClient, JudgeResult, Ledger, run_sync
 from .estimate import estimate_jobs, format_estimate, total_row
 from .labels import load_human_labels_csv
+from .ppi import arm_contrasts, format_contrasts_md
 from .schemas import LABEL_FIELDS
+from .templates import load_template
 
 SIMULATED_NOTICE = "SIMULATED DATA: these analyses describe runs made by the seeded simulator, not real agents."
 
@@ -109,8 +115,6 @@ def _say(msg: str) -> None:
 
 def load_env_file() -> None:
     """Read the project's ``.env`` (found from the working directory upwards) without overriding the environment."""
-    from dotenv import find_dotenv, load_dotenv
-
     path = find_dotenv(usecwd=True)
     if path:
         load_dotenv(path, override=False)
@@ -118,8 +122,6 @@ def load_env_file() -> None:
 
 def missing_key_reason(model: str) -> str | None:
     """None when litellm finds the key(s) ``model`` needs in the environment, else a one-line reason."""
-    import litellm
-
     try:
         env = litellm.validate_environment(model=model)
     except Exception as exc:  # an unknown provider: let the call itself say what is wrong
@@ -135,12 +137,7 @@ def plan_jobs(trials: list[Trial], metrics: pd.DataFrame | None, opts: Layer2Opt
     lookup = metrics_lookup(metrics)
     mcp_kw = {"mcp_tools": opts.mcp_tools} if opts.mcp_tools else {}
     if opts.mcp_tools:
-        try:
-            from ..tools import DEFAULT_MCP_TOOLS
-
-            mcp_kw = {"mcp_tools": set(DEFAULT_MCP_TOOLS) | set(opts.mcp_tools)}
-        except ImportError:  # pragma: no cover
-            pass
+        mcp_kw = {"mcp_tools": set(DEFAULT_MCP_TOOLS) | set(opts.mcp_tools)}
     vocab = vocabulary(trials, **mcp_kw) if opts.blind else None
     unblind = set(opts.unblind or [])
     unknown = unblind - {"strategy", "failure", "mcp", "comparative"}
@@ -232,8 +229,6 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
     # reported (majority) label. At temperature 0 samples differ only by their seed.
     client = JudgeClient(opts.model, temperature=opts.judge_temperature, **common)
     client_b = JudgeClient(opts.judge_model_b, temperature=opts.judge_temperature, **common) if opts.judge_model_b else None
-
-    from tqdm.auto import tqdm
 
     bar = tqdm(total=len(jobs) * (k + (1 if client_b else 0)) + 1, desc="LLM analyses", disable=opts.quiet, file=sys.stderr)
 
@@ -340,8 +335,6 @@ def _cost_total(costs: list[float | None]) -> float | None:
 
 
 def _json_output(analysis: str, recs: list[dict], costs: list[float | None], opts: Layer2Options, report: dict) -> dict:
-    from .templates import load_template
-
     tpl = load_template(analysis)
     out = {
         "analysis": analysis,
@@ -505,8 +498,6 @@ def contrast_frame(records: list[dict], field_name: str, human: dict[tuple[str, 
 
 def contrasts_md(records: dict[str, list[dict]], human: dict[tuple[str, str], str], opts: Layer2Options) -> str | None:
     """judge_contrasts.md: per class, the between-arm prevalence difference, judge-only and PPI-corrected."""
-    from .ppi import arm_contrasts, format_contrasts_md
-
     parts = []
     for analysis in ("strategy", "failure", "mcp"):
         recs = records.get(analysis) or []

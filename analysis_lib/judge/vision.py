@@ -20,6 +20,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+import pandas as pd
+from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, Field
 
 from .. import codecanvas as cc
@@ -124,8 +126,6 @@ def prepare_image(path: str | os.PathLike, name: str | None = None, *, max_side:
 
     Raises :class:`InputError` naming the file when it is missing, too large or not an image.
     """
-    from PIL import Image, UnidentifiedImageError
-
     p = str(path)
     data = read_bytes(p, "codecanvas", max_bytes=MAX_IMAGE_BYTES)
     try:
@@ -343,7 +343,5 @@ def run_vision(trials: list[Trial], client: JudgeClient, *, batch: int = 64, **l
 
 def vision_frame(results: dict[str, dict[str, Any]]):
     """Tidy frame of the headline vision answers, one row per trial_path (for notebooks)."""
-    import pandas as pd
-
     rows = [{"trial_path": path, **cc.vision_headline(r)} for path, r in sorted(results.items())]
     return pd.DataFrame(rows, columns=["trial_path", *cc.VISION_HEADLINE])

@@ -3,9 +3,11 @@ side, and the A-vs-B explorer (outcome grid and paired trajectory view, :mod:`.p
 
 from __future__ import annotations
 
+import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from IPython.display import HTML, display
 
 from .. import registry
 from ..trial import Trial
@@ -41,8 +43,6 @@ def show(widget, fallback_html: str, fallback_text: str) -> None:
     JupyterLab draws the live widget; a viewer without the widget (or a recorded notebook, whose
     widget views are not stored) shows the HTML, and a terminal the one-line text.
     """
-    from IPython.display import display
-
     bundle = dict(widget._repr_mimebundle_())
     bundle["text/html"] = fallback_html
     bundle["text/plain"] = fallback_text
@@ -151,8 +151,6 @@ GRID_SORT_LABELS = {"B ahead first": "difference", "A ahead first": "-difference
 def _pair_output(out, trials: list[Trial], profile_a: str, profile_b: str, task_id: str | None,
                  repetition: int | None, simulated: bool) -> None:
     """Draw the paired view of the selection into an Output widget (or a one-line reason)."""
-    from IPython.display import HTML, display
-
     out.clear_output(wait=True)
     with out:
         message = same_profile_message(profile_a, profile_b)
@@ -175,8 +173,6 @@ def _pair_output(out, trials: list[Trial], profile_a: str, profile_b: str, task_
 
 def _grid_box(metrics: pd.DataFrame, profile_a: str, profile_b: str, sort: str, on_pick):
     """The outcome grid as buttons (task rows; one coloured cell per repetition and arm); a click calls ``on_pick``."""
-    import ipywidgets as widgets
-
     if same_profile_message(profile_a, profile_b):
         return widgets.HTML(f"<p>{same_profile_message(profile_a, profile_b)}</p>")
     grid = pv.outcome_grid(metrics, profile_a, profile_b, sort)
@@ -208,8 +204,6 @@ def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool = 
     Clicking a grid cell selects that task and repetition; choosing the same profile twice shows a
     message instead of a comparison. Returns the widget (display it with :func:`show`).
     """
-    import ipywidgets as widgets
-
     profiles = sorted(metrics["profile"].unique())
     a0 = profile_a if profile_a in profiles else profiles[0]
     b0 = profile_b if profile_b in profiles and profile_b != a0 else next((p for p in profiles if p != a0), a0)

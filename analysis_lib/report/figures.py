@@ -17,8 +17,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from .. import stats
+from ..comparisons import POINT_SCALES, usable_trials
 from ..fileio import atomic_write_bytes
-from ..comparisons import POINT_SCALES
+from .numbers import p_value
 
 WIDTH_IN = 3.3
 PALETTE = "colorblind"
@@ -110,9 +112,6 @@ def per_task_changes(comparisons: pd.DataFrame, metrics: pd.DataFrame, metric: s
     Columns: task_id, profile, change_pct; tasks where A or B is not positive are left out (as in the
     estimate). The tasks come sorted by their mean change over the profiles.
     """
-    from .. import stats
-    from ..comparisons import usable_trials
-
     trials = usable_trials(metrics)
     rows = []
     sub = comparisons[(comparisons["metric"] == metric) & comparisons["estimate"].notna()]
@@ -156,9 +155,6 @@ def plot_per_task_changes(changes: pd.DataFrame, comparisons: pd.DataFrame, metr
 
 def task_outcomes(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per task and profile: passes, repetitions with an outcome, and the majority verdict (a tie fails)."""
-    from .. import stats
-    from ..comparisons import usable_trials
-
     agg = stats.aggregate_repetitions(usable_trials(metrics), "success", binary=True)
     agg["share"] = agg["n_pass"] / agg["n_reps"]
     order = agg.groupby("task_id")["share"].mean().sort_values(ascending=False).index
@@ -209,8 +205,6 @@ FOREST_NOTE = ("Filled markers are significant after the plan's correction (adju
 def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None = None,
                 tiers: tuple[str, ...] = ("primary", "secondary")) -> plt.Figure:
     """Forest plot of the comparisons: resolve-rate differences (points) and % changes, one panel each."""
-    from .numbers import p_value
-
     rows = forest_rows(comparisons, tiers)
     panels = [(s, rows[rows["scale"].isin(s)]) for s in (["rate"], ["pass_rate"], ["ratio", "cost_per_success"])]
     panels = [(s, r.reset_index(drop=True)) for s, r in panels if len(r)]

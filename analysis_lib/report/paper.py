@@ -19,6 +19,7 @@ import pandas as pd
 from .. import registry
 from ..fileio import atomic_write_text
 from . import latex, markdown, tables
+from .comparison_report import mcnemar_lines, rates_table, tier_table
 from . import numbers as fmt
 from .figures import FOREST_NOTE
 
@@ -362,8 +363,6 @@ def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool) -> str:
 
 
 def _markdown_sections(inputs: PaperInputs, macros: list[latex.Macro]) -> list[tuple[str, str]]:
-    from .comparison_report import mcnemar_lines, rates_table, tier_table
-
     out = []
     if inputs.rates is not None:
         out.append(("Rates per profile", rates_table(inputs.rates)))
