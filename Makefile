@@ -12,7 +12,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_LOG := ERROR
 
-.PHONY: install setup run test sample bench clean paper lab nbval nbval-record bench-pipeline llm-local
+.PHONY: install setup lint run test sample bench clean paper lab nbval nbval-record bench-pipeline llm-local
 
 ## install: the package alone (what run, paper, lab and the benchmarks need)
 install: $(BIN)/.installed
@@ -36,6 +36,12 @@ $(BIN)/.installed-dev: $(BIN)/.installed
 ## run: set up, then analyse the embedded (simulated) sample runs
 run: install
 	$(BIN)/python -m analysis_lib $(RUNS) --no-llm -o $(OUT)
+
+## lint: ruff (errors, import order), mypy on the core modules, import-linter (the layers, no cycles)
+lint: setup
+	$(BIN)/ruff check analysis_lib tests benchmarks tools
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 ## test: set up, then run the whole test suite, then nbval over the committed notebooks
 test: setup
