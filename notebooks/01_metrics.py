@@ -1,0 +1,103 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 Metrics (Layer 1)
+#
+# Every trial is measured deterministically from its own files: the ATIF trajectory (steps, tool
+# calls, token usage), the verifier's CTRF report and reward, and the harness result. The metrics
+# are defined once in `analysis_lib.metrics` (one metric id everywhere: function, column, test, TeX
+# macro comment). Unreadable inputs become rows of `errors.csv` and the rest goes on.
+
+# %%
+import os
+
+# Offline litellm price map and quiet logs, before anything can import litellm (see NOTES in docs/notebooks.md).
+for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}.items():
+    os.environ.setdefault(key, value)
+
+# %% tags=["parameters"]
+project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
+output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
+runs_dir: str = "runs/sample"  # runs to analyse, relative to the project root
+seed: int = 0  # seed for any sampling (recorded in aggregate_metrics.json)
+workers: int = 1  # processes for ingest (1 keeps the notebook light; the result does not depend on it)
+use_cache: bool = False  # reuse per-trial metrics cached by an earlier run (faster on big folders; stale after a metric code change)
+
+# %%
+from pathlib import Path
+
+import pandas as pd
+from IPython.display import Markdown, display
+
+from analysis_lib.report import notebook_params, outputs
+
+notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
+project_root = notebook_params.find_project_root(project_root)
+paths = outputs.output_paths(project_root, output_dir)
+from analysis_lib.report import provenance
+
+# %% [markdown]
+# ## Provenance
+#
+# The runs folder's `index.json` says whether the runs are simulated; everything made from
+# simulated runs says so.
+
+# %%
+runs = Path(project_root) / runs_dir
+if not runs.is_dir():
+    raise FileNotFoundError(f"runs_dir {runs_dir!r} is not a folder (paths are relative to the project root)")
+simulated = provenance.is_simulated(runs)
+print(f"runs: {runs_dir} ({'SIMULATED sample runs' if simulated else 'real runs'})")
+if simulated:
+    display(Markdown("> **SIMULATED DATA**: these runs come from the seeded simulator; the numbers are not findings."))
+
+# %% [markdown]
+# ## Ingest and measure
+#
+# `analysis_lib.layer1.analyse` discovers every trial, parses it leniently and computes one row of
+# metrics per trial, written to `metrics_detail.csv` with the per-profile `metrics_summary.csv`,
+# `aggregate_metrics.json` and `errors.csv`.
+
+# %%
+from analysis_lib.layer1 import analyse
+
+# The cache is keyed by the input files and the package version, not by the metric code: off by default,
+# so that nbval sees every change of a metric's definition.
+result = analyse(runs, paths.analytics, seed=seed, workers=workers, cache=use_cache, progress=False)
+metrics = result.metrics
+print(f"{len(metrics)} trials, {metrics['profile'].nunique()} profiles, {metrics['task_id'].nunique()} tasks; "
+      f"{len(result.errors)} input problems recorded in errors.csv")
+_ = outputs.write_run_info(paths, {"runs_dir": runs_dir, "simulated": simulated, "seed": seed,
+                               "n_trials": int(len(metrics)), "n_errors": int(len(result.errors)),
+                               "profiles": sorted(metrics["profile"].unique()),
+                               "baseline": provenance.declared_baseline(runs)})
+
+# %% [markdown]
+# ## Per-profile summary
+#
+# Success rates exclude infrastructure errors; tokens and cost are per trial (mean and median).
+
+# %%
+cols = ["profile", "n_trials", "n_tasks", "n_infra_errors", "success_rate", "total_tokens_mean",
+        "total_tokens_median", "total_cost_usd_mean", "tool_calls_count_mean", "mcp_tool_calls_mean", "elapsed_sec_median"]
+display(result.summary[[c for c in cols if c in result.summary]].round(3))
+
+# %% [markdown]
+# ## Input problems
+#
+# Each unreadable or suspicious input is one row (path relative to the runs folder, stage, message).
+
+# %%
+display(result.errors.head(10)) if len(result.errors) else print("no input problems")

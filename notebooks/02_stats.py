@@ -1,0 +1,168 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 Statistics: paired comparisons
+#
+# Each profile is compared with the baseline on the tasks both ran (a paired design; the task is the
+# unit, its repetitions combined first). What is tested, how, and with which correction is read from
+# the pre-registered analysis plan `params/analysis_plan.yaml`; the comparison engine
+# (`analysis_lib.comparisons`) gives every estimate with the interval of the same estimand and a
+# test that agrees with it. Every number below, and every number of the paper, comes from the two
+# files it writes: `comparisons.csv` and `profile_rates.csv`.
+
+# %%
+import os
+
+# Offline litellm price map and quiet logs, before anything can import litellm (see NOTES in docs/notebooks.md).
+for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}.items():
+    os.environ.setdefault(key, value)
+
+# %% tags=["parameters"]
+project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
+output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
+figures_dir: str = "figures"  # where figures are written (PNG and PDF), relative to the project root
+baseline: str = ""  # baseline profile (empty: the plan's, else the one index.json declares, else the first in sort order)
+plan_file: str = "params/analysis_plan.yaml"  # the pre-registered plan; params/analysis_plan_all_repetitions.yaml uses every repetition
+task_groups: str = ""  # optional CSV task_id,group (repository, category): per-group effects with partial pooling
+
+# %%
+from pathlib import Path
+
+import pandas as pd
+from IPython.display import Markdown, display
+
+from analysis_lib.report import notebook_params, outputs
+
+notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
+project_root = notebook_params.find_project_root(project_root)
+paths = outputs.output_paths(project_root, output_dir)
+import matplotlib.pyplot as plt
+
+from analysis_lib.plan import check_plan, load_plan, plan_hash
+from analysis_lib.report import figures, tables
+from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table, write_comparisons
+from analysis_lib.subgroups import read_task_groups
+
+# %%
+info = outputs.read_run_info(paths)
+simulated = bool(info["simulated"])
+if simulated:
+    display(Markdown("> **SIMULATED DATA**: these runs come from the seeded simulator; the numbers are not findings."))
+metrics = pd.read_csv(paths.metrics_detail)
+profiles = sorted(metrics["profile"].unique())
+plan = load_plan(Path(project_root) / plan_file)
+# The baseline: this parameter, else the plan's, else the one index.json declares, else the first in sort order.
+base = baseline or plan.pairing.baseline or info.get("baseline") or profiles[0]
+if base not in profiles:
+    raise ValueError(f"baseline={base!r} is not a profile of these runs; allowed: {', '.join(profiles)}")
+colors = figures.profile_colors(profiles)
+fig_dir = Path(project_root) / figures_dir
+print(f"baseline: {base}; profiles: {', '.join(profiles)}; plan: {plan.name} (sha256 {plan_hash(plan)[:12]})")
+
+# %% [markdown]
+# ## The plan, run
+#
+# `write_comparisons` runs every planned metric for every profile pair and writes `comparisons.csv`
+# (one row per metric and pair: estimand, estimate, interval, test, adjusted p, tasks paired and
+# undefined), `profile_rates.csv` and the reviewer's `comparison_report.md`.
+
+# %%
+# The plan is compared with its record (the runner's pre-registration, else the analysis folder's) and dated
+# against the first trial; the runs folder is only read.
+check = check_plan(Path(project_root) / info["runs_dir"], plan, plan_file, out_dir=paths.analytics)
+check.note_first_trial(metrics["started_at"].dropna().tolist() if "started_at" in metrics else [])
+print(check.timing_line())
+groups = read_task_groups(Path(project_root) / task_groups) if task_groups else None
+study = write_comparisons(metrics, paths.comparisons_dir, plan_check=check, baseline=base, simulated=simulated,
+                          task_groups=groups)
+comparisons, rates = study.comparisons, study.rates
+for tier in ("primary", "secondary", "exploratory", "sensitivity"):
+    if (comparisons["tier"] == tier).any():
+        display(Markdown(f"**{tier.capitalize()} metrics**\n\n" + tier_table(comparisons, tier)))
+display(Markdown("\n".join(mcnemar_lines(comparisons))))
+
+# %% [markdown]
+# ## Pass rate and resolve rate per profile
+#
+# Two rates, named apart. The **pass rate** counts trials; repetitions of one task share its
+# difficulty, so its Wilson interval uses the design-effective sample size (the design effect is in
+# the table). The **resolve rate** counts tasks passed by the majority of their repetitions (a tie
+# fails); it is the rate the paired test compares, with a Wilson interval over tasks.
+
+# %%
+display(Markdown(rates_table(rates)))
+fig = figures.plot_rates(rates, simulated, colors)
+figures.save_figure(fig, fig_dir, "rates")
+display(fig)
+plt.close(fig)
+outcomes = figures.task_outcomes(metrics)
+fig = figures.plot_task_outcomes(outcomes, simulated)
+figures.save_figure(fig, fig_dir, "task_outcomes")
+display(fig)
+plt.close(fig)
+
+# %% [markdown]
+# ## Forest plot of the comparisons
+#
+# The estimates and intervals of `comparisons.csv`, unchanged: resolve-rate differences in points,
+# and the typical per-task change in % for the ratio metrics. Filled markers are significant after
+# the plan's correction; the adjusted p-value is printed beside each row.
+
+# %%
+if len(figures.forest_rows(comparisons)):
+    fig = figures.plot_forest(comparisons, simulated, colors)
+    figures.save_figure(fig, fig_dir, "forest")
+    display(fig)
+    plt.close(fig)
+else:
+    figures.remove_figure(fig_dir, "forest")
+    print("no comparisons: the forest plot is not drawn")
+
+# %% [markdown]
+# ## Per-task changes in tokens and cost
+#
+# For each task, each profile's per-task median against the baseline's, tasks sorted by effect: where
+# the savings come from, and whether a few tasks drive them. The dashed line is the estimate of the
+# forest plot.
+
+# %%
+for metric in ("total_tokens", "total_cost_usd"):
+    changes = figures.per_task_changes(comparisons, metrics, metric)
+    if changes.empty:
+        figures.remove_figure(fig_dir, f"per_task_{metric}")
+        print(f"{metric}: no task with values under the baseline and another profile; no figure")
+        continue
+    fig = figures.plot_per_task_changes(changes, comparisons, metric, simulated, colors)
+    figures.save_figure(fig, fig_dir, f"per_task_{metric}")
+    display(fig)
+    plt.close(fig)
+
+# %% [markdown]
+# ## Tool-usage mix
+#
+# Each tool call is categorised once by the project's taxonomy (`analysis_lib.tools.categorize`:
+# read, search, edit, execute, MCP, other); shares are within each profile.
+
+# %%
+mix = tables.tool_mix(tables.tool_calls_from_metrics(metrics)).dropna(subset=["share"])
+display(mix.pivot(index="profile", columns="category", values="share").round(3))
+if mix.empty:
+    figures.remove_figure(fig_dir, "tool_mix")
+    print("no tool calls recorded: no tool-mix figure")
+else:
+    fig = figures.plot_tool_mix(mix, simulated)
+    figures.save_figure(fig, fig_dir, "tool_mix")
+    display(fig)
+    plt.close(fig)

@@ -1,0 +1,109 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 05 Paper snippets
+#
+# The paper quotes no hand-typed number. This notebook turns the files of notebooks 01-04 into
+# `paper/snippets/*.tex` (booktabs tables, a generated results paragraph, figure environments and
+# `macros.tex`, one `\newcommand` per quoted number with a comment naming its metric id and source
+# file) and `paper/paper_snippets.md`. `paper/main.tex` inputs them; the pipeline compiles it.
+
+# %%
+import os
+
+# Offline litellm price map and quiet logs, before anything can import litellm (see NOTES in docs/notebooks.md).
+for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}.items():
+    os.environ.setdefault(key, value)
+
+# %% tags=["parameters"]
+project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
+output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
+figures_dir: str = "figures"  # where figures are written (PNG and PDF), relative to the project root
+paper_dir: str = "paper"  # where snippets/ and paper_snippets.md are written, relative to the project root
+baseline: str = ""  # baseline profile (empty: the one index.json declares, else the first in sort order)
+
+# %%
+from pathlib import Path
+
+import pandas as pd
+from IPython.display import Markdown, display
+
+from analysis_lib.report import notebook_params, outputs
+
+notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
+project_root = notebook_params.find_project_root(project_root)
+paths = outputs.output_paths(project_root, output_dir)
+import os
+
+from analysis_lib.report import paper
+
+# %%
+info = outputs.read_run_info(paths)
+simulated = bool(info["simulated"])
+if simulated:
+    display(Markdown("> **SIMULATED DATA**: these runs come from the seeded simulator; the numbers are not findings."))
+import json
+
+metrics = pd.read_csv(paths.metrics_detail)
+comparisons = pd.read_csv(paths.comparisons_csv) if paths.comparisons_csv.exists() else None
+rates_file = paths.comparisons_dir / "profile_rates.csv"
+rates = pd.read_csv(rates_file) if rates_file.exists() else None
+plan_file = paths.analytics / "analysis_plan.json"
+plan_record = paper.PlanRecord.from_sidecar(json.loads(plan_file.read_text(encoding="utf-8"))) if plan_file.exists() else None
+cc_file = paths.codecanvas / "codecanvas_table.csv"
+codecanvas = pd.read_csv(cc_file) if cc_file.exists() else None
+llm_file = paths.llm / "paper_snippets.md"
+llm_snippets = llm_file.read_text(encoding="utf-8") if llm_file.exists() else None
+for name, frame in (("comparisons", comparisons), ("profile rates", rates), ("plan record", plan_record),
+                    ("CodeCanvas table", codecanvas), ("LLM snippets", llm_snippets)):
+    if frame is None:
+        print(f"not available: {name} (its notebook did not produce it); the paper omits it")
+
+# %% [markdown]
+# ## Write the snippets
+#
+# Sources named in the TeX comments are paths relative to the project root.
+
+# %%
+inputs = paper.PaperInputs(
+    metrics=metrics, comparisons=comparisons, rates=rates, codecanvas=codecanvas, simulated=simulated,
+    baseline=baseline or info.get("baseline") or sorted(metrics["profile"].unique())[0], plan=plan_record,
+    sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
+             "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file)}, llm_snippets=llm_snippets)
+paper_path = Path(project_root) / paper_dir
+fig_path = Path(project_root) / figures_dir
+written = paper.write_paper_snippets(inputs, paper_path, fig_path,
+                                     figures_rel=os.path.relpath(fig_path, paper_path).replace(os.sep, "/"))
+for name, path in written.items():
+    print(f"{name}: {paths.rel(path)}")
+
+# %% [markdown]
+# ## The quoted numbers
+#
+# Every macro with its value and metric id (the same table is in `paper_snippets.md`).
+
+# %%
+macros = paper.quoted_macros(inputs)
+display(pd.DataFrame([{"macro": m.name, "value": m.text, "metric_id": m.metric_id, "what": m.note} for m in macros]))
+
+# %% [markdown]
+# ## Figures in the paper
+#
+# Each figure file and what it shows.
+
+# %%
+for stem, caption in paper.FIGURE_CAPTIONS.items():
+    present = (fig_path / f"{stem}.pdf").exists()
+    print(f"{stem}: {'present' if present else 'absent'} - {caption.replace(chr(92), '')}")
