@@ -68,6 +68,14 @@ nbval: setup
 nbval-record: install
 	$(BIN)/python -m analysis_lib paper --record-notebooks
 
+## notebooks-sync: after editing a notebook or its .py pair, bring the other side up to date, then check all pairs
+# jupytext --sync takes each pair's newer file; a .py without its .ipynb becomes a new notebook (record its outputs next).
+NB_TEXT_ONLY = $(filter-out $(patsubst %.ipynb,%.py,$(wildcard notebooks/*.ipynb)) notebooks/conftest.py,$(wildcard notebooks/*.py))
+.PHONY: notebooks-sync
+notebooks-sync: install
+	$(BIN)/jupytext --sync --quiet $(wildcard notebooks/*.ipynb) $(NB_TEXT_ONLY)
+	$(BIN)/python -m analysis_lib.notebook_pairs notebooks
+
 ## bench-pipeline: time per notebook of the paper pipeline
 bench-pipeline: install
 	$(BIN)/python benchmarks/bench_pipeline.py

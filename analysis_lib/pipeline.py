@@ -242,10 +242,13 @@ def record_notebooks(root: str | Path = ".", names: list[str] | None = None, qui
     This is what nbval re-executes and compares, so it is the deliberate way to change the stored
     outputs: run it, review the diff, commit. Pipeline notebooks run in order (later ones read the
     files of earlier ones), then the interactive ones (``explore``, ``label``). No timing metadata is
-    stored, so only outputs diff.
+    stored, so only outputs diff. Each notebook must agree with its ``.py`` pair first (else run
+    ``make notebooks-sync``); only outputs change, so the pairs still agree afterwards.
     """
     import nbformat
     from nbclient import NotebookClient
+
+    from analysis_lib import notebook_pairs
 
     root = Path(root).resolve()
     nb_dir = root / "notebooks"
@@ -254,9 +257,14 @@ def record_notebooks(root: str | Path = ".", names: list[str] | None = None, qui
     unknown = sorted(set(names) - set(order))
     if unknown:
         raise ParamsError(f"unknown notebook(s) {', '.join(unknown)}; allowed: {', '.join(order)}")
+    selected = [n for n in order if n in names]
+    # Recording an .ipynb whose .py says otherwise would store outputs of a source nobody reviews.
+    problems = notebook_pairs.pair_problems(nb_dir, selected, ipynb_metadata=False)
+    if problems:
+        raise RuntimeError("notebook pairs disagree, nothing recorded:\n" + "\n".join(problems))
     os.environ.update(kernel_env(root))
     timings: dict[str, float] = {}
-    for name in [n for n in order if n in names]:
+    for name in selected:
         path = nb_dir / f"{name}.ipynb"
         nb = nbformat.read(path, as_version=4)
         t0 = time.perf_counter()
@@ -273,7 +281,13 @@ def record_notebooks(root: str | Path = ".", names: list[str] | None = None, qui
         for cell in nb.cells:
             for out in cell.get("outputs", []):
                 out.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
+        notebook_pairs.normalise_metadata(nb)
         nbformat.write(nb, path)
+        # The text pair stays the newer file, as jupytext keeps it: JupyterLab then opens the pair without a warning.
+        os.utime(nb_dir / f"{name}.py")
+        problems = notebook_pairs.pair_problems(nb_dir, [name])
+        if problems:
+            raise RuntimeError(f"notebooks/{name}.ipynb changed more than its outputs while recording: {problems[0]}")
         timings[name] = time.perf_counter() - t0
         if not quiet:
             print(f"recorded notebooks/{name}.ipynb in {timings[name]:.1f} s", flush=True)

@@ -50,7 +50,8 @@ def lab(tmp_path, sample_runs):
     """JupyterLab with a token on a copy of the project's notebooks (the runs linked read-only)."""
     _require_browser()
     (tmp_path / "notebooks").mkdir()
-    shutil.copyfile(ROOT / "notebooks" / "explore.ipynb", tmp_path / "notebooks" / "explore.ipynb")
+    for name in ("explore.ipynb", "explore.py", "jupytext.toml"):  # the notebook, its text pair, the pairing
+        shutil.copyfile(ROOT / "notebooks" / name, tmp_path / "notebooks" / name)
     shutil.copyfile(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")  # the root marker notebooks look for
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "sample").symlink_to(sample_runs, target_is_directory=True)
@@ -193,7 +194,7 @@ def _open(pw, base: str, token: str, path: str, problems: list[str]):
 
 @pytest.mark.slow
 def test_recorded_notebook_opened_and_saved_is_unchanged(lab):
-    """A notebook as `make nbval-record` stores it, opened in JupyterLab and saved, stays byte for byte."""
+    """A notebook as `make nbval-record` stores it, opened in JupyterLab and saved, stays byte for byte, its pair too."""
     from playwright.sync_api import sync_playwright
 
     base, token, project = lab
@@ -201,8 +202,8 @@ def test_recorded_notebook_opened_and_saved_is_unchanged(lab):
     rec = subprocess.run([sys.executable, "-m", "analysis_lib", "paper", "--root", str(project), "--record-notebooks",
                           "--only", "explore", "-q"], cwd=project, env=env, capture_output=True, text=True, timeout=300)
     assert rec.returncode == 0, rec.stderr[-2000:]
-    path = project / "notebooks" / "explore.ipynb"
-    before = path.read_bytes()
+    path, pair = project / "notebooks" / "explore.ipynb", project / "notebooks" / "explore.py"
+    before, pair_before, pair_written = path.read_bytes(), pair.read_bytes(), pair.stat().st_mtime_ns
     problems: list[str] = []
     with sync_playwright() as pw:
         browser, page = _open(pw, base, token, "notebooks/explore.ipynb", problems)
@@ -215,4 +216,6 @@ def test_recorded_notebook_opened_and_saved_is_unchanged(lab):
         browser.close()
     after = path.read_bytes()
     assert after == before, "saving changed the notebook on disk"
+    assert pair.stat().st_mtime_ns > pair_written, "JupyterLab did not save the .py pair (is jupytext installed?)"
+    assert pair.read_bytes() == pair_before, "saving changed the notebook's .py pair on disk"
     assert not problems, "\n".join(problems)

@@ -19,3 +19,11 @@ def test_every_metric_is_documented_and_tested():
     missing_tests = [m for m in METRIC_COLUMNS + CATEGORY_COLUMNS if f'"{m}"' not in tests]
     assert not missing_docs, f"metrics without a README row: {missing_docs}"
     assert not missing_tests, f"metrics without a test in test_metrics.py: {missing_tests}"
+
+
+def test_notebook_pairs_and_their_sync_are_documented():
+    # Where notebooks are described, the reader learns that each has a .py pair and how to sync them.
+    assert "\nnotebooks-sync: " in ROOT.joinpath("Makefile").read_text()
+    for doc in ("README.md", "tests/README.md", "docs/notebooks.md"):
+        text = ROOT.joinpath(doc).read_text()
+        assert "make notebooks-sync" in text and "py:percent" in text, f"{doc} does not describe the notebook pairs"
