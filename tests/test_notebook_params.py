@@ -15,8 +15,6 @@ import pytest
 from analysis_lib.report.notebook_params import check_parameters, find_project_root
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import build_notebooks  # noqa: E402
 
 
 def _project(tmp: Path) -> Path:
@@ -58,9 +56,11 @@ def _papermill(project: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_papermill_from_the_project_root(tmp_path, sample_runs):
-    """Notebook 01 as the builder writes it, run by plain papermill with the project root as cwd."""
+    """Notebook 01 made from its text pair alone (no stored outputs), run by plain papermill from the project root."""
+    import jupytext
+
     project = _project(tmp_path)
-    nbformat.write(build_notebooks.build("01_metrics"), project / "notebooks" / "01_metrics.ipynb")
+    nbformat.write(jupytext.read(ROOT / "notebooks" / "01_metrics.py"), project / "notebooks" / "01_metrics.ipynb")
     (project / "runs").mkdir()
     (project / "runs" / "sample").symlink_to(sample_runs, target_is_directory=True)
     bad = _papermill(project, "-p", "workers", "notanint")
