@@ -9,8 +9,12 @@ notebook without its pair, is caught here (``tests/test_notebook_pairs.py``, and
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
+
+import jupytext
+from jupytext.config import load_jupytext_config
 
 __all__ = ["KERNELSPEC", "TEXT_FORMAT", "NOT_NOTEBOOKS", "notebook_names", "pair_problems", "normalise_metadata", "main"]
 
@@ -20,15 +24,6 @@ TEXT_FORMAT = "py:percent"
 # Python files in notebooks/ that are not notebook pairs (nbval's conftest).
 NOT_NOTEBOOKS = frozenset({"conftest.py"})
 SYNC_HINT = "run `make notebooks-sync`"
-
-
-def _jupytext():
-    try:
-        import jupytext
-        from jupytext.config import load_jupytext_config
-    except ImportError:
-        raise RuntimeError("jupytext is needed to check the notebook pairs (a dependency of the package): pip install -e .") from None
-    return jupytext, load_jupytext_config
 
 
 def notebook_names(nb_dir: Path) -> list[str]:
@@ -100,8 +95,7 @@ def pair_problems(nb_dir: Path, names: list[str] | None = None, ipynb_metadata: 
     ``.ipynb`` holds no jupytext metadata (pairing comes from ``jupytext.toml``, not the notebook).
     ``ipynb_metadata=False`` leaves out the last two for the ``.ipynb``, which recording rewrites anyway.
     """
-    jupytext, load_config = _jupytext()
-    config = load_config(str(nb_dir))
+    config = load_jupytext_config(str(nb_dir))
     rel = nb_dir.name
     problems = []
     for name in names or notebook_names(nb_dir):
@@ -141,8 +135,6 @@ def pair_problems(nb_dir: Path, names: list[str] | None = None, ipynb_metadata: 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m analysis_lib.notebook_pairs [NOTEBOOKS_DIR]``: print each problem, exit 1 if any."""
-    import sys
-
     args = sys.argv[1:] if argv is None else argv
     nb_dir = Path(args[0] if args else "notebooks")
     if not nb_dir.is_dir():

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import nbformat
+import papermill
 import yaml
+from nbclient import NotebookClient
+from papermill.exceptions import PapermillExecutionError
+
+from . import notebook_pairs
 
 __all__ = ["PIPELINE_NOTEBOOKS", "ParamsError", "NotebookFailed", "pipeline_notebooks", "allowed_parameters",
            "load_params", "kernel_env", "run_notebook", "run_pipeline", "compile_paper", "record_notebooks", "cli"]
@@ -73,8 +79,6 @@ def pipeline_notebooks(notebooks_dir: Path) -> list[Path]:
 def allowed_parameters(notebooks: list[Path]) -> dict[str, dict[str, Any]]:
     """Every parameter declared in the notebooks' ``parameters`` cells: name -> papermill's inferred info
     plus ``notebooks`` (which notebooks declare it)."""
-    import papermill
-
     out: dict[str, dict[str, Any]] = {}
     for nb in notebooks:
         for name, info in papermill.inspect_notebook(str(nb)).items():
@@ -129,9 +133,6 @@ def kernel_env(root: Path) -> dict[str, str]:
 
 def run_notebook(nb: Path, out: Path, parameters: dict[str, Any], cwd: Path, progress: bool) -> None:
     """Execute one notebook with papermill; a failing cell becomes :class:`NotebookFailed`."""
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
     try:
         papermill.execute_notebook(str(nb), str(out), parameters=parameters, kernel_name="python3", cwd=str(cwd),
                                    progress_bar=progress, log_output=False, extra_arguments=KERNEL_ARGS)
@@ -143,8 +144,6 @@ def run_notebook(nb: Path, out: Path, parameters: dict[str, Any], cwd: Path, pro
 
 def _relative_papermill_paths(executed: Path, root: Path) -> None:
     """papermill records its input and output paths as given (absolute): store them relative to the project."""
-    import nbformat
-
     if not executed.exists():
         return
     nb = nbformat.read(executed, as_version=4)
@@ -245,11 +244,6 @@ def record_notebooks(root: str | Path = ".", names: list[str] | None = None, qui
     stored, so only outputs diff. Each notebook must agree with its ``.py`` pair first (else run
     ``make notebooks-sync``); only outputs change, so the pairs still agree afterwards.
     """
-    import nbformat
-    from nbclient import NotebookClient
-
-    from analysis_lib import notebook_pairs
-
     root = Path(root).resolve()
     nb_dir = root / "notebooks"
     order = list(PIPELINE_NOTEBOOKS) + list(INTERACTIVE_NOTEBOOKS)

@@ -31,6 +31,7 @@ What the files contain, per trial (``<out>/<YYYY-MM-DD__HH-MM-SS>__<profile>/<ta
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import io
 import json
@@ -47,6 +48,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from PIL import Image, ImageDraw, ImageFont
+from scipy import special
+
+from . import plan as plan_mod
+from .bench.schedule import build_schedule, trial_key
+from .fileio import atomic_write_json
 
 SIMULATOR = "analysis_lib.simulate"
 DEFAULT_PROFILES = ("text", "codegraph", "codecanvas")
@@ -280,8 +287,6 @@ def simulate_metrics(seed: int, n_tasks: int = 24, repetitions: int = 3, profile
 
 def _beta_expectation(fn, a: float, b: float, n: int = 400) -> float:
     """E[fn(p)] for p ~ Beta(a, b), by Gauss-Jacobi quadrature (scipy)."""
-    from scipy import special
-
     # Beta(a, b) on [0, 1] <-> Jacobi weight (1-x)^(b-1) (1+x)^(a-1) on [-1, 1].
     x, w = special.roots_jacobi(n, b - 1, a - 1)
     p = (x + 1) / 2
@@ -894,8 +899,6 @@ def _canvas_state(rng: np.random.Generator, repo: _Repo, placed: list[tuple[int,
 
 def _png(draw_fn: Any, size: tuple[int, int] = (320, 200)) -> bytes:
     """A small diagram drawn straight into a palette image (a few KB, no metadata, fast)."""
-    from PIL import Image, ImageDraw, ImageFont
-
     img = Image.new("P", size, "white")
     d = ImageDraw.Draw(img)
     draw_fn(d, ImageFont.load_default_imagefont())  # bitmap font: identical bytes on every machine
@@ -1091,8 +1094,6 @@ def _is_simulator_output(path: Path) -> bool:
 
 def _preregister(runs: Path, first_start_ms: int) -> None:
     """The runner's pre-registration, as the runner writes it: the default plan, fixed a day before the first trial."""
-    from . import plan as plan_mod
-
     try:
         plan = plan_mod.load_plan()
     except plan_mod.PlanError:
@@ -1173,8 +1174,6 @@ def full_run_json(runs_dir: str | os.PathLike, phase_budget_usd: float = 100.0, 
     schedule) to ``not_evaluated``, to exercise the completeness check. Spend and budget follow the
     runner's guardrail state. Deterministic: the times are the simulated ones.
     """
-    from .bench.schedule import build_schedule, trial_key
-
     root = Path(runs_dir)
     index = json.loads((root / "index.json").read_text("utf-8"))
     if index.get("simulated") is not True:
@@ -1234,8 +1233,6 @@ def full_run_json(runs_dir: str | os.PathLike, phase_budget_usd: float = 100.0, 
 
 def write_full_run(runs_dir: str | os.PathLike, output: str | os.PathLike | None = None, **kwargs: Any) -> Path:
     """Write :func:`full_run_json` to ``output`` (default ``<runs_dir>/full_run.json``), atomically."""
-    from .fileio import atomic_write_json
-
     out = Path(output) if output is not None else Path(runs_dir) / "full_run.json"
     obj = full_run_json(runs_dir, **kwargs)
     # Where the runs are, relative to this file, so that `results` finds them from anywhere.
@@ -1257,8 +1254,6 @@ def _readme(seed: int, n_tasks: int, repetitions: int, profiles: tuple[str, ...]
 
 def cli(argv: list[str] | None = None) -> int:
     """``python -m analysis_lib simulate --seed S --out DIR [--tasks N] [--repetitions R] [--null-effects] [--force]``."""
-    import argparse
-
     p = argparse.ArgumentParser(prog="python -m analysis_lib simulate",
                                 description="Write seeded SIMULATED agent runs (run layout) with known injected effects.")
     p.add_argument("--seed", type=int, required=True, help="seed of every random draw (recorded in index.json)")
