@@ -43,9 +43,11 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## test: set up, then run the whole test suite, then nbval over the committed notebooks
+## test: set up, then run the whole test suite on every core (pytest-xdist), then nbval over the committed notebooks
+# TEST_WORKERS=0 runs the tests in one process. nbval stays in one: notebook 01 writes the results/ that 02-05 read.
+TEST_WORKERS ?= auto
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 	$(BIN)/python -m pytest $(NBVAL) notebooks/
 
 ## paper: run notebooks 00-05 with papermill (figures/, paper/snippets/), then pdflatex paper/main.tex

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,39 @@ def no_keys(monkeypatch, tmp_path):
     for name in ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
+
+
+@dataclass(frozen=True)
+class CliRun:
+    """What ``python -m analysis_lib ARGS`` would give back: its exit code and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(capsys, monkeypatch):
+    """``python -m analysis_lib ARGS`` in this process: the same entry point (``analysis_lib.cli.main``)
+    without a fresh interpreter's imports (1-2 s each). ``cwd`` and ``env`` last until the test ends.
+
+    Each command keeps one real subprocess test; the option tests use this.
+    """
+    from analysis_lib.cli import main
+
+    def run(*args: object, cwd: Path | None = None, env: dict[str, str] | None = None) -> CliRun:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        for key, value in (env or {}).items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()  # only this call's output
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as stop:  # argparse's --help and usage errors; sys.exit(msg) prints msg, exits 1
+            if isinstance(stop.code, str):
+                print(stop.code, file=sys.stderr)
+            code = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
+        out = capsys.readouterr()
+        return CliRun(int(code), out.out, out.err)
+
+    return run

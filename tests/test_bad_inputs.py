@@ -77,6 +77,7 @@ def test_non_utf8_trajectory_is_read_with_a_warning_row(tmp_path):
     assert "analysed 7 trials" in proc.stderr
 
 
+@pytest.mark.slow  # several analyses as real subprocesses: ~3 s
 def test_missing_files_and_empty_folders(tmp_path):
     runs = small_runs(tmp_path / "runs")
     (runs / "2026-01-01__10-00-00__base" / "empty-task" / "agent").mkdir(parents=True)

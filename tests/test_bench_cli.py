@@ -1,4 +1,5 @@
-"""``python -m analysis_lib bench ...`` as a real subprocess: spike, errors, mcpbr import."""
+"""``python -m analysis_lib bench ...``: spike as a real subprocess; argument errors, resume and the mcpbr import
+in process through the same entry point."""
 
 from __future__ import annotations
 
@@ -8,14 +9,30 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from analysis_lib.bench import environment as bench_env
+
 from bench_support import manifest_obj, read_log, setup_bench, write_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench(args: list[str], env: dict | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """The real command: a fresh interpreter, as users start it."""
     env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "analysis_lib", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def bench(run_cli, monkeypatch):
+    """``python -m analysis_lib bench ARGS`` in this process (cwd and env as the subprocess would get them)."""
+    monkeypatch.setattr(bench_env, "_version_cache", {})  # `claude --version` is cached per process
+
+    def run(args: list[str], env: dict | None = None, cwd: Path = ROOT):
+        return run_cli("bench", *args, cwd=cwd, env=env)
+
+    return run
 
 
 def test_spike_runs_one_task_under_both_conditions(tmp_path):
@@ -38,31 +55,31 @@ def test_spike_runs_one_task_under_both_conditions(tmp_path):
     assert str(tmp_path) not in text and "/tmp/" not in text
 
 
-def test_spike_and_full_argument_errors(tmp_path):
+def test_spike_and_full_argument_errors(tmp_path, bench):
     b = setup_bench(tmp_path)
-    proc = _bench(["spike", "--task-id", "x", "--repo-path", "target"], b["env"], cwd=tmp_path)
+    proc = bench(["spike", "--task-id", "x", "--repo-path", "target"], b["env"], cwd=tmp_path)
     assert proc.returncode == 2 and "instruction: required" in proc.stderr
-    proc = _bench(["spike", "--task-id", "x", "--repo-path", "nowhere", "--instruction", "i", "--mcp-config", "m.json"], b["env"], cwd=tmp_path)
+    proc = bench(["spike", "--task-id", "x", "--repo-path", "nowhere", "--instruction", "i", "--mcp-config", "m.json"], b["env"], cwd=tmp_path)
     assert proc.returncode == 2 and "nowhere is not a git checkout" in proc.stderr
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"manifest_version": 2, "environment": {}, "conditions": [], "tasks": []}))
-    proc = _bench(["full", "--manifest", str(bad), "--phase-budget-usd", "10", "--seed", "1", "--dry-run", "--output", str(tmp_path / "p.json")])
+    proc = bench(["full", "--manifest", str(bad), "--phase-budget-usd", "10", "--seed", "1", "--dry-run", "--output", str(tmp_path / "p.json")])
     assert proc.returncode == 2
     assert f"error: {bad}: invalid manifest" in proc.stderr and "environment.model: Field required" in proc.stderr
     assert not (tmp_path / "p.json").exists()
 
 
-def test_full_resume_with_another_seed_is_refused(tmp_path):
+def test_full_resume_with_another_seed_is_refused(tmp_path, bench):
     b = setup_bench(tmp_path)
     m = write_manifest(b, manifest_obj(b, {"fix-a": "fail"}))
     args = ["full", "--manifest", str(m), "--runs-per-condition", "1", "--phase-budget-usd", "10", "--output", str(tmp_path / "o.json"), "--runs-dir", str(tmp_path / "runs"), "-q"]
-    assert _bench(args + ["--seed", "1"], b["env"]).returncode == 0
-    proc = _bench(args + ["--seed", "2"], b["env"])
+    assert bench(args + ["--seed", "1"], b["env"]).returncode == 0
+    proc = bench(args + ["--seed", "2"], b["env"])
     assert proc.returncode == 2 and "seed differs from the run already started (stored 1, requested 2)" in proc.stderr
 
 
-def test_import_mcpbr_results(real_fixtures):
-    proc = _bench(["import-mcpbr", str(real_fixtures / "mcpbr-readme-example" / "results.json")])
+def test_import_mcpbr_results(real_fixtures, bench):
+    proc = bench(["import-mcpbr", str(real_fixtures / "mcpbr-readme-example" / "results.json")])
     assert proc.returncode == 0, proc.stderr
     rows = sorted(tuple(line.split("\t")) for line in proc.stdout.splitlines())
     # the README example holds one SWE-bench instance run with and without the MCP server

@@ -16,6 +16,8 @@ from analysis_lib.metrics import trial_metrics
 
 from bench_support import manifest_obj, setup_bench, write_manifest
 
+pytestmark = pytest.mark.slow  # every test reads one scripted full run of real agent processes (~4 s to make)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -73,7 +75,6 @@ def test_layer1_cli_on_bench_runs(bench_run, tmp_path):
     assert "simulated" not in (out / "comparison_report.md").read_text().lower()
 
 
-@pytest.mark.slow
 def test_notebooks_run_on_bench_output(bench_run, tmp_path):
     """The metrics and statistics notebooks (papermill, real kernel) read the runner's output unchanged."""
     import os

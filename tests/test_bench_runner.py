@@ -76,6 +76,7 @@ def test_full_run_writes_the_run_layout(bench):
     assert [(e["task"], e["condition"], int(e["run"])) for e in log] == [(s["task_id"], s["condition"], s["run"]) for s in out["schedule"]]
 
 
+@pytest.mark.slow  # two scripted runs of real agent processes: ~3 s
 def test_budget_stop_is_recorded_and_resume_with_more_budget_continues(bench, monkeypatch):
     obj = manifest_obj(bench, {"fix-a": "solved", "fix-b": "solved"}, cost_prior=0.1)
     monkeypatch.setenv("FAKE_CLAUDE_COST", "0.4")
@@ -93,6 +94,7 @@ def test_budget_stop_is_recorded_and_resume_with_more_budget_continues(bench, mo
     assert len(read_log(bench["tmp"] / "claude.log")) == 8  # only the 4 missing trials ran
 
 
+@pytest.mark.slow  # scripted agents and evaluators as real processes: ~4 s
 def test_evaluation_errors_are_not_failed_tasks(bench):
     res = _full(bench, manifest_obj(bench, {"fix-garbage": "garbage", "fix-hang": "hang", "fix-crash": "crash"}, timeout=1), runs=1)
     assert res["summary"]["evaluation_errors"] == 6 and res["summary"]["failed"] == 0 and res["summary"]["passed"] == 0

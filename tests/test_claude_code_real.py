@@ -28,6 +28,7 @@ from analysis_lib.metrics import trial_metrics
 
 from anthropic_server import AnthropicServer, Turn, text, tool_use
 from bench_support import make_repo
+from install_lock import exclusive
 
 pytestmark = pytest.mark.slow  # 8 to 30 s each: real CLI processes, and a time limit that must pass
 
@@ -56,11 +57,12 @@ def claude_bin(request) -> str:
         _unavailable("node/npm not found: the real Claude Code CLI cannot be installed")
     prefix = ROOT / ".cache" / "claude-code" / version
     exe = prefix / "node_modules" / ".bin" / "claude"
-    if not exe.exists():
-        proc = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error",
-                               f"@anthropic-ai/claude-code@{version}"], capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0 or not exe.exists():
-            _unavailable(f"npm could not install @anthropic-ai/claude-code@{version}: {proc.stderr.strip()[-300:]}")
+    with exclusive(prefix.with_name(f"{version}.lock")):  # a parallel worker waits for this install
+        if not exe.exists():
+            proc = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error",
+                                   f"@anthropic-ai/claude-code@{version}"], capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0 or not exe.exists():
+                _unavailable(f"npm could not install @anthropic-ai/claude-code@{version}: {proc.stderr.strip()[-300:]}")
     out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60)
     if out.returncode != 0 or version not in out.stdout:
         _unavailable(f"Claude Code {version} does not start here: {(out.stderr or out.stdout).strip()[-300:]}")

@@ -1,4 +1,5 @@
-"""The command line as users run it: a real subprocess on a small run layout."""
+"""The command line on a small run layout: one real ``python -m analysis_lib`` subprocess, then the options
+in process through the same entry point (``run_cli``)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ FILES = ["metrics_detail.csv", "metrics_summary.csv", "aggregate_metrics.json", 
 
 
 def cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    """The real command: a fresh interpreter, as users start it."""
     return subprocess.run([sys.executable, "-m", "analysis_lib", *args], capture_output=True, text=True, timeout=timeout)
 
 
@@ -57,8 +59,8 @@ def test_writes_the_four_files(runs, tmp_path):
     assert "analysed 8 trials (2 profiles, 4 tasks)" in proc.stdout
 
 
-def test_list(runs, tmp_path):
-    proc = cli(str(runs), "--list", "-o", str(tmp_path / "out"))
+def test_list(runs, tmp_path, run_cli):
+    proc = run_cli(runs, "--list", "-o", tmp_path / "out")
     assert proc.returncode == 0
     lines = proc.stdout.strip().splitlines()
     assert lines[0].split() == ["profile", "task", "rep", "outcome", "path"]
@@ -66,10 +68,10 @@ def test_list(runs, tmp_path):
     assert not (tmp_path / "out" / "metrics_detail.csv").exists()
 
 
-def test_filters(runs, tmp_path):
+def test_filters(runs, tmp_path, run_cli):
     def rows(*args):
         out = tmp_path / ("o" + str(abs(hash(args))))
-        assert cli(str(runs), "--no-llm", "-q", "-o", str(out), *args).returncode == 0
+        assert run_cli(runs, "--no-llm", "-q", "-o", out, *args).returncode == 0
         with open(out / "metrics_detail.csv") as fh:
             return list(csv.DictReader(fh))
 
@@ -83,14 +85,14 @@ def test_filters(runs, tmp_path):
     assert len(draws) > 1  # and the seed matters (4 seeds all drawing the same 3 of 8 trials: p < 0.001)
 
 
-def test_compare_with_an_unknown_profile_names_it(runs, tmp_path):
-    proc = cli(str(runs), "--compare", "base", "nope", "--no-llm", "-o", str(tmp_path / "o"))
+def test_compare_with_an_unknown_profile_names_it(runs, tmp_path, run_cli):
+    proc = run_cli(runs, "--compare", "base", "nope", "--no-llm", "-o", tmp_path / "o")
     assert proc.returncode == 2 and "unknown profile(s) ['nope']" in proc.stderr
 
 
-def test_subcommand_help_and_unknown_option():
-    assert cli("--help").returncode == 0
-    bad = cli("runs", "--no-such-option")
+def test_subcommand_help_and_unknown_option(run_cli):
+    assert run_cli("--help").returncode == 0
+    bad = run_cli("runs", "--no-such-option")
     assert bad.returncode == 2 and "unrecognized arguments" in bad.stderr
 
 
@@ -141,11 +143,11 @@ def test_repetitions_from_timestamped_folders(tmp_path):
     assert by_run == {"2026-01-01__10-00-00__text": 1, "2026-01-02__10-00-00__text": 2, "2026-01-03__10-00-00__text": 3}
 
 
-def test_second_cli_run_reads_everything_from_cache(runs, tmp_path):
+def test_second_cli_run_reads_everything_from_cache(runs, tmp_path, run_cli):
     out = tmp_path / "out"
-    first = cli(str(runs), "--no-llm", "-o", str(out))
+    first = run_cli(runs, "--no-llm", "-o", out)
     cold_bytes = (out / "metrics_detail.csv").read_bytes()
-    second = cli(str(runs), "--no-llm", "-o", str(out))
+    second = run_cli(runs, "--no-llm", "-o", out)
     assert "0 trials from cache" in first.stdout and "8 trials from cache" in second.stdout
     assert (out / "metrics_detail.csv").read_bytes() == cold_bytes
     (runs / "index.json").write_text('{"simulated": true}')  # a changed index invalidates the whole result
@@ -153,13 +155,13 @@ def test_second_cli_run_reads_everything_from_cache(runs, tmp_path):
     assert third.simulated and bool(third.metrics["simulated"].all())
 
 
-def test_analysis_warns_when_pair_sides_ran_in_different_environments(runs, tmp_path):
+def test_analysis_warns_when_pair_sides_ran_in_different_environments(runs, tmp_path, run_cli):
     trials = [
         {"pair": 1, "task_id": "task-0", "run": 1, "condition": "base", "environment": {"model": "m-1"}},
         {"pair": 1, "task_id": "task-0", "run": 1, "condition": "mcp", "environment": {"model": "m-2"}},
     ]
     (runs / "full_run.json").write_text(json.dumps({"trials": trials}))
-    proc = cli(str(runs), "--no-llm", "-q", "-o", str(tmp_path / "out"))
+    proc = run_cli(runs, "--no-llm", "-q", "-o", tmp_path / "out")
     assert proc.returncode == 0
     assert "warning: pair 1 (task task-0, run 1): model differs: base=m-1, mcp=m-2" in proc.stderr
 

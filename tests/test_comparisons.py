@@ -108,6 +108,7 @@ def _study(seed: int, tmp_path) -> tuple[pd.DataFrame, dict]:
     return study.comparisons, rendered
 
 
+@pytest.mark.slow  # every estimate of the full sample analysis: ~12 s
 def test_every_rendered_estimate_lies_in_its_interval_and_agrees_with_its_test(tmp_path):
     checked = {"csv": 0, "report": 0, "macros": 0, "table": 0, "forest": 0, "agree": 0}
     for seed in range(24):

@@ -416,18 +416,19 @@ def test_codex_rollout_calls_outputs_and_repeated_token_counts(tmp_path):
     assert conv["skipped"]["repeated_token_count"] == 1 and conv["lines"]["truncated_last_line"] is True
 
 
-# --- CLI --------------------------------------------------------------------------------
+# --- CLI: one real subprocess (exit codes 1 and 0), the rest in process (run_cli) --------
 
 def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The real command: a fresh interpreter, as users start it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "analysis_lib", "convert", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_cli_converts_good_files_and_names_bad_ones(real_fixtures, tmp_path):
+def test_cli_converts_good_files_and_names_bad_ones(real_fixtures, tmp_path, run_cli):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     out = tmp_path / "out"
-    proc = _run_cli(str(real_fixtures / "claude-code-spotter/short.jsonl"), str(STREAM_SAMPLE), str(empty), "--out-dir", str(out), cwd=ROOT)
+    proc = run_cli("convert", str(real_fixtures / "claude-code-spotter/short.jsonl"), str(STREAM_SAMPLE), str(empty), "--out-dir", str(out), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "converted 2, failed 1"
     err = proc.stderr.strip().splitlines()
@@ -451,8 +452,8 @@ def test_cli_exit_code_1_when_nothing_converts_and_single_output(tmp_path):
     assert json.loads((tmp_path / "one.json").read_text())["schema_version"] == "ATIF-v1.7"
 
 
-def test_cli_folder_skips_subagent_files_and_non_transcripts(real_fixtures, tmp_path):
-    proc = _run_cli(str(real_fixtures / "claude-code-spotter"), str(real_fixtures / "phoenix-atif-fixtures"), "--out-dir", str(tmp_path), "-q", cwd=tmp_path)
+def test_cli_folder_skips_subagent_files_and_non_transcripts(real_fixtures, tmp_path, run_cli):
+    proc = run_cli("convert", str(real_fixtures / "claude-code-spotter"), str(real_fixtures / "phoenix-atif-fixtures"), "--out-dir", str(tmp_path), "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     # subagent.jsonl names a subagent whose transcript was not kept: converted, and said once.
     assert proc.stdout.strip() == "converted 4, failed 0, 1 warning"

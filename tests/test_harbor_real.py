@@ -20,6 +20,7 @@ import pytest
 
 from analysis_lib.bench import adapters
 from analysis_lib.bench.manifest import parse_manifest
+from install_lock import exclusive
 
 pytestmark = pytest.mark.slow  # a venv with Harbor on first use, then about 5 s
 
@@ -50,15 +51,16 @@ def harbor_env() -> Path:
     """A Python >= 3.12 virtual environment with Harbor; returns its bin folder."""
     venv = ROOT / ".cache" / f"harbor-{HARBOR_VERSION}"
     bindir = venv / "bin"
-    if not (bindir / "harbor").exists():
-        python = next((p for p in ("python3.13", "python3.12", "python3") if _is_312(p)), None)
-        if python is None:
-            # Not a CI failure: Debian stable's python3 is 3.11 and no other interpreter is installed there.
-            pytest.skip("no Python >= 3.12 on PATH (python3.13, python3.12 or python3): Harbor cannot be installed")
-        subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
-        proc = subprocess.run([str(bindir / "pip"), "install", "-q", f"harbor=={HARBOR_VERSION}"], capture_output=True, text=True, timeout=900)
-        if proc.returncode != 0:
-            _unavailable(f"pip could not install harbor=={HARBOR_VERSION}: {proc.stderr.strip()[-300:]}")
+    with exclusive(venv.with_name(f"harbor-{HARBOR_VERSION}.lock")):  # a parallel worker waits for this install
+        if not (bindir / "harbor").exists():
+            python = next((p for p in ("python3.13", "python3.12", "python3") if _is_312(p)), None)
+            if python is None:
+                # Not a CI failure: Debian stable's python3 is 3.11 and no other interpreter is installed there.
+                pytest.skip("no Python >= 3.12 on PATH (python3.13, python3.12 or python3): Harbor cannot be installed")
+            subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
+            proc = subprocess.run([str(bindir / "pip"), "install", "-q", f"harbor=={HARBOR_VERSION}"], capture_output=True, text=True, timeout=900)
+            if proc.returncode != 0:
+                _unavailable(f"pip could not install harbor=={HARBOR_VERSION}: {proc.stderr.strip()[-300:]}")
     return bindir
 
 

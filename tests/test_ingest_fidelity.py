@@ -542,6 +542,7 @@ def _tree_digest(root: Path) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow  # analyses every real fixture in a subprocess: ~6 s
 @pytest.mark.real_fixtures
 def test_analysis_leaves_every_real_fixture_byte_identical(real_fixtures: Path, tmp_path: Path) -> None:
     """The whole analysis (Layer 1 and comparisons) over every real fixture folder adds, changes and

@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from analysis_lib.ingest.load import load_trials
 from analysis_lib.judge.analyses import trial_id
 from analysis_lib.judge.labelling import LABEL_CLASSES, draw_sample, labelling_report, make_items, outcome_of
@@ -26,6 +28,7 @@ def label(runs, csv_path, rater, answers, *extra):
     )
 
 
+@pytest.mark.slow  # terminal front end as real subprocesses: ~4 s
 def test_two_raters_label_a_blinded_stratified_sample_in_the_terminal(sample_runs, tmp_path):
     labels = tmp_path / "labels.csv"
     ann = label(sample_runs, labels, "ann", "1\n" * 40)  # always the first offered class

@@ -161,6 +161,7 @@ def test_condense_small_trajectory_is_whole_and_empty_is_explicit():
     assert condense(None).text == "(no trajectory recorded)"
 
 
+@pytest.mark.slow  # a fresh interpreter imports litellm: ~3 s
 def test_importing_the_judge_selects_the_offline_price_map_before_litellm(tmp_path):
     import os
     import subprocess

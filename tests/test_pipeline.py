@@ -58,6 +58,7 @@ def test_bad_parameter_files_fail_clearly(tmp_path, allowed, text, match):
         pipeline.load_params(p, allowed)
 
 
+@pytest.mark.slow  # the paper command as a real subprocess (papermill imports): ~4 s
 def test_cli_exit_codes_and_messages(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("colour: blue\n")

@@ -308,6 +308,7 @@ def test_repetitions_choose_the_aggregates_and_the_tests_that_fit_them():
         P.parse_plan(d, "p.yaml")
 
 
+@pytest.mark.slow  # the whole plan over the sample runs: ~4 s
 def test_the_all_repetitions_plan_runs_with_sensitivity_rows_beside_the_planned_ones(sample_runs):
     from analysis_lib.layer1 import analyse
     from analysis_lib.report.comparison_report import methods_lines, tier_table

@@ -73,6 +73,7 @@ def test_null_simulation_finds_no_effect(tmp_path):
     assert "**yes**" not in out.read_text()
 
 
+@pytest.mark.slow  # the results command as a real subprocess: ~3 s
 def test_missing_evaluations_refuse_accuracy_but_write_the_rest(tmp_path):
     simulate(tmp_path / "runs", seed=3, n_tasks=6, repetitions=2)  # one infrastructure error: no verdict
     full = write_full_run(tmp_path / "runs", missing=2)
@@ -151,6 +152,7 @@ def test_simulate_cli_writes_a_full_run_that_results_reads(tmp_path):
     assert "it is not a pre-registration" in (tmp_path / "R.md").read_text()
 
 
+@pytest.mark.slow  # a full run of scripted agents as real processes: ~6 s
 def test_real_runner_output_with_scripted_agents(tmp_path, monkeypatch, capsys):
     """The runner's own full_run.json (scripted claude, real subprocesses): found, checked, reported, not simulated."""
     from analysis_lib.bench import environment as bench_env
