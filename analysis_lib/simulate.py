@@ -5,7 +5,7 @@ SIMULATED DATA — not findings. It serves two purposes: the embedded sample ``r
 statistics (known injected effects, and exchangeable profiles under :meth:`Effects.null`).
 
 The latent model (:func:`simulate_metrics`) draws, for one seed, every per-trial quantity with
-numpy in a fixed order; the file writer (:func:`simulate`) writes trajectories, CTRF reports,
+numpy in a fixed order; the file writer (:func:`simulate_runs`) writes trajectories, CTRF reports,
 rewards and Harbor results from exactly those draws, so that metrics computed from the files
 equal the latent ones where they overlap (tokens, cost to 1e-6 USD, success, elapsed time, tool
 calls, MCP calls, exploration breadth; checked by ``tests/test_simulate.py`` through the real
@@ -1102,7 +1102,7 @@ def _preregister(runs: Path, first_start_ms: int) -> None:
     plan_mod.write_preregistration(runs, plan, plan_mod.PLAN_FILE.as_posix(), now=fixed)
 
 
-def simulate(out_dir: str | os.PathLike, seed: int, n_tasks: int = 24, repetitions: int = 3, effects: Effects | None = None,
+def simulate_runs(out_dir: str | os.PathLike, seed: int, n_tasks: int = 24, repetitions: int = 3, effects: Effects | None = None,
              profiles: tuple[str, ...] | list[str] = DEFAULT_PROFILES, force: bool = False) -> Path:
     """Write simulated runs in the run layout under ``out_dir`` from the latent draws of :func:`simulate_metrics`.
 
@@ -1274,7 +1274,7 @@ def cli(argv: list[str] | None = None) -> int:
                 raise ValueError(f"--infra-errors must be >= 0, got {args.infra_errors}")
             eff = (eff or Effects())
             eff.n_infra_errors = args.infra_errors
-        out = simulate(args.out, args.seed, args.tasks, args.repetitions, eff, force=args.force)
+        out = simulate_runs(args.out, args.seed, args.tasks, args.repetitions, eff, force=args.force)
     except (FileExistsError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

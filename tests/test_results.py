@@ -13,7 +13,7 @@ import yaml
 
 from analysis_lib import plan as P
 from analysis_lib.results import cli, evaluation_table, write_results
-from analysis_lib.simulate import Effects, simulate, write_full_run
+from analysis_lib.simulate import Effects, simulate_runs, write_full_run
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "params" / "analysis_plan.yaml"
@@ -30,7 +30,7 @@ def effect_run(tmp_path_factory) -> Path:
     """12 tasks x 2 runs x 3 conditions with the simulator's default effects (codecanvas: -30 % tokens, +12 points)
     and no infrastructure error, so that every trial has its verdict."""
     root = tmp_path_factory.mktemp("effects")
-    simulate(root / "runs", seed=3, n_tasks=12, repetitions=2, effects=Effects(n_infra_errors=0))
+    simulate_runs(root / "runs", seed=3, n_tasks=12, repetitions=2, effects=Effects(n_infra_errors=0))
     return write_full_run(root / "runs", root / "results" / "full_run.json")
 
 
@@ -63,7 +63,7 @@ def test_results_report_reads_as_a_preregistered_report(effect_run, tmp_path):
 
 
 def test_null_simulation_finds_no_effect(tmp_path):
-    simulate(tmp_path / "runs", seed=8, n_tasks=12, repetitions=2, effects=Effects.null(n_infra_errors=0))
+    simulate_runs(tmp_path / "runs", seed=8, n_tasks=12, repetitions=2, effects=Effects.null(n_infra_errors=0))
     full = write_full_run(tmp_path / "runs")  # beside the runs, as the runner writes it
     out = tmp_path / "RESULTS.md"
     res = write_results(full, out, plan_path=PLAN, record=False)
@@ -75,7 +75,7 @@ def test_null_simulation_finds_no_effect(tmp_path):
 
 @pytest.mark.slow  # the results command as a real subprocess: ~3 s
 def test_missing_evaluations_refuse_accuracy_but_write_the_rest(tmp_path):
-    simulate(tmp_path / "runs", seed=3, n_tasks=6, repetitions=2)  # one infrastructure error: no verdict
+    simulate_runs(tmp_path / "runs", seed=3, n_tasks=6, repetitions=2)  # one infrastructure error: no verdict
     full = write_full_run(tmp_path / "runs", missing=2)
     ev = evaluation_table(json.loads(full.read_text()))
     assert int(ev["verdict"].isna().sum()) == 3

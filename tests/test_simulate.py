@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis_lib.simulate import Effects, cli, round_floats, simulate, simulate_metrics, task_ids, true_effects
+from analysis_lib.simulate import Effects, cli, round_floats, simulate_metrics, simulate_runs, task_ids, true_effects
 
 CONTRACT = ["profile", "task_id", "repetition", "success", "total_tokens", "total_cost_usd", "elapsed_sec",
             "tool_calls_count", "exploration_breadth"]
@@ -144,13 +144,13 @@ def _tree_hash(root: Path) -> str:
 
 @pytest.fixture(scope="module")
 def small_runs(tmp_path_factory) -> Path:
-    return simulate(tmp_path_factory.mktemp("sim") / "runs", seed=5, n_tasks=6, repetitions=2)
+    return simulate_runs(tmp_path_factory.mktemp("sim") / "runs", seed=5, n_tasks=6, repetitions=2)
 
 
 def test_simulate_byte_identical_for_a_seed_and_different_across_seeds(tmp_path, small_runs):
-    again = simulate(tmp_path / "again", seed=5, n_tasks=6, repetitions=2)
+    again = simulate_runs(tmp_path / "again", seed=5, n_tasks=6, repetitions=2)
     assert _tree_hash(again) == _tree_hash(small_runs)
-    other = simulate(tmp_path / "other", seed=6, n_tasks=6, repetitions=2)
+    other = simulate_runs(tmp_path / "other", seed=6, n_tasks=6, repetitions=2)
     assert _tree_hash(other) != _tree_hash(small_runs)
 
 
@@ -227,7 +227,7 @@ def test_round_floats_keeps_significant_digits_and_leaves_the_rest():
 @pytest.mark.slow  # regenerates 216 trials: 2-7 s depending on disk and load
 def test_committed_sample_is_the_seeded_output(tmp_path, sample_runs):
     """runs/sample is what `make sample` writes: regenerate and compare every value (floats to REL_TOL)."""
-    fresh = simulate(tmp_path / "sample", seed=SAMPLE_SEED)
+    fresh = simulate_runs(tmp_path / "sample", seed=SAMPLE_SEED)
     diffs = _tree_diffs(fresh, sample_runs)
     assert not diffs, (f"runs/sample is stale ({len(diffs)} differences, first: {diffs[:3]}): "
                        "regenerate it with `make sample`")
