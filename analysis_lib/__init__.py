@@ -1,9 +1,85 @@
 """analysis_lib: ingest agent runs, compute metrics, compare profiles, explain and publish.
 
-Where to start from Python (the notebooks use the same calls)::
+The calls the notebooks and the README use are exported here; each is loaded on first use, so
+``import analysis_lib`` stays cheap for the command line. An example on simulated runs (the
+simulator's draws, not findings), from runs folder to the comparisons of the analysis plan::
 
-    from analysis_lib.layer1 import analyse                          # runs folder -> one row of metrics per trial
-    from analysis_lib.report.comparison_report import write_comparisons  # the analysis plan over every pair
+    >>> import tempfile
+    >>> import analysis_lib as al
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     runs = al.simulate_runs(f"{tmp}/runs", seed=7, n_tasks=4, repetitions=2)
+    ...     trials, errors = al.load_trials(runs)          # typed trials, one-line errors
+    ...     result = al.analyse(runs, f"{tmp}/out")        # metrics_detail.csv and friends
+    ...     study = al.write_comparisons(result.metrics, f"{tmp}/out", baseline="text", simulated=True)
+    >>> len(trials), len(result.metrics), sorted(result.metrics["profile"].unique())
+    (24, 24, ['codecanvas', 'codegraph', 'text'])
+    >>> study.comparisons[["profile_a", "profile_b"]].drop_duplicates().values.tolist()
+    [['text', 'codecanvas'], ['text', 'codegraph']]
+
+The plan that fixes those comparisons before the data is read::
+
+    >>> plan = al.load_plan()                              # params/analysis_plan.yaml
+    >>> plan.pairing.repetitions, [(m.id, m.test) for m in plan.tiers.primary.metrics][:2]
+    ('majority', [('success', 'mcnemar_exact'), ('total_tokens', 'wilcoxon_signed_rank')])
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"  # the one version source: pyproject.toml reads it
+
+# Public name -> the module that defines it.
+_API = {
+    # Runs in, trials and tables out.
+    "simulate_runs": "analysis_lib.simulate",
+    "load_trials": "analysis_lib.ingest.load",
+    "analyse": "analysis_lib.layer1",
+    "write_outputs": "analysis_lib.layer1",
+    "trials_df": "analysis_lib.frames",
+    "steps_df": "analysis_lib.frames",
+    "tool_calls_df": "analysis_lib.frames",
+    "tests_df": "analysis_lib.frames",
+    "codecanvas_table": "analysis_lib.codecanvas.metrics",
+    # The plan and the analysis it fixes.
+    "load_plan": "analysis_lib.plan",
+    "check_plan": "analysis_lib.plan",
+    "compare": "analysis_lib.comparisons",
+    "profile_pairs": "analysis_lib.comparisons",
+    "analyse_comparisons": "analysis_lib.report.comparison_report",
+    "write_comparisons": "analysis_lib.report.comparison_report",
+    # The paper and the benchmark's RESULTS.md.
+    "PaperInputs": "analysis_lib.report.paper",
+    "write_paper_snippets": "analysis_lib.report.paper",
+    "run_pipeline": "analysis_lib.pipeline",
+    "write_results": "analysis_lib.results",
+}
+
+__all__ = sorted(_API)
+
+if TYPE_CHECKING:  # what editors and type checkers see; at run time __getattr__ loads on first use
+    from .codecanvas.metrics import codecanvas_table
+    from .comparisons import compare, profile_pairs
+    from .frames import steps_df, tests_df, tool_calls_df, trials_df
+    from .ingest.load import load_trials
+    from .layer1 import analyse, write_outputs
+    from .pipeline import run_pipeline
+    from .plan import check_plan, load_plan
+    from .report.comparison_report import analyse_comparisons, write_comparisons
+    from .report.paper import PaperInputs, write_paper_snippets
+    from .results import write_results
+    from .simulate import simulate_runs
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'analysis_lib' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})

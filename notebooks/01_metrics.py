@@ -66,12 +66,12 @@ if simulated:
 # %% [markdown]
 # ## Ingest and measure
 #
-# `analysis_lib.layer1.analyse` discovers every trial, parses it leniently and computes one row of
+# `analysis_lib.analyse` discovers every trial, parses it leniently and computes one row of
 # metrics per trial, written to `metrics_detail.csv` with the per-profile `metrics_summary.csv`,
 # `aggregate_metrics.json` and `errors.csv`.
 
 # %%
-from analysis_lib.layer1 import analyse
+from analysis_lib import analyse
 
 # The cache is keyed by the input files and the package version, not by the metric code: off by default,
 # so that nbval sees every change of a metric's definition.

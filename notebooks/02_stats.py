@@ -50,9 +50,10 @@ project_root = notebook_params.find_project_root(project_root)
 paths = outputs.output_paths(project_root, output_dir)
 import matplotlib.pyplot as plt
 
-from analysis_lib.plan import check_plan, load_plan, plan_hash
+from analysis_lib import check_plan, load_plan, write_comparisons
+from analysis_lib.plan import plan_hash
 from analysis_lib.report import figures, tables
-from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table, write_comparisons
+from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table
 from analysis_lib.subgroups import read_task_groups
 
 # %%

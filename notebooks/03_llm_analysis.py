@@ -79,7 +79,7 @@ else:
     import argparse
     import random
 
-    from analysis_lib.ingest.load import load_trials
+    from analysis_lib import load_trials
     from analysis_lib.judge.run import run_layer2
 
     metrics = pd.read_csv(paths.metrics_detail)

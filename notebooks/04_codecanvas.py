@@ -62,9 +62,9 @@ if simulated:
 # written to `codecanvas/codecanvas_table.csv` for the paper notebook.
 
 # %%
-from analysis_lib.codecanvas import codecanvas_table, write_codecanvas_outputs
+from analysis_lib import codecanvas_table, load_trials
+from analysis_lib.codecanvas import write_codecanvas_outputs
 from analysis_lib.fileio import atomic_write_csv
-from analysis_lib.ingest.load import load_trials
 
 trials, _ = load_trials(Path(project_root) / runs_dir)
 table = codecanvas_table(trials)

@@ -49,8 +49,7 @@ paths = outputs.output_paths(project_root, output_dir)
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
-from analysis_lib import frames
-from analysis_lib.ingest.load import load_trials
+from analysis_lib import frames, load_trials
 from analysis_lib.report import explore, pair_view, provenance
 
 # %% [markdown]

@@ -46,7 +46,7 @@ from pathlib import Path
 import ipywidgets as widgets
 from IPython.display import Markdown, display
 
-from analysis_lib.ingest.load import load_trials
+from analysis_lib import load_trials
 from analysis_lib.judge.labelling import LABEL_CLASSES, append_label, choices, draw_sample, labelling_report, make_items, read_label_csv
 from analysis_lib.report import notebook_params
 
