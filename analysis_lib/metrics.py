@@ -320,7 +320,7 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
     m["mcp_exposed"], m["mcp_used"] = trial.metadata.get("mcp_exposed"), trial.metadata.get("mcp_used")
 
     if act is None:
-        _carried_process(m, carried)
+        _carried_process(m, carried, config)
     else:
         _process_metrics(m, act, config)
 
@@ -331,7 +331,7 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
     return m
 
 
-def _carried_process(m: dict, carried: dict) -> None:
+def _carried_process(m: dict, carried: dict, config: MetricsConfig) -> None:
     dist = carried.get("tool_distribution")
     calls = carried.get("tool_calls_count", sum(dist.values()) if isinstance(dist, dict) else None)
     m["total_steps"] = carried.get("total_steps")
@@ -354,7 +354,7 @@ def _carried_process(m: dict, carried: dict) -> None:
         m[k] = None
     for k in CATEGORY_COLUMNS:
         m[k] = None
-    m["tool_misuse"] = bool(calls and errs is not None and errs / calls > 0.30)
+    m["tool_misuse"] = bool(calls and errs is not None and errs / calls > config.tool_misuse_error_rate)
     m["infinite_loop"] = None
 
 
