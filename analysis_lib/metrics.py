@@ -148,6 +148,9 @@ def trajectory_tokens(traj: Trajectory) -> dict[str, Any]:
     return out
 
 
+SubagentUsage = tuple[str | None, int, int, int, int]  # model, input, output, cached, cache-write tokens
+
+
 def _own_model(traj: Trajectory, fallback: str | None) -> str | None:
     """A trajectory's model: its agent's, else its first agent step's, else ``fallback``."""
     if traj.model_name:
@@ -166,9 +169,6 @@ def _subagent_usage(traj: Trajectory, parent_model: str | None = None) -> Iterat
             yield (sub_model, max(0, own["input"] - sum(n[1] for n in nested)), max(0, (own["output"] or 0) - sum(n[2] for n in nested)),
                    max(0, (own["cached"] or 0) - sum(n[3] for n in nested)), max(0, (own.get("cache_write") or 0) - sum(n[4] for n in nested)))
         yield from nested
-
-
-SubagentUsage = tuple[str | None, int, int, int, int]  # model, input, output, cached, cache-write tokens
 
 
 def estimate_cost(model: str | None, tin: int, tout: int, tcached: int,
