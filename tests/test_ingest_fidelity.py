@@ -582,3 +582,19 @@ def test_tb1_runs_of_one_profile_numbered_apart(tmp_path: Path) -> None:
     # In the order of the runs' start: run3 (Aug 9), run1, run2 (the resolved one).
     assert df["success"].tolist() == [False, False, True]
     assert set(df["profile"]) == {"cursor-cli@claude-sonnet-4-20250514"}
+
+
+def test_ingest_imports_nothing_above_it() -> None:
+    """Ingest reads sources into trials; metrics, CodeCanvas, frames and the layers above build on it, not in it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, pkgutil, sys, analysis_lib.ingest as ingest\n"
+        "for m in pkgutil.iter_modules(ingest.__path__): importlib.import_module('analysis_lib.ingest.' + m.name)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('analysis_lib.')))\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
+    loaded = {m.split(".")[1] for m in eval(out)}  # noqa: S307 (our own printed list)
+    assert loaded <= {"ingest", "trial", "fileio", "tools"}, loaded
