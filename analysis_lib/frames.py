@@ -16,7 +16,7 @@ import orjson
 import pandas as pd
 
 from .ingest.load import load_trials
-from .metrics import IDENTITY_COLUMNS, MetricsConfig
+from .metrics import DEFAULT_CONFIG, IDENTITY_COLUMNS, MetricsConfig
 from .tools import DEFAULT_MCP_TOOLS, categorize, files_touched
 from .trial import Trajectory, Trial
 from .trials_table import table_of_trials, trials_table
@@ -35,7 +35,7 @@ def _identity(t: Trial) -> dict:
             "trial_path": t.trial_path}
 
 
-def trials_df(source: str | os.PathLike | Iterable[Trial], config: MetricsConfig = MetricsConfig()) -> pd.DataFrame:
+def trials_df(source: str | os.PathLike | Iterable[Trial], config: MetricsConfig = DEFAULT_CONFIG) -> pd.DataFrame:
     """One row per trial with every Layer 1 metric.
 
     Of a runs folder: exactly the ``metrics_detail.csv`` table that ``analyse`` writes (trial paths

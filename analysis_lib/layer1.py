@@ -18,7 +18,7 @@ import orjson
 import pandas as pd
 
 from .fileio import atomic_write_csv, atomic_write_json
-from .metrics import CATEGORY_COLUMNS, MetricsConfig
+from .metrics import CATEGORY_COLUMNS, DEFAULT_CONFIG, MetricsConfig
 from .report.provenance import declared_baseline
 from .tools import DEFAULT_MCP_TOOLS
 from .trials_table import relative_to_runs, trials_table
@@ -58,7 +58,7 @@ def analyse(
     outcome: str | None = None,
     limit: int | None = None,
     seed: int = 0,
-    config: MetricsConfig = MetricsConfig(),
+    config: MetricsConfig = DEFAULT_CONFIG,
     cache: bool = True,
     cache_dir: str | os.PathLike | None = None,
     workers: int | None = None,

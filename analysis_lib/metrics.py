@@ -40,16 +40,26 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import orjson
 import pandas as pd
 
 from . import pricing
-from .tools import DEFAULT_MCP_TOOLS, call_effects, categorize, discovers_mcp, files_touched, is_discovery, is_permission_denial, name_category
+from .tools import (
+    DEFAULT_MCP_TOOLS,
+    call_effects,
+    categorize,
+    discovers_mcp,
+    files_touched,
+    is_discovery,
+    is_permission_denial,
+    name_category,
+)
 from .trial import Step, ToolCall, Trajectory, Trial
 
 IDENTITY_COLUMNS = ["profile", "task_id", "repetition", "run_id", "trial_path"]
@@ -78,6 +88,9 @@ class MetricsConfig:
     infinite_loop_streak: int = 5
     budget_exhaustion_tokens: int = 80_000
     premature_stop_steps: int = 10
+
+
+DEFAULT_CONFIG = MetricsConfig()  # frozen: one shared default
 
 
 def _ts(v: str | None) -> datetime | None:
@@ -207,7 +220,7 @@ def _calls_with_steps(steps: list[Step], subagents: list[Trajectory]) -> Iterato
             yield call, None
 
 
-def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict[str, Any]:
+def trial_metrics(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str, Any]:
     """Every Layer 1 metric of one trial, as a flat dict (identity columns included)."""
     m: dict[str, Any] = {
         "profile": trial.profile,

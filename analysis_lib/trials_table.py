@@ -22,10 +22,11 @@ import hashlib
 import os
 import random
 import sys
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import orjson
@@ -38,7 +39,7 @@ from .ingest.discover import TrialSource, discover
 from .ingest.fingerprint import fingerprint
 from .ingest.load import repetition_numbers
 from .ingest.read import read_source
-from .metrics import MetricsConfig, metrics_frame, trial_metrics
+from .metrics import DEFAULT_CONFIG, MetricsConfig, metrics_frame, trial_metrics
 from .report.provenance import is_simulated
 from .trial import IngestError, Trial
 
@@ -61,14 +62,14 @@ class TrialsTable:
     simulated: bool = False
 
 
-def trial_row(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict[str, Any]:
+def trial_row(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str, Any]:
     """The row of one trial: every Layer 1 metric, then the CodeCanvas columns (empty without CodeCanvas state)."""
     row = trial_metrics(trial, config)
     row.update(codecanvas_metrics(trial))
     return row
 
 
-def source_rows(src: TrialSource, config: MetricsConfig = MetricsConfig()) -> Rows:
+def source_rows(src: TrialSource, config: MetricsConfig = DEFAULT_CONFIG) -> Rows:
     """Read one source and return the rows of its trials with the errors met (run in a worker process)."""
     trials, errors = read_source(src)
     rows = []
@@ -88,7 +89,7 @@ def trials_table(
     outcome: str | None = None,
     limit: int | None = None,
     seed: int = 0,
-    config: MetricsConfig = MetricsConfig(),
+    config: MetricsConfig = DEFAULT_CONFIG,
     cache_dir: str | os.PathLike | None = None,
     workers: int | None = None,
     progress: bool = False,
@@ -133,12 +134,12 @@ def table_of_rows(rows: list[dict[str, Any]], root_dir: str | None = None) -> pd
     (ties in the given order), trial paths relative to ``root_dir`` when given."""
     keys = [(r["profile"], r["task_id"], r["repetition"], r["run_id"], r["started_at"], r["trial_path"]) for r in rows]
     rows = [{**r, "repetition": rep, "trial_path": relative_path(r["trial_path"], root_dir) if root_dir is not None else r["trial_path"]}
-            for r, rep in zip(rows, repetition_numbers(keys))]
+            for r, rep in zip(rows, repetition_numbers(keys), strict=True)]
     rows.sort(key=lambda r: tuple((1, "") if r[c] is None else (0, r[c]) for c in SORT_COLUMNS))  # missing last
     return metrics_frame(rows, sort=False)
 
 
-def table_of_trials(trials: Iterable[Trial], config: MetricsConfig = MetricsConfig()) -> pd.DataFrame:
+def table_of_trials(trials: Iterable[Trial], config: MetricsConfig = DEFAULT_CONFIG) -> pd.DataFrame:
     """The trials table of trials already loaded (paths as the trials give them, no ``simulated`` column)."""
     return table_of_rows([trial_row(t, config) for t in trials])
 
@@ -165,9 +166,9 @@ def _read_sources(sources: list[TrialSource], config: MetricsConfig, cache: Tria
     if cache is not None:
         # Taken before reading: a file changed while it is read leaves a fingerprint that no longer matches.
         fingerprints = [fingerprint(s) for s in sources]
-        results = [cache.get(source_key(s), fp) for s, fp in zip(sources, fingerprints)]
+        results = [cache.get(source_key(s), fp) for s, fp in zip(sources, fingerprints, strict=True)]
     todo = [i for i, res in enumerate(results) if res is None]
-    for i, res in zip(todo, _read_all([sources[i] for i in todo], config, workers, progress)):
+    for i, res in zip(todo, _read_all([sources[i] for i in todo], config, workers, progress), strict=True):
         results[i] = res
         if cache is not None:
             cache.put(source_key(sources[i]), fingerprints[i], res)

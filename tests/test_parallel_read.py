@@ -7,11 +7,10 @@ import sys
 
 import pandas as pd
 import pytest
+from builders import small_runs
 
 from analysis_lib import trials_table
 from analysis_lib.layer1 import analyse
-
-from builders import small_runs
 
 
 @pytest.fixture
@@ -27,7 +26,7 @@ def test_parallel_read_equals_serial_and_survives_a_dead_worker(runs, monkeypatc
     parent = os.getpid()
     real = trials_table.trial_row
 
-    def dies_in_a_worker(trial, config=trials_table.MetricsConfig()):
+    def dies_in_a_worker(trial, config=trials_table.DEFAULT_CONFIG):
         if os.getpid() != parent:
             os._exit(3)  # a crash no exception handler sees (segfault, OOM kill)
         return real(trial, config)

@@ -9,12 +9,11 @@ import shutil
 
 import pandas as pd
 import pytest
+from builders import agent_step, small_runs, trajectory, write_trial
 
 from analysis_lib import trials_table
 from analysis_lib.layer1 import analyse
-from analysis_lib.metrics import MetricsConfig
-
-from builders import agent_step, small_runs, trajectory, write_trial
+from analysis_lib.metrics import DEFAULT_CONFIG, MetricsConfig
 
 
 @pytest.fixture
@@ -28,7 +27,7 @@ def reads(monkeypatch):
     seen: list[str] = []
     real = trials_table.source_rows
 
-    def counting(src, config=MetricsConfig()):
+    def counting(src, config=DEFAULT_CONFIG):
         seen.append(src.path)
         return real(src, config)
 

@@ -70,5 +70,6 @@ def format_estimate(rows: list[EstimateRow], model: str) -> str:
         cost = "unknown" if r.cost_usd is None else f"{r.cost_usd:.4f}"
         lines.append(f"{r.analysis:<12} {r.calls:>6} {r.input_tokens:>11} {r.output_tokens:>11} {cost:>10}")
     if model_prices(model) is None:
-        lines.append(f"No price for {model} in litellm's offline map: cost unknown (register one with analysis_lib.pricing.register_price).")
+        lines.append(f"No price for {model} in litellm's offline map: cost unknown "
+                     "(register one with analysis_lib.pricing.register_price).")
     return "\n".join(lines)
