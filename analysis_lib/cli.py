@@ -68,9 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--baseline", metavar="PROFILE", help="baseline profile when --compare is not given")
     p.add_argument("--list", action="store_true", help="list discovered trials and exit")
     p.add_argument("-o", "--output", default="results/analytics", help="output folder (default results/analytics/)")
-    p.add_argument("--cache-dir", help="parquet cache of per-trial metrics (default <output>/.cache)")
+    p.add_argument("--cache-dir", help="cache of per-trial metric rows (default <output>/.cache)")
     p.add_argument("--no-cache", action="store_true", help="ignore and do not write the metrics cache")
-    p.add_argument("--workers", type=int, default=None, help="processes for ingest (default: all cores)")
+    p.add_argument("--workers", type=int, default=None, help="processes reading trials (default: all cores; 1: no pool)")
     p.add_argument("--mcp-tools", nargs="+", metavar="NAME", help="extra MCP tool base names")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, only the summary line")
     return p

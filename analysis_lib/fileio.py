@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -57,37 +56,18 @@ def loads_lenient(data: bytes | str, path: str | os.PathLike = "<memory>", stage
         raise InputError(str(path), stage, _decode_error(exc, raw)) from None
 
 
-def read_bytes(path: str | os.PathLike, stage: str = "read", max_bytes: int = MAX_JSON_BYTES, *,
-               size: int | None = None) -> bytes:
-    """Read a whole file, turning OS errors into one-line :class:`InputError`s.
-
-    ``size``: the file's size from a stat just taken (a fingerprint), which spares asking again;
-    a file that grew since is still read to its end.
-    """
+def read_bytes(path: str | os.PathLike, stage: str = "read", max_bytes: int = MAX_JSON_BYTES) -> bytes:
+    """Read a whole file, turning OS errors into one-line :class:`InputError`s."""
     p = str(path)
     try:
-        # os-level calls: open(p).read() costs three more system calls (fstat, lseek, a second read),
-        # and this runs for every file of every trial.
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            if size is None:
-                st = os.fstat(fd)
-                if stat.S_ISDIR(st.st_mode):
-                    raise IsADirectoryError(p)
-                size = st.st_size
+        with open(p, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
             if size > max_bytes:
                 raise InputError(p, stage, f"file of {size / 1e6:.0f} MB exceeds the {max_bytes / 1e6:.0f} MB limit")
-            data = os.read(fd, size + 1)
-            if len(data) > size:  # the file grew while we read it (or st_size was 0, as in /proc): read on
-                chunks = [data]
-                while chunk := os.read(fd, 1 << 20):
-                    chunks.append(chunk)
-                    if sum(map(len, chunks)) > max_bytes:
-                        raise InputError(p, stage, f"file exceeds the {max_bytes / 1e6:.0f} MB limit")
-                data = b"".join(chunks)
-            return data
-        finally:
-            os.close(fd)
+            data = fh.read()  # to its end, even when it grew since the stat (or st_size is 0, as in /proc)
+        if len(data) > max_bytes:
+            raise InputError(p, stage, f"file exceeds the {max_bytes / 1e6:.0f} MB limit")
+        return data
     except InputError:
         raise
     except FileNotFoundError:
@@ -100,9 +80,9 @@ def read_bytes(path: str | os.PathLike, stage: str = "read", max_bytes: int = MA
         raise InputError(p, stage, f"cannot read ({exc.strerror or exc})") from None
 
 
-def read_json(path: str | os.PathLike, stage: str = "read", *, size: int | None = None) -> Any:
-    """Read and parse one JSON file (see :func:`loads_lenient`); ``size`` as for :func:`read_bytes`."""
-    return loads_lenient(read_bytes(path, stage, size=size), path, stage)
+def read_json(path: str | os.PathLike, stage: str = "read") -> Any:
+    """Read and parse one JSON file (see :func:`loads_lenient`)."""
+    return loads_lenient(read_bytes(path, stage), path, stage)
 
 
 def iter_jsonl(path: str | os.PathLike, stage: str = "read") -> Iterator[tuple[int, Any]]:

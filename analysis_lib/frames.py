@@ -1,10 +1,10 @@
 """Tidy frames at growing granularity, in the manner of Inspect AI's analysis API.
 
-``trials_df`` (one row per trial, every Layer 1 metric), ``steps_df`` (one row per step),
-``tool_calls_df`` (one row per tool call) and ``tests_df`` (one row per verifier test). Each
-takes a runs folder or trials already loaded with :func:`analysis_lib.ingest.load.load_trials`,
-and carries the identity columns ``profile, task_id, repetition, run_id, trial_path`` so that
-frames join on them.
+``trials_df`` (one row per trial, every Layer 1 metric: the ``metrics_detail.csv`` table),
+``steps_df`` (one row per step), ``tool_calls_df`` (one row per tool call) and ``tests_df`` (one
+row per verifier test). Each takes a runs folder or trials already loaded with
+:func:`analysis_lib.ingest.load.load_trials`, and carries the identity columns
+``profile, task_id, repetition, run_id, trial_path`` so that frames join on them.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import orjson
 import pandas as pd
 
 from .ingest.load import load_trials
-from .metrics import IDENTITY_COLUMNS, MetricsConfig, metrics_frame, trial_metrics
+from .metrics import DEFAULT_CONFIG, IDENTITY_COLUMNS, MetricsConfig
 from .tools import DEFAULT_MCP_TOOLS, categorize, files_touched
 from .trial import Trajectory, Trial
+from .trials_table import table_of_trials, trials_table
 
 MESSAGE_CHARS = 300  # message text kept per step row
 
@@ -34,9 +35,16 @@ def _identity(t: Trial) -> dict:
             "trial_path": t.trial_path}
 
 
-def trials_df(source: str | os.PathLike | Iterable[Trial], config: MetricsConfig = MetricsConfig()) -> pd.DataFrame:
-    """One row per trial with every Layer 1 metric (the ``metrics_detail.csv`` table)."""
-    return metrics_frame([trial_metrics(t, config) for t in _trials(source)])
+def trials_df(source: str | os.PathLike | Iterable[Trial], config: MetricsConfig = DEFAULT_CONFIG) -> pd.DataFrame:
+    """One row per trial with every Layer 1 metric.
+
+    Of a runs folder: exactly the ``metrics_detail.csv`` table that ``analyse`` writes (trial paths
+    relative to the folder, a ``simulated`` column). Of loaded trials: the same rows, with their
+    paths as the trials give them, so that the table joins the other frames of those trials.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        return trials_table(source, config=config).frame
+    return table_of_trials(source, config)
 
 
 def _walk(traj: Trajectory, agent: str = ""):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,14 +17,11 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ._gc import paused
-from .fileio import atomic_write_bytes, atomic_write_csv, atomic_write_json
-from .ingest.discover import fingerprint_file
-from .ingest.load import SORT_COLUMNS, config_tag, has_metrics_cache, load_rows, number_repetitions_frame
-from .ingest.scan import scan
-from .metrics import CATEGORY_COLUMNS, MetricsConfig
-from .report.provenance import declared_baseline, is_simulated
+from .fileio import atomic_write_csv, atomic_write_json
+from .metrics import CATEGORY_COLUMNS, DEFAULT_CONFIG, MetricsConfig
+from .report.provenance import declared_baseline
 from .tools import DEFAULT_MCP_TOOLS
+from .trials_table import relative_to_runs, trials_table
 
 SUMMARY_METRICS = [
     "total_tokens", "total_input_tokens", "total_output_tokens", "total_cost_usd", "elapsed_sec", "total_steps",
@@ -53,26 +49,6 @@ class Layer1Result:
     plan_check: Any = None
 
 
-def _relative(path: str, root: str) -> str:
-    """Paths in outputs are relative to the runs folder, so no machine path leaks into results."""
-    return _relative_to(path, _root_dir(root))
-
-
-def _root_dir(root: str) -> str:
-    return root if os.path.isdir(root) else os.path.dirname(root)
-
-
-def _relative_to(path: str, root_dir: str) -> str:
-    prefix = root_dir.rstrip(os.sep) + os.sep
-    if path.startswith(prefix):
-        return path[len(prefix):]
-    try:
-        rel = os.path.relpath(path, root_dir)
-    except ValueError:
-        return os.path.basename(path)
-    return os.path.basename(path) if rel.startswith("..") else rel
-
-
 def analyse(
     runs_dir: str | os.PathLike,
     out_dir: str | os.PathLike | None = None,
@@ -82,7 +58,7 @@ def analyse(
     outcome: str | None = None,
     limit: int | None = None,
     seed: int = 0,
-    config: MetricsConfig = MetricsConfig(),
+    config: MetricsConfig = DEFAULT_CONFIG,
     cache: bool = True,
     cache_dir: str | os.PathLike | None = None,
     workers: int | None = None,
@@ -91,84 +67,21 @@ def analyse(
     """Ingest every trial under ``runs_dir``, compute Layer 1 metrics, write the outputs to ``out_dir``.
 
     ``outcome`` is ``"succeeded"``, ``"failed"`` or None; ``limit`` draws a seeded random sample
-    of that many trials. Nothing is written when ``out_dir`` is None.
+    of that many trials. Nothing is written when ``out_dir`` is None. The per-trial cache lives in
+    ``cache_dir`` (default ``out_dir/.cache``; none with ``cache=False``).
     """
-    with paused():  # bulk objects, no cycles: see analysis_lib._gc
-        return _analyse(runs_dir, out_dir, tasks=tasks, profiles=profiles, outcome=outcome, limit=limit, seed=seed,
-                        config=config, cache=cache, cache_dir=cache_dir, workers=workers, progress=progress)
-
-
-def _analyse(runs_dir, out_dir, *, tasks, profiles, outcome, limit, seed, config, cache, cache_dir, workers,
-             progress) -> Layer1Result:
-    if outcome not in (None, "succeeded", "failed"):
-        raise ValueError(f"outcome must be 'succeeded', 'failed' or None, not {outcome!r}")
-    runs_dir = os.fspath(runs_dir)
     if cache and cache_dir is None and out_dir is not None:
         cache_dir = os.path.join(os.fspath(out_dir), ".cache")
-
-    def select(sources):
-        keep = [
-            s for s in sources
-            if (not profiles or s.profile is None or s.profile in profiles)
-            and (not tasks or s.task_id is None or s.task_id in tasks)
-        ]
-        single = all(s.kind in ("trial_dir", "atif_file", "transcript") for s in keep)
-        if limit is not None and single and outcome is None and len(keep) > limit:
-            keep = sorted(random.Random(seed).sample(keep, limit), key=lambda s: (s.run_id, s.task_id or "", s.path))
-        return keep
-
-    cache_dir = cache_dir if cache else None
-    # Without a metrics cache to validate, fingerprints are left to the workers (they stat anyway).
-    narrowed = bool(tasks or profiles) or limit is not None
-    scanned = scan(runs_dir, select if narrowed else None, record_dir=cache_dir, fingerprints=has_metrics_cache(cache_dir))
-    index = os.path.join(runs_dir, "index.json")
-
-    def result_tag() -> str:
-        return scanned.digest(tasks, profiles, outcome, limit, seed, config_tag(config), fingerprint_file(index))
-
-    if cache_dir is not None and scanned.complete:
-        hit = _read_result(cache_dir, result_tag())
-        if hit is not None:
-            hit.n_sources = hit.cache_hits = scanned.n_sources
-            hit.plan_check = plan_check(runs_dir, out_dir)
-            if hit.plan_check is not None and "started_at" in hit.metrics:
-                hit.plan_check.note_first_trial(hit.metrics["started_at"].dropna().tolist())
-            if out_dir is not None:
-                hit.files = write_outputs(hit, out_dir)
-            return hit
-    loaded = load_rows(runs_dir, config=config, cache_dir=cache_dir, workers=workers, progress=progress, scanned=scanned)
-    df = number_repetitions_frame(loaded.frame)
-    root_dir = _root_dir(runs_dir)
-    df["trial_path"] = [_relative_to(p, root_dir) for p in df["trial_path"].tolist()]
-    if df is not loaded.frame:  # repetitions were numbered: the order may have changed
-        df = df.sort_values(SORT_COLUMNS, kind="stable")
-    if profiles:
-        df = df[df["profile"].isin(profiles)]
-    if tasks:
-        df = df[df["task_id"].isin(tasks)]
-    if outcome == "succeeded":
-        df = df[df["success"] == True]  # noqa: E712 (nullable column)
-    elif outcome == "failed":
-        df = df[df["success"] == False]  # noqa: E712
-    if limit is not None and len(df) > limit:
-        idx = np.sort(np.random.default_rng(seed).choice(len(df), size=limit, replace=False))
-        df = df.iloc[idx]
-    df = df.reset_index(drop=True)
+    table = trials_table(runs_dir, tasks=tasks, profiles=profiles, outcome=outcome, limit=limit, seed=seed, config=config,
+                         cache_dir=cache_dir if cache else None, workers=workers, progress=progress)
+    df = table.frame
     errors = pd.DataFrame(
-        [(_relative_to(e.path, root_dir), e.stage, e.severity, e.message) for e in loaded.errors], columns=ERROR_COLUMNS
+        [(relative_to_runs(e.path, runs_dir), e.stage, e.severity, e.message) for e in table.errors], columns=ERROR_COLUMNS
     )
-    simulated = is_simulated(runs_dir)
-    # Every table made from simulated runs says so, row by row.
-    df["simulated"] = simulated
     summary = summary_frame(df)
-    summary["simulated"] = simulated
-    aggregate = aggregate_metrics(df, simulated=simulated, seed=seed, summary=summary)
-    result = Layer1Result(df, errors, summary, aggregate, simulated, loaded.n_sources, loaded.cache_hits)
-    if cache_dir is not None:
-        try:
-            _write_result(cache_dir, result_tag(), result)
-        except Exception as exc:  # a cache that cannot be written only makes the next run slower
-            print(f"warning: {cache_dir}: result cache not written ({type(exc).__name__}: {str(exc)[:120]})", file=sys.stderr)
+    summary["simulated"] = table.simulated
+    aggregate = aggregate_metrics(df, simulated=table.simulated, seed=seed, summary=summary)
+    result = Layer1Result(df, errors, summary, aggregate, table.simulated, table.n_sources, table.cache_hits)
     result.plan_check = plan_check(runs_dir, out_dir)
     if result.plan_check is not None and "started_at" in df:
         result.plan_check.note_first_trial(df["started_at"].dropna().tolist())
@@ -250,55 +163,6 @@ def aggregate_metrics(df: pd.DataFrame, *, simulated: bool = False, seed: int = 
 
 def _num(v: Any) -> float | None:
     return None if v is None or pd.isna(v) else float(v)
-
-
-# Arrow IPC rather than parquet: this file is read whole on every unchanged re-run, and IPC needs no
-# decoding (2 ms against 8 ms for parquet at 2,000 trials); the per-trial cache stays parquet.
-RESULT_CACHE = "layer1_result.arrow"
-
-
-def _read_result(cache_dir: str | os.PathLike, tag: str) -> Layer1Result | None:
-    """The whole Layer 1 result of an identical earlier run (same inputs, options and code version)."""
-    path = os.path.join(os.fspath(cache_dir), RESULT_CACHE)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    try:
-        import pyarrow as pa
-
-        table = pa.ipc.open_file(pa.BufferReader(data)).read_all()
-        meta = table.schema.metadata or {}
-        if meta.get(b"tag", b"").decode() != tag:
-            return None
-        extra = orjson.loads(meta[b"extra"])
-        return Layer1Result(
-            metrics=table.to_pandas(use_threads=False),  # a small table: threads cost more than they save
-            errors=pd.DataFrame(extra["errors"], columns=ERROR_COLUMNS),
-            summary=pa.ipc.open_stream(meta[b"summary"]).read_all().to_pandas(use_threads=False),
-            aggregate=extra["aggregate"],
-            simulated=bool(extra["simulated"]),
-        )
-    except Exception:
-        return None  # a damaged cache only makes the run slower
-
-
-def _write_result(cache_dir: str | os.PathLike, tag: str, result: Layer1Result) -> None:
-    import pyarrow as pa
-
-    table = pa.Table.from_pandas(result.metrics, preserve_index=False)
-    extra = {"errors": result.errors.values.tolist(), "aggregate": result.aggregate, "simulated": result.simulated}
-    summary = pa.Table.from_pandas(result.summary, preserve_index=False)
-    summary_sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(summary_sink, summary.schema) as writer:
-        writer.write_table(summary)
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), "tag": tag, "extra": orjson.dumps(extra),
-                                           "summary": summary_sink.getvalue().to_pybytes()})
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    atomic_write_bytes(os.path.join(os.fspath(cache_dir), RESULT_CACHE), sink.getvalue().to_pybytes(), durable=False)
 
 
 def write_outputs(result: Layer1Result, out_dir: str | os.PathLike) -> list[Path]:
@@ -425,7 +289,7 @@ def _run_layer2(args: argparse.Namespace, result: Layer1Result) -> int:
 
     trials, _ = load_trials(args.runs_dir)
     keep = set(result.metrics["trial_path"])
-    trials = [t for t in trials if _relative(t.trial_path, args.runs_dir) in keep]
+    trials = [t for t in trials if relative_to_runs(t.trial_path, args.runs_dir) in keep]
     args.simulated = result.simulated
     run_layer2(trials, result.metrics, Path(args.output), args)
     return 0

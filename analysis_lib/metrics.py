@@ -40,17 +40,27 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import orjson
 import pandas as pd
 
 from . import pricing
-from .tools import DEFAULT_MCP_TOOLS, call_effects, categorize, discovers_mcp, files_touched, is_discovery, is_permission_denial, name_category
-from .trial import Activity, FinalMetrics, Trajectory, Trial
+from .tools import (
+    DEFAULT_MCP_TOOLS,
+    call_effects,
+    categorize,
+    discovers_mcp,
+    files_touched,
+    is_discovery,
+    is_permission_denial,
+    name_category,
+)
+from .trial import Step, ToolCall, Trajectory, Trial
 
 IDENTITY_COLUMNS = ["profile", "task_id", "repetition", "run_id", "trial_path"]
 METRIC_COLUMNS = [
@@ -80,6 +90,9 @@ class MetricsConfig:
     premature_stop_steps: int = 10
 
 
+DEFAULT_CONFIG = MetricsConfig()  # frozen: one shared default
+
+
 def _ts(v: str | None) -> datetime | None:
     if not v:
         return None
@@ -99,95 +112,56 @@ def _seconds(a: datetime | None, b: datetime | None) -> float | None:
     return s if s >= 0 else None
 
 
-class UsageTotals:
-    """Sums a trajectory's usage by the rules above: agent steps outside copied context, each API
-    call (usage key) once; subagents added; ``final_metrics`` win where they say something."""
-
-    __slots__ = ("seen", "tin", "tout", "tcached", "cost", "any_usage", "any_cost")
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-        self.tin = self.tout = self.tcached = 0
-        self.cost = 0.0
-        self.any_usage = self.any_cost = False
-
-    def step(self, usage_key: str | None, prompt: int | None, completion: int | None, cached: int | None,
-             cost: float | None) -> None:
-        """One agent step that is not copied context."""
-        if usage_key is not None:
-            if usage_key in self.seen:
-                return
-            self.seen.add(usage_key)
-        if prompt is not None or completion is not None:
-            self.any_usage = True
-            self.tin += prompt or 0
-            self.tout += completion or 0
-            self.tcached += cached or 0
-        if cost is not None:
-            self.any_cost = True
-            self.cost += cost
-
-    def subagent(self, st: dict[str, Any]) -> None:
-        if st["input"] is not None:
-            self.any_usage = True
-            self.tin += st["input"]
-            self.tout += st["output"] or 0
-            self.tcached += st["cached"] or 0
-        if st["cost"] is not None:
-            self.any_cost = True
-            self.cost += st["cost"]
-
-    def result(self, fm: FinalMetrics | None) -> dict[str, Any]:
-        out = {
-            "input": self.tin if self.any_usage else None,
-            "output": self.tout if self.any_usage else None,
-            "cached": self.tcached if self.any_usage else None,
-            "cost": self.cost if self.any_cost else None,
-        }
-        if fm is not None:
-            if fm.prompt_tokens is not None:
-                out["input"] = fm.prompt_tokens
-            if fm.completion_tokens is not None:
-                out["output"] = fm.completion_tokens
-            if fm.cached_tokens is not None:
-                out["cached"] = fm.cached_tokens
-            if fm.cost_usd is not None:
-                out["cost"] = fm.cost_usd
-        # Cache writes cost more than plain input: known only from final_metrics (Claude Code conversions).
-        out["cache_write"] = fm.cache_write_tokens if fm is not None else None
-        return out
-
-
 def trajectory_tokens(traj: Trajectory) -> dict[str, Any]:
-    """Input (incl. cached), output, cached tokens and cost of a trajectory, per the rules above."""
-    totals = UsageTotals()
+    """Input (incl. cached), output, cached tokens and cost of a trajectory, per the rules above: agent
+    steps outside copied context, each API call (usage key) once, subagents added; ``final_metrics`` win
+    where they say something. ``cache_write``: Anthropic cache writes, known only from ``final_metrics``."""
+    seen: set[str] = set()
+    tin = tout = tcached = 0
+    cost = 0.0
+    any_usage = any_cost = False
     for s in traj.steps:
-        if s.source == "agent" and not s.is_copied_context:
-            totals.step(s.usage_key, s.prompt_tokens, s.completion_tokens, s.cached_tokens, s.cost_usd)
+        if s.source != "agent" or s.is_copied_context:
+            continue
+        if s.usage_key is not None:
+            if s.usage_key in seen:
+                continue
+            seen.add(s.usage_key)
+        if s.prompt_tokens is not None or s.completion_tokens is not None:
+            any_usage = True
+            tin += s.prompt_tokens or 0
+            tout += s.completion_tokens or 0
+            tcached += s.cached_tokens or 0
+        if s.cost_usd is not None:
+            any_cost = True
+            cost += s.cost_usd
     for sub in traj.subagents:
-        totals.subagent(trajectory_tokens(sub))
-    return totals.result(traj.final_metrics)
+        st = trajectory_tokens(sub)
+        if st["input"] is not None:
+            any_usage = True
+            tin += st["input"]
+            tout += st["output"] or 0
+            tcached += st["cached"] or 0
+        if st["cost"] is not None:
+            any_cost = True
+            cost += st["cost"]
+    out: dict[str, Any] = {
+        "input": tin if any_usage else None,
+        "output": tout if any_usage else None,
+        "cached": tcached if any_usage else None,
+        "cost": cost if any_cost else None,
+        "cache_write": None,
+    }
+    fm = traj.final_metrics
+    if fm is not None:
+        for key, value in (("input", fm.prompt_tokens), ("output", fm.completion_tokens), ("cached", fm.cached_tokens),
+                           ("cost", fm.cost_usd), ("cache_write", fm.cache_write_tokens)):
+            if value is not None:
+                out[key] = value
+    return out
 
 
-def activity(traj: Trajectory) -> Activity:
-    """The :class:`Activity` of a parsed trajectory (what the metrics read from it)."""
-    steps = [s for s in traj.steps if not s.is_copied_context]
-    stamps = [s.timestamp for s in steps if s.timestamp]
-    calls = list(_iter_calls(traj))
-    call_steps: list[tuple[int, str | None] | None] = [(i, s.timestamp) for i, s in enumerate(steps, start=1) for _ in s.tool_calls]
-    call_steps += [None] * (len(calls) - len(call_steps))  # subagents' calls come last
-    return Activity(
-        total_steps=len(steps),
-        agent_steps=sum(1 for s in steps if s.source == "agent"),
-        first_timestamp=stamps[0] if stamps else None,
-        last_timestamp=stamps[-1] if len(stamps) >= 2 else None,
-        tokens=trajectory_tokens(traj),
-        calls=calls,
-        call_steps=call_steps,
-        first_step_timestamp=steps[0].timestamp if steps else None,
-        model_name=traj.model_name,
-        subagent_usage=list(_subagent_usage(traj)),
-    )
+SubagentUsage = tuple[str | None, int, int, int, int]  # model, input, output, cached, cache-write tokens
 
 
 def _own_model(traj: Trajectory, fallback: str | None) -> str | None:
@@ -197,7 +171,7 @@ def _own_model(traj: Trajectory, fallback: str | None) -> str | None:
     return next((s.model_name for s in traj.steps if s.source == "agent" and s.model_name), fallback)
 
 
-def _subagent_usage(traj: Trajectory, parent_model: str | None = None):
+def _subagent_usage(traj: Trajectory, parent_model: str | None = None) -> Iterator[SubagentUsage]:
     """(model, input, output, cached, cache writes) of every subagent, nested ones apart from their parent."""
     model = _own_model(traj, parent_model)
     for sub in traj.subagents:
@@ -211,7 +185,7 @@ def _subagent_usage(traj: Trajectory, parent_model: str | None = None):
 
 
 def estimate_cost(model: str | None, tin: int, tout: int, tcached: int,
-                  subagents: list[tuple[str | None, int, int, int, int]] = (), cache_write: int = 0) -> float | None:
+                  subagents: Iterable[SubagentUsage] = (), cache_write: int = 0) -> float | None:
     """Estimated cost of a trial's tokens: each subagent's at its own model's rate (its parent's when its
     model has no price), the rest at ``model``'s, cache writes at the cache-write rate; None when
     ``model`` has no price."""
@@ -225,7 +199,7 @@ def estimate_cost(model: str | None, tin: int, tout: int, tcached: int,
     return total + (pricing.estimate_cost(model, max(0, rest_in), max(0, rest_out), max(0, rest_cached), max(0, rest_written)) or 0.0)
 
 
-def _iter_calls(traj: Trajectory):
+def _iter_calls(traj: Trajectory) -> Iterator[ToolCall]:
     """Tool calls of the trajectory, then of its subagents (their work is the trial's work)."""
     for s in traj.steps:
         if s.is_copied_context:
@@ -235,7 +209,18 @@ def _iter_calls(traj: Trajectory):
         yield from _iter_calls(sub)
 
 
-def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict[str, Any]:
+def _calls_with_steps(steps: list[Step], subagents: list[Trajectory]) -> Iterator[tuple[ToolCall, tuple[int, str | None] | None]]:
+    """Every call as :func:`_iter_calls` orders them, with (1-based position of its step among ``steps``,
+    that step's timestamp) for a call of the root trajectory, None for a subagent's."""
+    for position, s in enumerate(steps, start=1):
+        for call in s.tool_calls:
+            yield call, (position, s.timestamp)
+    for sub in subagents:
+        for call in _iter_calls(sub):
+            yield call, None
+
+
+def trial_metrics(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str, Any]:
     """Every Layer 1 metric of one trial, as a flat dict (identity columns included)."""
     m: dict[str, Any] = {
         "profile": trial.profile,
@@ -251,7 +236,8 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
         "started_at": trial.timing.started_at.isoformat() if trial.timing.started_at else None,
     }
     carried = trial.carried_metrics
-    act = trial.activity if trial.activity is not None else (activity(trial.trajectory) if trial.trajectory else None)
+    traj = trial.trajectory
+    steps = [s for s in traj.steps if not s.is_copied_context] if traj is not None else []
 
     # Outcome
     reward = trial.reward if trial.reward is not None else carried.get("reward")
@@ -262,6 +248,9 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
     m["reward"] = reward
     m["success"] = None if infra else (bool(success) if success is not None else None)
     m["infra_error"] = infra
+    passed: int | None
+    failed: int | None
+    total: int | None
     if trial.tests is not None:
         passed = sum(t.status == "passed" for t in trial.tests)
         failed = sum(t.status == "failed" for t in trial.tests)
@@ -269,15 +258,18 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
     else:
         passed, failed, total = carried.get("tests_passed"), carried.get("tests_failed"), carried.get("tests_total")
     m["tests_passed"], m["tests_failed"], m["tests_total"] = passed, failed, total
-    m["tests_passed_ratio"] = (passed / total) if total else None
+    m["tests_passed_ratio"] = (passed / total) if total and passed is not None else None
 
     # Economics
-    tin = tout = tcached = cost = None
+    tin: int | None = None
+    tout: int | None = None
+    tcached: int | None = None
+    cost: float | None = None
     written = 0
-    if act is not None:
-        tt = act.tokens
+    if traj is not None:
+        tt = trajectory_tokens(traj)
         tin, tout, tcached, cost = tt["input"], tt["output"], tt["cached"], tt["cost"]
-        written = tt.get("cache_write") or 0
+        written = tt["cache_write"] or 0
     hb = trial.metadata.get("harbor_tokens") or {}
     if tin is None and hb.get("n_input_tokens") is not None:
         tin, tout, tcached = hb.get("n_input_tokens"), hb.get("n_output_tokens"), hb.get("n_cache_tokens")
@@ -293,8 +285,8 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
         cost = carried.get("total_cost_usd")
     estimated = hb_estimated
     if cost is None and tin is not None:
-        est = estimate_cost(m["model_name"] or (act.model_name if act else None), tin, tout or 0, tcached or 0,
-                            act.subagent_usage if act is not None else (), written if act is not None and act.tokens.get("input") == tin else 0)
+        est = estimate_cost(m["model_name"] or (traj.model_name if traj is not None else None), tin, tout or 0, tcached or 0,
+                            _subagent_usage(traj) if traj is not None else (), written if traj is not None and tt["input"] == tin else 0)
         if est is not None:
             cost, estimated = est, True
     m["total_input_tokens"], m["total_output_tokens"], m["total_cached_tokens"] = tin, tout, tcached
@@ -311,18 +303,19 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
     elapsed = _seconds(t.agent_started_at, t.agent_finished_at)
     if elapsed is None:
         elapsed = _seconds(t.started_at, t.finished_at)
-    if elapsed is None and act is not None and act.last_timestamp is not None:
-        elapsed = _seconds(_ts(act.first_timestamp), _ts(act.last_timestamp))
+    stamps = [s.timestamp for s in steps if s.timestamp]
+    if elapsed is None and len(stamps) >= 2:
+        elapsed = _seconds(_ts(stamps[0]), _ts(stamps[-1]))
     if elapsed is None:
         elapsed = carried.get("elapsed_sec")
     m["elapsed_sec"] = elapsed
     # Measured by the benchmark runner for treatment trials (result.json "bench"): empty elsewhere.
     m["mcp_exposed"], m["mcp_used"] = trial.metadata.get("mcp_exposed"), trial.metadata.get("mcp_used")
 
-    if act is None:
-        _carried_process(m, carried)
+    if traj is None:
+        _carried_process(m, carried, config)
     else:
-        _process_metrics(m, act, config)
+        _process_metrics(m, steps, traj.subagents, config)
 
     failed = m["success"] is False
     m["budget_exhaustion"] = bool(failed and (total_tokens or 0) > config.budget_exhaustion_tokens)
@@ -331,7 +324,7 @@ def trial_metrics(trial: Trial, config: MetricsConfig = MetricsConfig()) -> dict
     return m
 
 
-def _carried_process(m: dict, carried: dict) -> None:
+def _carried_process(m: dict, carried: dict, config: MetricsConfig) -> None:
     dist = carried.get("tool_distribution")
     calls = carried.get("tool_calls_count", sum(dist.values()) if isinstance(dist, dict) else None)
     m["total_steps"] = carried.get("total_steps")
@@ -354,13 +347,14 @@ def _carried_process(m: dict, carried: dict) -> None:
         m[k] = None
     for k in CATEGORY_COLUMNS:
         m[k] = None
-    m["tool_misuse"] = bool(calls and errs is not None and errs / calls > 0.30)
+    m["tool_misuse"] = bool(calls and errs is not None and errs / calls > config.tool_misuse_error_rate)
     m["infinite_loop"] = None
 
 
-def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
-    m["total_steps"] = act.total_steps
-    agent_steps = act.agent_steps
+def _process_metrics(m: dict, steps: list[Step], subagents: list[Trajectory], config: MetricsConfig) -> None:
+    """The process metrics of a trajectory: ``steps``, its root steps outside copied context, and its subagents."""
+    m["total_steps"] = len(steps)
+    agent_steps = sum(1 for s in steps if s.source == "agent")
     m["agent_steps"] = agent_steps
     names: Counter[str] = Counter()
     cats: Counter[str] = Counter()
@@ -377,13 +371,14 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
     mcp_calls = 0
     mcp_by_tool: Counter[str] = Counter()
     discovery = mcp_discovery = refused_mcp = 0
-    first_edit = None  # index of the first call that edits a file
+    first_edit: tuple[int, str | None] | None = None  # where the first call that edits a file is (see _calls_with_steps)
+    first_edited = False
     # Files read since their last edit: reading one again is a duplicate read.
     read_unchanged: set[str] = set()
     duplicate_reads = 0
     n = 0
     mcp_tools = config.mcp_tools if isinstance(config.mcp_tools, frozenset) else frozenset(config.mcp_tools)
-    for call in act.calls:
+    for call, where in _calls_with_steps(steps, subagents):
         n += 1
         name, arguments = call.name, call.arguments
         names[name] += 1
@@ -425,8 +420,8 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
                 duplicate_reads += 1
             else:
                 read_unchanged.add(p)
-        if edits and first_edit is None:
-            first_edit = n - 1
+        if edits and not first_edited:
+            first_edited, first_edit = True, where
         for p in edits:
             p = _norm(p)
             read_unchanged.discard(p)
@@ -439,7 +434,7 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
     m["tool_calls_count"] = n
     m["unique_tools"] = len(names)
     m["tools_per_step"] = n / agent_steps if agent_steps else None
-    m["steps_per_minute"] = act.total_steps / (m["elapsed_sec"] / 60) if m["elapsed_sec"] else None
+    m["steps_per_minute"] = len(steps) / (m["elapsed_sec"] / 60) if m["elapsed_sec"] else None
     m["tool_distribution"] = orjson.dumps(dict(sorted(names.items()))).decode()
     m["tool_error_count"] = errors
     m["tool_success_rate"] = 1 - errors / n if n else None
@@ -457,24 +452,17 @@ def _process_metrics(m: dict, act: Activity, config: MetricsConfig) -> None:
     for name, count in mcp_by_tool.items():
         col = mcp_column(name)
         m[col] = m.get(col, 0) + count  # two raw names may map onto one column id
-    m["time_to_first_edit_sec"], m["steps_to_first_edit"] = _first_edit(act, first_edit)
+    if first_edit is None:  # no edit, or a subagent's: it has no position among the root's steps
+        m["time_to_first_edit_sec"] = m["steps_to_first_edit"] = None
+    else:
+        position, stamp = first_edit
+        m["time_to_first_edit_sec"] = _seconds(_ts(steps[0].timestamp), _ts(stamp))
+        m["steps_to_first_edit"] = position
     m["duplicate_reads"] = duplicate_reads
     m["tool_misuse"] = bool(n and errors / n > config.tool_misuse_error_rate)
     m["infinite_loop"] = bool(n and max_streak > config.infinite_loop_streak)
     for c in ("read", "search", "edit", "execute", "mcp", "other"):
         m[f"calls_{c}"] = cats.get(c, 0)
-
-
-def _first_edit(act: Activity, index: int | None) -> tuple[float | None, int | None]:
-    """Seconds from the first step to the step holding call ``index``, and that step's 1-based position.
-
-    Only the root trajectory's steps count: an edit made by a subagent has no position there.
-    """
-    where = act.call_steps[index] if index is not None else None
-    if where is None:
-        return None, None
-    position, stamp = where
-    return _seconds(_ts(act.first_step_timestamp), _ts(stamp)), position
 
 
 @functools.lru_cache(maxsize=4096)  # once per call of every trial when the table is built

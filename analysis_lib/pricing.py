@@ -1,7 +1,15 @@
-"""Token prices from litellm's offline price map, read without importing litellm.
+"""Token prices: one lookup rule for Layer 1 cost estimates and the judge's budget.
 
-Importing litellm costs seconds and, unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set, reaches the
-network; Layer 1 only needs the price table that ships inside the package, so it reads the JSON.
+Prices come from litellm's offline price map, the JSON file bundled inside the litellm package,
+read without importing litellm: importing it costs seconds and, unless
+``LITELLM_LOCAL_MODEL_COST_MAP`` is set, reaches the network. Lookup: the name as given (Bedrock
+and Vertex ids may price differently), then the name without each leading ``provider/`` part (an
+OpenRouter model the map lacks takes its vendor's list price, which OpenRouter passes through:
+``openrouter/openai/gpt-5.2`` -> ``openai/gpt-5.2`` -> ``gpt-5.2``), then the model's one name
+across providers (:func:`analysis_lib.ingest.identity.canonical_model`). A model needs an input and
+an output price to be priced: unknown is kept apart from free (litellm itself prices an unmapped
+OpenRouter model at 0 USD, which would make a budget cap silently useless).
+
 The estimate follows the ATIF RFC, with cache writes at their own rate:
 ``(input - cached - cache_write) * p_in + cached * p_cache_read + cache_write * p_cache_write + output * p_out``
 (ATIF ``prompt_tokens`` include both cache reads and cache writes).
@@ -12,10 +20,24 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+from typing import NamedTuple
 
 import orjson
 
+from .ingest.identity import canonical_model
+
 _PRICE_FILE = "model_prices_and_context_window_backup.json"
+# Prices added with register_price (local or private models), by exact name; they win over the map.
+_REGISTERED: dict[str, dict] = {}
+
+
+class Prices(NamedTuple):
+    """USD per token of one model."""
+
+    input: float
+    output: float
+    cache_read: float  # the input price when the map lists none
+    cache_write: float  # Anthropic: 1.25 x input for the 5-minute cache; the input price when unlisted
 
 
 @functools.lru_cache(maxsize=1)
@@ -27,44 +49,45 @@ def price_table() -> dict:
     path = os.path.join(list(spec.submodule_search_locations)[0], _PRICE_FILE)
     try:
         with open(path, "rb") as fh:
-            return orjson.loads(fh.read())
+            table = orjson.loads(fh.read())
     except (OSError, orjson.JSONDecodeError):
         return {}
+    return table if isinstance(table, dict) else {}
 
 
-def _entry(model: str) -> dict | None:
-    """The price-map entry of a model: the provider's own id first (Bedrock and Vertex may price
-    differently), then provider-less variants and the model's one name across providers
-    (:func:`analysis_lib.ingest.identity.canonical_model`)."""
-    from .ingest.identity import canonical_model
+def _names(model: str) -> list[str]:
+    """The names a model is looked up by, in order (see the module docstring)."""
+    parts = model.split("/")
+    names = ["/".join(parts[i:]) for i in range(len(parts))]
+    canonical = canonical_model(model)
+    if canonical:
+        names.append(canonical)
+    return names
 
+
+@functools.lru_cache(maxsize=512)
+def model_prices(model: str | None) -> Prices | None:
+    """The prices of a model by the lookup rule above; None when it has no input and output price."""
+    if not model:
+        return None
     table = price_table()
-    for name in (model, model.split("/", 1)[-1], model.rsplit("/", 1)[-1], canonical_model(model)):
-        entry = table.get(name)
-        if isinstance(entry, dict) and entry.get("input_cost_per_token") is not None:
-            return entry
+    for name in _names(model):
+        entry = _REGISTERED.get(name) or table.get(name)
+        if not isinstance(entry, dict):
+            continue
+        pin, pout = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
+        if pin is None or pout is None:
+            continue
+        pin = float(pin)
+        return Prices(pin, float(pout), float(entry.get("cache_read_input_token_cost") or pin),
+                      float(entry.get("cache_creation_input_token_cost") or pin))
     return None
 
 
-@functools.lru_cache(maxsize=256)
-def model_prices(model: str | None) -> tuple[float, float, float] | None:
-    """(input, output, cache-read) USD per token for a model name, trying provider-less variants."""
-    entry = _entry(model) if model else None
-    if entry is None:
-        return None
-    pin = float(entry["input_cost_per_token"])
-    pout = float(entry.get("output_cost_per_token") or 0.0)
-    pcache = float(entry.get("cache_read_input_token_cost") or pin)
-    return pin, pout, pcache
-
-
-@functools.lru_cache(maxsize=256)
-def cache_write_price(model: str | None) -> float | None:
-    """USD per cache-write token (Anthropic: 1.25 x input for the 5-minute cache); the input price when unlisted."""
-    entry = _entry(model) if model else None
-    if entry is None:
-        return None
-    return float(entry.get("cache_creation_input_token_cost") or entry["input_cost_per_token"])
+def register_price(model: str, input_per_token: float, output_per_token: float) -> None:
+    """Add a price for a model the offline map lacks (a local or private model)."""
+    _REGISTERED[model] = {"input_cost_per_token": input_per_token, "output_cost_per_token": output_per_token}
+    model_prices.cache_clear()
 
 
 def estimate_cost(model: str | None, input_tokens: int, output_tokens: int, cached_tokens: int = 0, cache_write_tokens: int = 0) -> float | None:
@@ -76,9 +99,15 @@ def estimate_cost(model: str | None, input_tokens: int, output_tokens: int, cach
     prices = model_prices(model)
     if prices is None:
         return None
-    pin, pout, pcache = prices
     total_in = input_tokens or 0
     cached = min(cached_tokens or 0, total_in)
     written = min(cache_write_tokens or 0, total_in - cached)
-    pwrite = cache_write_price(model) or pin
-    return (total_in - cached - written) * pin + cached * pcache + written * pwrite + (output_tokens or 0) * pout
+    return ((total_in - cached - written) * prices.input + cached * prices.cache_read + written * prices.cache_write
+            + (output_tokens or 0) * prices.output)
+
+
+def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
+    """Cost of one judge call from its reported usage; None when the price or the usage is unknown."""
+    if prompt_tokens is None or completion_tokens is None:
+        return None
+    return estimate_cost(model, prompt_tokens, completion_tokens)

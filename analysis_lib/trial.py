@@ -85,33 +85,6 @@ class Trajectory:
 
 
 @dataclass(slots=True)
-class Activity:
-    """What the Layer 1 metrics read from a trajectory, without its steps.
-
-    Ingesting thousands of trials for metrics alone need not build every :class:`Step`: the ATIF
-    fast path fills this straight from the typed decode, and ``metrics.activity`` derives the
-    same from a full :class:`Trajectory` (tests check that both agree on every real file).
-    """
-
-    total_steps: int = 0  # steps that are not copied context
-    agent_steps: int = 0
-    first_timestamp: str | None = None  # first non-empty step timestamp
-    last_timestamp: str | None = None  # last one, when at least two steps carry one
-    # Usage totals by the rules of metrics.trajectory_tokens: input, output, cached, cost (None: unknown).
-    tokens: dict[str, Any] = field(default_factory=dict)
-    # Tool calls in order (root steps, then subagents), copied context excluded.
-    calls: list[ToolCall] = field(default_factory=list)
-    # Per call: (1-based position of its step among the root steps, that step's timestamp); None
-    # for a subagent's call. With first_step_timestamp (of the first root step): time to first edit.
-    call_steps: list[tuple[int, str | None] | None] = field(default_factory=list)
-    first_step_timestamp: str | None = None
-    model_name: str | None = None
-    # Per subagent (nested ones too): (its model, input, output, cached tokens), so that an estimated
-    # cost prices a subagent's calls at its own model's rate; empty without subagents.
-    subagent_usage: list[tuple[str | None, int, int, int, int]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
 class TestResult:
     """One test of a verifier report (CTRF or imported), durations in seconds."""
 
@@ -146,8 +119,6 @@ class Trial:
     trial_path: str
     source_format: str  # run_layout | harbor | tb1 | inspect | mcpbr | claude_code
     trajectory: Trajectory | None = None
-    # Set instead of ``trajectory`` when only the metrics are wanted (the ingest hot path).
-    activity: Activity | None = None
     tests: list[TestResult] | None = None
     reward: float | None = None
     timing: Timing = field(default_factory=Timing)

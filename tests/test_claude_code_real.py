@@ -257,7 +257,7 @@ def test_full_ab_run_as_a_user_would(claude_bin, model, tmp_path):
         fm = stream["final_metrics"]
         assert (fm["total_prompt_tokens"], fm["total_completion_tokens"]) == (tr["all"]["prompt_tokens"], tr["all"]["output_tokens"])
         assert fm["total_steps"] == traj["final_metrics"]["total_steps"]
-        ms = trial_metrics(dataclasses.replace(trials[cond], trajectory=parse_trajectory(stream), activity=None))
+        ms = trial_metrics(dataclasses.replace(trials[cond], trajectory=parse_trajectory(stream)))
         for k in ("total_input_tokens", "total_output_tokens", "total_cached_tokens", "total_steps", "steps_to_first_edit",
                   "tool_calls_count", "mcp_tool_calls", "mcp_discovery_calls", "native_tool_calls", "files_edited"):
             assert ms[k] == m[k], (k, ms[k], m[k])  # Layer 1 on stream-json equals Layer 1 on the transcript

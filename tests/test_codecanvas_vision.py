@@ -246,7 +246,7 @@ def test_cli_writes_outputs_with_vision_and_survives_a_broken_state(request, tmp
 
 def test_budget_stop_applies_to_vision_calls(canvas_trial, tmp_path):
     from analysis_lib.judge.client import Ledger
-    from analysis_lib.judge.pricing import cost_usd
+    from analysis_lib.pricing import cost_usd
 
     model = "openai/gpt-4o-mini"
     one_call = cost_usd(model, 100, 20)  # the loopback server reports 100 prompt + 20 completion tokens

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from analysis_lib.ingest.discover import discover
-from analysis_lib.ingest.load import load_rows, number_repetitions_frame
 from analysis_lib.ingest.tb1 import read_tb1_run
 from analysis_lib.metrics import trial_metrics
+from analysis_lib.trials_table import trials_table
 
 # --------------------------------------------------------------------------- Terminal-Bench 1
 
@@ -125,9 +125,9 @@ def test_tb1_rates_match_tb1s_own_numbers(tmp_path: Path) -> None:
     first = [r for r in recs if not r["trial_name"].endswith(".5-of-5")]
     second = [r for r in recs if r["trial_name"].endswith(".5-of-5")]
     run = _tb1_run(tmp_path, first[:200], {"results.json": first, "2025-08-09__10-00-00_results.json": second})
-    res = load_rows(run.parent, workers=1)
+    res = trials_table(run.parent, workers=1)
     assert [e for e in res.errors if e.severity == "error"] == []
-    df = number_repetitions_frame(res.frame)
+    df = res.frame
     assert len(df) == 400 and int(df["repetition"].max()) == 5 and not df["infra_error"].any()
     tb1_accuracy = sum(bool(r["is_resolved"]) for r in recs) / len(recs)
     assert df["success"].astype(bool).mean() == pytest.approx(tb1_accuracy)
@@ -237,7 +237,7 @@ def test_convert_warns_per_file_for_cut_lines_replaced_bytes_and_empty_inputs(tm
 def test_ingest_reports_conversion_losses_as_warning_rows(tmp_path: Path) -> None:
     lines = _cc_lines()
     (tmp_path / "session.jsonl").write_bytes(lines[0] + b"\n" + lines[1] + b"\n" + lines[1][:40])
-    res = load_rows(tmp_path, workers=1)
+    res = trials_table(tmp_path, workers=1)
     assert len(res.frame) == 1
     assert [(e.severity, e.stage, Path(e.path).name) for e in res.errors] == [("warning", "convert", "session.jsonl")]
     assert "truncated" in res.errors[0].message
@@ -256,7 +256,7 @@ def test_mini_swe_agent_real_trajectory(real_fixtures: Path, tmp_path: Path) -> 
     assistant = [m for m in doc["messages"] if m["role"] == "assistant"]
     usages = [m["extra"]["response"]["usage"] for m in assistant]
     (tmp_path / "hello-world.traj.json").write_bytes(src.read_bytes())  # the name mini-swe-agent gives it
-    res = load_rows(tmp_path, workers=1)
+    res = trials_table(tmp_path, workers=1)
     assert res.errors == []
     (row,) = res.frame.to_dict("records")
     assert row["source_format"] == "mini_swe_agent" and row["task_id"] == "hello-world"
@@ -300,7 +300,7 @@ def test_mini_swe_agent_v2_tool_calls(tmp_path: Path) -> None:
         "trajectory_format": "mini-swe-agent-1.1",
     }
     (tmp_path / "django__django-11099.traj.json").write_text(json.dumps(doc))
-    res = load_rows(tmp_path, workers=1)
+    res = trials_table(tmp_path, workers=1)
     assert res.errors == []
     (row,) = res.frame.to_dict("records")
     assert (row["task_id"], row["profile"]) == ("django__django-11099", "mini-swe-agent@claude-sonnet-4-5-20250929")
@@ -345,7 +345,7 @@ def test_swe_agent_traj(tmp_path: Path, function_calling: bool) -> None:
     inst.mkdir()
     (inst / "marshmallow-code__marshmallow-1867.traj").write_text(json.dumps(_swe_agent_traj(function_calling)))
     (inst / "marshmallow-code__marshmallow-1867.config.yaml").write_text("agent: {}\n")
-    res = load_rows(tmp_path, workers=1)
+    res = trials_table(tmp_path, workers=1)
     assert res.errors == []
     (row,) = res.frame.to_dict("records")
     assert row["source_format"] == "swe_agent" and row["task_id"] == "marshmallow-code__marshmallow-1867"
@@ -380,7 +380,7 @@ def test_unread_agent_logs_are_warning_rows(tmp_path: Path) -> None:
     (tmp_path / "t.trajectory.summarization-1-summary.json").write_text(json.dumps(
         {"schema_version": "ATIF-v1.5", "agent": {"name": "x", "version": "1", "extra": {"parent_session_id": "s"}},
          "steps": [{"step_id": 1, "source": "user", "message": "m", "role": "user"}]}))
-    res = load_rows(tmp_path, workers=1)
+    res = trials_table(tmp_path, workers=1)
     assert len(res.frame) == 1
     warned = sorted((Path(e.path).name, e.severity, e.stage) for e in res.errors)
     assert warned == [("broken.traj", "warning", "discover"), ("events.json", "warning", "discover"),
@@ -455,7 +455,7 @@ def _harbor_trial(root: Path, name: str, task_name: str, model: str) -> None:
 def test_task_prefix_kept_in_a_column_and_profiles_agree_across_providers(tmp_path: Path) -> None:
     _harbor_trial(tmp_path, "hello-world__a1b2c3d", "terminal-bench/hello-world", "us.anthropic.claude-sonnet-4-20250514-v1:0")
     _harbor_trial(tmp_path, "hello-world__e4f5g6h", "hello-world", "anthropic/claude-sonnet-4-20250514")
-    res = load_rows(tmp_path, workers=1)
+    res = trials_table(tmp_path, workers=1)
     assert res.errors == []
     rows = res.frame.sort_values("trial_path").to_dict("records")
     assert [r["task_id"] for r in rows] == ["hello-world", "hello-world"]
@@ -473,7 +473,7 @@ def test_loose_atif_profile_is_agent_at_model(tmp_path: Path) -> None:
              {"step_id": 2, "source": "agent", "message": "ok", "model_name": "gpt-4o",
               "metrics": {"prompt_tokens": 10, "completion_tokens": 2}}]
     (tmp_path / "fix-git.trajectory.json").write_text(json.dumps(_atif({"name": "terminus-2", "version": "1", "model_name": "openai/gpt-4o"}, steps)))
-    res = load_rows(tmp_path, workers=1)
+    res = trials_table(tmp_path, workers=1)
     (row,) = res.frame.to_dict("records")
     assert (row["profile"], row["task_id"]) == ("terminus-2@gpt-4o", "fix-git")
 
@@ -491,7 +491,7 @@ def test_failed_read_of_a_directory_is_not_a_file_read(tmp_path: Path) -> None:
          "observation": {"results": [{"source_call_id": "t2", "content": "1\tprint('hi')"}]}},
     ]
     (tmp_path / "task.trajectory.json").write_text(json.dumps(_atif({"name": "claude-code", "version": "2", "model_name": "claude-opus-4-6"}, steps)))
-    (row,) = load_rows(tmp_path, workers=1).frame.to_dict("records")
+    (row,) = trials_table(tmp_path, workers=1).frame.to_dict("records")
     assert (row["tool_calls_count"], row["tool_error_count"], row["calls_read"]) == (2, 1, 2)
     assert (row["files_read"], row["exploration_breadth"]) == (1, 1)
 
@@ -517,7 +517,7 @@ def test_subagent_calls_priced_at_their_own_models_rate(tmp_path: Path) -> None:
                  subagent_trajectories=[sub])
     root["schema_version"] = sub["schema_version"] = "ATIF-v1.7"
     (tmp_path / "task.trajectory.json").write_text(json.dumps(root))
-    (row,) = load_rows(tmp_path, workers=1).frame.to_dict("records")
+    (row,) = trials_table(tmp_path, workers=1).frame.to_dict("records")
     assert (row["total_input_tokens"], row["total_output_tokens"]) == (500_000, 25_000)
     assert row["cost_estimated"]
     expected = (pricing.estimate_cost("claude-sonnet-4-5-20250929", 100_000, 5_000)
@@ -583,3 +583,19 @@ def test_tb1_runs_of_one_profile_numbered_apart(tmp_path: Path) -> None:
     # In the order of the runs' start: run3 (Aug 9), run1, run2 (the resolved one).
     assert df["success"].tolist() == [False, False, True]
     assert set(df["profile"]) == {"cursor-cli@claude-sonnet-4-20250514"}
+
+
+def test_ingest_imports_nothing_above_it() -> None:
+    """Ingest reads sources into trials; metrics, CodeCanvas, frames and the layers above build on it, not in it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, pkgutil, sys, analysis_lib.ingest as ingest\n"
+        "for m in pkgutil.iter_modules(ingest.__path__): importlib.import_module('analysis_lib.ingest.' + m.name)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('analysis_lib.')))\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
+    loaded = {m.split(".")[1] for m in eval(out)}  # noqa: S307 (our own printed list)
+    assert loaded <= {"ingest", "trial", "fileio", "tools"}, loaded

@@ -12,7 +12,7 @@ import pytest
 
 from analysis_lib.judge.client import JudgeClient, Ledger
 from analysis_lib.judge.cache import ResponseCache
-from analysis_lib.judge.pricing import register_price
+from analysis_lib.pricing import register_price
 from analysis_lib.judge.run import layer2_frames, load_layer2_outputs, records_df, run_layer2
 from analysis_lib.judge.schemas import FailureAnalysis, StrategyAnalysis
 from judge_fakes import FAILURE, STRATEGY, answer_for, make_trials

@@ -10,7 +10,7 @@ import pytest
 from analysis_lib.judge.agreement import cohen_kappa, fleiss_kappa, krippendorff_alpha_nominal, percent_agreement, self_agreement_row
 from analysis_lib.judge.cache import ResponseCache, cache_key
 from analysis_lib.judge.condense import condense, naive_dump
-from analysis_lib.judge.pricing import cost_usd, model_price
+from analysis_lib.pricing import cost_usd, model_prices
 from analysis_lib.judge.schemas import FailureAnalysis, StrategyAnalysis, comparative_model
 from analysis_lib.judge.templates import load_template, parse_template
 from judge_fakes import make_trial
@@ -131,12 +131,13 @@ def test_cache_key_depends_on_model_version_input_and_sample_only(tmp_path):
 # -- pricing -----------------------------------------------------------------------------------
 
 def test_openrouter_model_takes_the_vendor_price_and_unknown_is_not_zero():
-    direct = model_price("gpt-5.2")
-    assert direct is not None and direct[0] > 0
-    assert model_price("openrouter/openai/gpt-5.2") == direct
-    assert model_price("openai/no-such-model-xyz") is None
+    direct = model_prices("gpt-5.2")
+    assert direct is not None and direct.input > 0
+    assert model_prices("openrouter/openai/gpt-5.2") == direct
+    assert model_prices("openai/no-such-model-xyz") is None
     assert cost_usd("openai/no-such-model-xyz", 10, 10) is None
-    assert cost_usd("gpt-5.2", 1000, 100) == pytest.approx(1000 * direct[0] + 100 * direct[1])
+    assert cost_usd("gpt-5.2", 1000, 100) == pytest.approx(1000 * direct.input + 100 * direct.output)
+    assert cost_usd("gpt-5.2", None, 100) is None  # unknown usage: unknown cost
 
 
 # -- condensation ------------------------------------------------------------------------------

@@ -211,6 +211,14 @@ def test_carried_metrics_for_formats_without_trajectory():
     assert m["unique_tools"] == 2 and m["elapsed_sec"] == 60.0
 
 
+def test_tool_misuse_of_carried_metrics_uses_the_configured_threshold():
+    """TB1, Inspect and mcpbr trials carry call and error counts: the flag follows MetricsConfig, as for trajectories."""
+    trial = _trial(None, reward=0.0, carried={"tool_calls_count": 10, "tool_error_count": 2})  # 20 % errored
+    assert trial_metrics(trial)["tool_misuse"] is False  # default threshold: > 30 %
+    assert trial_metrics(trial, MetricsConfig(tool_misuse_error_rate=0.10))["tool_misuse"] is True
+    assert trial_metrics(trial, MetricsConfig(tool_misuse_error_rate=0.20))["tool_misuse"] is False  # strictly above
+
+
 # Exploratory metrics (params/analysis_plan.yaml): a hand-traced session.
 #   step 1 (user, 00:00:00)
 #   step 2 (00:00:10): Read a.py, Read b.py                      -> first reads

@@ -1,4 +1,4 @@
-"""The parallel read: parent and forked helpers share the work; a helper that dies costs time, not trials."""
+"""The parallel read: a process pool gives the serial table; a worker that dies costs time, not trials."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import sys
 
 import pandas as pd
 import pytest
-
-from analysis_lib.ingest import load
-from analysis_lib.layer1 import analyse
-
 from builders import small_runs
+
+from analysis_lib import trials_table
+from analysis_lib.layer1 import analyse
 
 
 @pytest.fixture
@@ -19,18 +18,29 @@ def runs(tmp_path):
     return small_runs(tmp_path / "runs", n_tasks=12)  # 24 trials: enough to go parallel
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="forked helpers need fork")
-def test_parallel_read_equals_serial_and_survives_a_dead_helper(runs, monkeypatch):
+@pytest.mark.skipif(sys.platform == "win32", reason="the dying worker is set up by fork")
+def test_parallel_read_equals_serial_and_survives_a_dead_worker(runs, monkeypatch, capsys):
     serial = analyse(runs, workers=1, cache=False).metrics
     pd.testing.assert_frame_equal(analyse(runs, workers=3, cache=False).metrics, serial)
 
     parent = os.getpid()
-    real = load.rows_for_source
+    real = trials_table.trial_row
 
-    def dies_in_a_helper(src, config=load.MetricsConfig()):
+    def dies_in_a_worker(trial, config=trials_table.DEFAULT_CONFIG):
         if os.getpid() != parent:
             os._exit(3)  # a crash no exception handler sees (segfault, OOM kill)
-        return real(src, config)
+        return real(trial, config)
 
-    monkeypatch.setattr(load, "rows_for_source", dies_in_a_helper)
+    monkeypatch.setattr(trials_table, "trial_row", dies_in_a_worker)
     pd.testing.assert_frame_equal(analyse(runs, workers=2, cache=False).metrics, serial)
+    assert "a worker process died" in capsys.readouterr().err
+
+
+def test_workers_return_rows_not_trajectories(runs):
+    """What crosses from a worker to this process is a source's rows and errors: small, plain values."""
+    from analysis_lib.ingest.discover import discover
+
+    src = discover(runs)[0][0]
+    rows, errors = trials_table.source_rows(src)
+    assert errors == [] and len(rows) == 1
+    assert all(v is None or isinstance(v, (str, int, float, bool)) for v in rows[0].values())

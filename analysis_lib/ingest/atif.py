@@ -13,13 +13,11 @@ import os
 import re
 from typing import Any
 
-import msgspec
 import orjson
 
 from ..fileio import loads_lenient, read_bytes, read_json
-from ..metrics import UsageTotals
 from ..tools import result_is_error
-from ..trial import Activity, FinalMetrics, InputError, Step, ToolCall, Trajectory
+from ..trial import FinalMetrics, InputError, Step, ToolCall, Trajectory
 
 KNOWN_MINOR = 8  # ATIF-v1.8 is the newest version this reader was checked against
 _VERSION = re.compile(r"^ATIF-v(\d+)\.(\d+)")
@@ -281,34 +279,21 @@ def _dedupe_repeated_usage(steps: list[Step], agent_name: str | None = None) -> 
     (prompt, completion, cached) triples and no distinguishing id are treated as the same call.
     Other producers write one step per call, so equal counts there are distinct calls.
     """
-    rule = _RepeatedUsage(agent_name)
+    by_blocks = bool(agent_name) and "claude" in str(agent_name).lower()
+    prev_key: str | None = None
+    prev_triple: tuple | None = None
     for s in steps:
         if s.source != "agent" or s.prompt_tokens is None:
-            rule.reset()
-        else:
-            s.usage_key = rule.key(s.step_id, s.usage_key, (s.prompt_tokens, s.completion_tokens, s.cached_tokens))
-
-
-class _RepeatedUsage:
-    """The rule of :func:`_dedupe_repeated_usage`, one step at a time (shared with the activity path)."""
-
-    __slots__ = ("by_blocks", "prev_key", "prev_triple")
-
-    def __init__(self, agent_name: Any) -> None:
-        self.by_blocks = bool(agent_name) and "claude" in str(agent_name).lower()
-        self.prev_key: str | None = None
-        self.prev_triple: tuple | None = None
-
-    def reset(self) -> None:
-        self.prev_triple = None
-
-    def key(self, step_id: int, key: str | None, triple: tuple) -> str:
-        if key is None and self.by_blocks and self.prev_triple == triple and any(triple):
-            key = self.prev_key
+            prev_triple = None
+            continue
+        triple = (s.prompt_tokens, s.completion_tokens, s.cached_tokens)
+        key = s.usage_key
+        if key is None and by_blocks and prev_triple == triple and any(triple):
+            key = prev_key
         elif key is None:
-            key = f"step-{step_id}"
-        self.prev_key, self.prev_triple = key, triple
-        return key
+            key = f"step-{s.step_id}"
+        s.usage_key = prev_key = key
+        prev_triple = triple
 
 
 def _attach_subagents(traj: Trajectory, obj: dict, raw_steps: list, path: str, depth: int) -> None:
@@ -411,321 +396,8 @@ def _inside(base: str, target: str) -> bool:
 
 
 def read_trajectory(path: str | os.PathLike) -> Trajectory:
-    """Read and parse an ATIF file: typed fast path first, the lenient reader when it does not fit."""
-    data = read_bytes(path, "trajectory")
-    fast = _fast_parse(data, str(path))
-    if fast is not None:
-        return fast
+    """Read and parse an ATIF file (invalid UTF-8 is replaced, with a warning, rather than refused)."""
     notes: list[str] = []
-    traj = parse_trajectory(loads_lenient(data, path, "trajectory", notes), str(path))
+    traj = parse_trajectory(loads_lenient(read_bytes(path, "trajectory"), path, "trajectory", notes), str(path))
     traj.warnings.extend(notes)
     return traj
-
-
-# --- Fast path -------------------------------------------------------------------------------
-# Typed decoding (msgspec) of only the fields the analysis uses: unknown fields are skipped in C
-# instead of becoming Python objects. Anything unusual (wrong types, subagents, continuations,
-# non-UTF-8, a version outside 1.x) returns None and the lenient reader above takes over, so both
-# paths give the same Trajectory (tests compare them on every real file).
-
-
-_NULL = msgspec.Raw(b"null")
-
-
-class _FMetrics(msgspec.Struct, gc=False):
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = None
-    cost_usd: float | None = None
-    # Provider usage details: kept as raw bytes, decoded only when they carry a call id.
-    extra: msgspec.Raw = _NULL
-
-
-class _FCall(msgspec.Struct, gc=False):
-    tool_call_id: Any = None
-    function_name: Any = None
-    name: Any = None
-    arguments: Any = None
-
-
-class _FResult(msgspec.Struct, gc=False):
-    source_call_id: Any = None
-    content: Any = None
-    extra: Any = None
-    subagent_trajectory_ref: Any = None
-    is_error: Any = None
-    status: Any = None
-
-
-class _FObs(msgspec.Struct, gc=False):
-    results: list[_FResult] | None = None
-
-
-class _FStep(msgspec.Struct, gc=False):
-    step_id: int | None = None
-    source: str | None = None
-    timestamp: str | None = None
-    message: Any = None
-    model_name: str | None = None
-    metrics: _FMetrics | None = None
-    tool_calls: list[_FCall] | None = None
-    observation: _FObs | None = None
-    is_copied_context: bool | None = None
-    extra: dict | None = None
-
-
-class _FAgent(msgspec.Struct, gc=False):
-    name: Any = None
-    version: Any = None
-    model_name: Any = None
-    extra: Any = None
-
-
-class _FDoc(msgspec.Struct, gc=False):
-    schema_version: str
-    steps: list[_FStep]
-    session_id: Any = None
-    agent: _FAgent | None = None
-    final_metrics: dict | None = None
-    continued_trajectory_ref: Any = None
-    subagent_trajectories: Any = None
-
-
-_DECODER = msgspec.json.Decoder(_FDoc)
-
-
-def _match_results(calls: list[ToolCall], results: list[_FResult], step_id: int, warnings: list[str],
-                   unmatched: list[str] | None) -> bool:
-    """Give each tool call its result text and error mark; False when a result needs the lenient reader."""
-    if len(results) == 1 and len(calls) == 1:  # the common step: one call, its result, no lookups
-        r, call = results[0], calls[0]
-        sid = r.source_call_id
-        if not r.subagent_trajectory_ref and (sid is None or call.call_id == str(sid)):
-            _give_result(call, r, _result_text(r, step_id, warnings))
-            return True
-    single = calls[0] if len(calls) == 1 and len(results) == 1 else None
-    by_id = {c.call_id: c for c in calls} if len(calls) > 1 else None
-    for r in results:
-        if r.subagent_trajectory_ref:
-            return False  # references need the lenient reader's resolution
-        text = _result_text(r, step_id, warnings)
-        sid = r.source_call_id
-        if sid is None:
-            call = single
-        elif by_id is None:
-            call = calls[0] if calls and calls[0].call_id == str(sid) else None
-        else:
-            call = by_id.get(str(sid))
-        if call is not None:
-            _give_result(call, r, text)
-        elif unmatched is not None:
-            unmatched.append(text[:OUTPUT_KEEP_CHARS])
-    return True
-
-
-def _result_text(r: _FResult, step_id: int, warnings: list[str]) -> str:
-    content = r.content
-    text = content if type(content) is str else content_text(content)
-    if len(text) > HUGE_OUTPUT_CHARS:
-        warnings.append(f"step {step_id}: observation of {len(text) / 1e6:.0f} M characters truncated to {OUTPUT_KEEP_CHARS}")
-    return text
-
-
-def _give_result(call: ToolCall, r: _FResult, text: str) -> None:
-    """The call's output (cut to a display prefix), its length and its error mark."""
-    n = len(text)
-    call.output = text if n <= OUTPUT_KEEP_CHARS else text[:OUTPUT_KEEP_CHARS]
-    call.output_chars = n
-    marks = {"is_error": r.is_error, "status": r.status} if (r.is_error is not None or r.status) else None
-    call.is_error = result_is_error(call.name, text, r.extra if type(r.extra) is dict else None, marks)
-
-
-def _calls(fcalls: list[_FCall], step_id: int) -> list[ToolCall]:
-    out = []
-    for c in fcalls:
-        args = c.arguments
-        cid = c.tool_call_id
-        name = c.function_name or c.name or "unknown"
-        out.append(ToolCall(step_id, name if type(name) is str else str(name),
-                            args if type(args) is dict else decode_arguments(args),
-                            cid if cid is None or type(cid) is str else str(cid)))
-    return out
-
-
-def _typed_decode(decoder: msgspec.json.Decoder, data: bytes, path: str) -> tuple[Any, list[str]] | None:
-    """The typed document and its version warnings, or None when the lenient reader must take over
-    (invalid JSON or UTF-8, odd types, a version outside 1.x, subagents or continuations)."""
-    try:
-        doc = decoder.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-        return None  # invalid UTF-8 too: the lenient reader replaces it and says so
-    m = _VERSION.match(doc.schema_version)
-    if not m or m.group(1) != "1" or doc.continued_trajectory_ref or doc.subagent_trajectories:
-        return None
-    note = check_version(doc.schema_version, path)
-    return doc, [note] if note else []
-
-
-def _fast_parse(data: bytes, path: str) -> Trajectory | None:
-    decoded = _typed_decode(_DECODER, data, path)
-    if decoded is None:
-        return None
-    doc, warnings = decoded
-    agent = doc.agent or _FAgent()
-    traj = Trajectory(
-        schema_version=doc.schema_version,
-        agent_name=agent.name,
-        agent_version=agent.version,
-        model_name=agent.model_name,
-        session_id=doc.session_id,
-        final_metrics=_final_metrics(doc.final_metrics),
-        source_path=path,
-        warnings=warnings,
-        extra={"agent_extra": agent.extra} if isinstance(agent.extra, dict) else {},
-    )
-    steps = traj.steps
-    for index, fs in enumerate(doc.steps):
-        step_id = fs.step_id if fs.step_id is not None else index + 1
-        msg = fs.message
-        step = Step(step_id, fs.source or "agent", fs.timestamp, msg if type(msg) is str else content_text(msg), fs.model_name)
-        if fs.is_copied_context:
-            step.is_copied_context = True
-        extra = fs.extra
-        if extra:
-            step.extra = extra
-        fm = fs.metrics
-        if fm is not None:
-            step.prompt_tokens = fm.prompt_tokens
-            step.completion_tokens = fm.completion_tokens
-            step.cached_tokens = fm.cached_tokens
-            step.cost_usd = fm.cost_usd
-            key = (extra.get("message_id") or extra.get("request_id")) if extra else None
-            if not key and len(fm.extra) > 4:
-                raw_extra = bytes(fm.extra)
-                if b'"message_id"' in raw_extra or b'"request_id"' in raw_extra:
-                    mextra = msgspec.json.decode(raw_extra)
-                    if type(mextra) is dict:
-                        key = mextra.get("message_id") or mextra.get("request_id")
-            if key:
-                step.usage_key = str(key)
-        if fs.tool_calls:
-            step.tool_calls = _calls(fs.tool_calls, step_id)
-        calls = step.tool_calls
-        obs = fs.observation
-        if obs is not None and obs.results and not _match_results(calls, obs.results, step_id, warnings, step.observations):
-            return None
-        steps.append(step)
-    _dedupe_repeated_usage(steps, traj.agent_name)
-    return traj
-
-
-# --- Activity path ---------------------------------------------------------------------------
-# For the metrics alone (the ingest hot path), the same typed decode without messages and step
-# objects: counts, usage totals, timestamps and tool calls come straight out of the decoded
-# structs, by the rules that parse_trajectory + metrics.activity apply (tests compare the two on
-# every real file). Anything the fast path would hand to the lenient reader returns None here too.
-
-
-class _UsageIds(msgspec.Struct, gc=False):
-    message_id: Any = None
-    request_id: Any = None
-
-
-class _AMetrics(msgspec.Struct, gc=False):
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = None
-    cost_usd: float | None = None
-    extra: _UsageIds | None = None
-
-
-class _AStep(msgspec.Struct, gc=False):
-    step_id: int | None = None
-    source: str | None = None
-    timestamp: str | None = None
-    metrics: _AMetrics | None = None
-    tool_calls: list[_FCall] | None = None
-    observation: _FObs | None = None
-    is_copied_context: bool | None = None
-    extra: _UsageIds | None = None
-
-
-class _ADoc(msgspec.Struct, gc=False):
-    schema_version: str
-    steps: list[_AStep]
-    agent: _FAgent | None = None
-    final_metrics: dict | None = None
-    continued_trajectory_ref: Any = None
-    subagent_trajectories: Any = None
-
-
-_ACTIVITY_DECODER = msgspec.json.Decoder(_ADoc)
-
-
-def read_activity(path: str | os.PathLike, *, size: int | None = None) -> tuple[Activity, Any, list[str]] | None:
-    """``(activity, agent name, warnings)`` of an ATIF file, or None when it needs the full reader.
-
-    ``size``: the file's size from a stat just taken (see :func:`analysis_lib.fileio.read_bytes`)."""
-    decoded = _typed_decode(_ACTIVITY_DECODER, read_bytes(path, "trajectory", size=size), str(path))
-    if decoded is None:
-        return None
-    doc, warnings = decoded
-    agent = doc.agent or _FAgent()
-    totals = UsageTotals()
-    rule = _RepeatedUsage(agent.name)
-    calls: list[ToolCall] = []
-    call_steps: list[tuple[int, str | None] | None] = []
-    n_steps = agent_steps = n_stamps = 0
-    first = last = first_step = None
-    for index, fs in enumerate(doc.steps):
-        step_id = fs.step_id if fs.step_id is not None else index + 1
-        source = fs.source or "agent"
-        copied = bool(fs.is_copied_context)
-        fm = fs.metrics
-        if fm is not None:
-            ids, mids = fs.extra, fm.extra
-            key = (ids.message_id or ids.request_id) if ids is not None else None
-            if not key and mids is not None:
-                key = mids.message_id or mids.request_id
-            key = str(key) if key else None
-            if source != "agent" or fm.prompt_tokens is None:
-                rule.reset()
-            else:
-                key = rule.key(step_id, key, (fm.prompt_tokens, fm.completion_tokens, fm.cached_tokens))
-            if source == "agent" and not copied:
-                totals.step(key, fm.prompt_tokens, fm.completion_tokens, fm.cached_tokens, fm.cost_usd)
-        else:
-            rule.reset()
-        step_calls = _calls(fs.tool_calls, step_id) if fs.tool_calls else []
-        obs = fs.observation
-        if obs is not None and obs.results and not _match_results(step_calls, obs.results, step_id, warnings, None):
-            return None
-        if copied:
-            continue
-        n_steps += 1
-        if n_steps == 1:
-            first_step = fs.timestamp
-        if source == "agent":
-            agent_steps += 1
-        if fs.timestamp:
-            n_stamps += 1
-            if first is None:
-                first = fs.timestamp
-            last = fs.timestamp
-        if step_calls:
-            calls += step_calls
-            where = (n_steps, fs.timestamp)
-            for _ in step_calls:
-                call_steps.append(where)
-    act = Activity(
-        total_steps=n_steps,
-        agent_steps=agent_steps,
-        first_timestamp=first,
-        last_timestamp=last if n_stamps >= 2 else None,
-        tokens=totals.result(_final_metrics(doc.final_metrics)),
-        calls=calls,
-        call_steps=call_steps,
-        first_step_timestamp=first_step,
-        model_name=agent.model_name,
-    )
-    return act, agent.name, warnings

@@ -63,5 +63,5 @@ def parse_ctrf(doc: Any, path: str = "<memory>") -> list[TestResult]:
     return out
 
 
-def read_ctrf(path: str | os.PathLike, *, size: int | None = None) -> list[TestResult]:
-    return parse_ctrf(read_json(path, "ctrf", size=size), str(path))
+def read_ctrf(path: str | os.PathLike) -> list[TestResult]:
+    return parse_ctrf(read_json(path, "ctrf"), str(path))

@@ -10,7 +10,7 @@ Recognised (by content and shape, not by file name alone):
 - loose ATIF files and Claude Code / Codex transcripts (converted to ATIF).
 
 Discovery only looks at names and, where a folder is ambiguous, at one small JSON file; the
-reading happens later, in parallel (:mod:`analysis_lib.ingest.read`).
+reading happens later (:mod:`analysis_lib.ingest.read`).
 """
 
 from __future__ import annotations
@@ -25,23 +25,6 @@ from ..trial import IngestError, InputError
 
 _RUN_DIR = re.compile(r"^(?P<ts>\d{4}-\d{2}-\d{2}(?:__|T|_)\d{2}[-:]\d{2}[-:]\d{2})__(?P<profile>.+)$")
 _JOB_LEVEL = {"index.json", "config.json", "result.json", "lock.json"}
-
-
-@dataclass(slots=True)
-class Looked:
-    """What a discovery walk looked at, so that a later scan can tell whether it would find the same.
-
-    ``folders``: (path, mtime_ns) of every folder listed, stat'ed before listing (trial folders
-    excepted: their own fingerprint covers them); ``files``: paths of the files whose content decided
-    what a folder or file is (index.json, sniffed heads).
-    """
-
-    folders: list[tuple[str, int]] = field(default_factory=list)
-    files: list[tuple[str, str]] = field(default_factory=list)
-
-    def file(self, path: str) -> None:
-        """Record a file about to be read, with its size and mtime (taken before reading)."""
-        self.files.append((path, fingerprint_file(path)))
 
 
 @dataclass(slots=True)
@@ -194,29 +177,22 @@ def agent_log_hint(path: str) -> str | None:
     return None
 
 
-def discover(root: str | os.PathLike, looked: Looked | None = None) -> tuple[list[TrialSource], list[IngestError]]:
-    """All trial sources under ``root`` (a folder or a single file), and the problems met.
-
-    With ``looked``, the folders listed and the files read are recorded in it (see :class:`Looked`).
-    """
+def discover(root: str | os.PathLike) -> tuple[list[TrialSource], list[IngestError]]:
+    """All trial sources under ``root`` (a folder or a single file), and the problems met."""
     root = os.fspath(root)
     errors: list[IngestError] = []
     sources: list[TrialSource] = []
     if not os.path.exists(root):
         return [], [IngestError(root, "discover", "no such file or folder")]
     if os.path.isfile(root):
-        if looked is not None:
-            looked.file(root)
         kind = _sniff_file(root)
         if kind is None:
             return [], [IngestError(root, "discover", "not a recognised run format (ATIF, transcript, Inspect log, mcpbr results, "
                                     "mini-swe-agent or SWE-agent trajectory)")]
         return [_file_source(root, kind)], []
-    if looked is not None:
-        looked.file(os.path.join(root, "index.json"))
     index = _read_index(root, errors)
     visited: set = set()
-    _walk(root, root, index, sources, errors, visited, depth=0, looked=looked)
+    _walk(root, root, index, sources, errors, visited, depth=0)
     _number_run_layout_repetitions(sources, index)
     sources.sort(key=lambda s: (s.run_id, s.task_id or "", s.path))
     if not sources and not errors:
@@ -231,7 +207,7 @@ def _file_source(path: str, kind: str) -> TrialSource:
 
 
 def _walk(root: str, path: str, index: dict, sources: list, errors: list, visited: set, depth: int,
-          ident: tuple[int, int] | None = None, looked: Looked | None = None) -> None:
+          ident: tuple[int, int] | None = None) -> None:
     # Folders are identified by (device, inode): a symlink back to a visited folder is a loop.
     if ident is None:
         try:
@@ -251,12 +227,6 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
     if path != root and (_has_entry(path, "agent") or _has_entry(path, "verifier")):
         sources.append(_trial_dir_source(root, path, index))
         return
-    mtime = None
-    if looked is not None:
-        try:
-            mtime = os.stat(path).st_mtime_ns  # before listing: a change while listing is seen next time
-        except OSError:
-            mtime = -1
     try:
         with os.scandir(path) as it:
             entries = list(it)
@@ -264,19 +234,12 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
         errors.append(IngestError(path, "discover", f"cannot list folder ({exc.strerror or exc})"))
         return
     names = {e.name for e in entries}
-    if path != root and "agent" not in names and "verifier" not in names and "result.json" in names and looked is not None:
-        looked.file(os.path.join(path, "result.json"))
     if path != root and _is_trial_dir(path, names):
         sources.append(_trial_dir_source(root, path, index))
         return
-    if looked is not None:
-        looked.folders.append((path, mtime))
     # A TB1 run may have lost its run_metadata.json and kept only run-level results files (results[]),
     # results.json or <timestamp>_results.json.
     run_results = sorted(n for n in names if n == "results.json" or n.endswith("_results.json"))
-    if looked is not None:
-        for n in run_results:
-            looked.file(os.path.join(path, n))
     if "run_metadata.json" in names or (run_results and _is_tb1_run(path)):
         sources.append(TrialSource(kind="tb1_run", path=path, run_id=os.path.basename(path), source_format="tb1"))
         return
@@ -291,10 +254,8 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
         if is_dir:
             # DirEntry.inode() costs no system call; symlinked folders need a stat of their target.
             child = None if e.is_symlink() else (ident[0], e.inode())
-            _walk(root, e.path, index, sources, errors, visited, depth + 1, child, looked)
+            _walk(root, e.path, index, sources, errors, visited, depth + 1, child)
         elif e.name not in _JOB_LEVEL:
-            if looked is not None:
-                looked.file(e.path)
             try:
                 kind = _sniff_file(e.path)
             except InputError as exc:
@@ -377,12 +338,3 @@ def _number_run_layout_repetitions(sources: list[TrialSource], index: dict) -> N
     for s in sources:
         if s.source_format == "run_layout" and s.repetition is None and s.profile:
             s.repetition = rank[(s.profile, s.run_id)]
-
-
-def fingerprint_file(path: str) -> str:
-    """Size and mtime of one file, or "missing"."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "missing"
-    return f"{st.st_size}:{st.st_mtime_ns}"

@@ -34,9 +34,9 @@ def is_job_result(obj: Any) -> bool:
     return isinstance(obj, dict) and ("n_total_trials" in obj or ("stats" in obj and "trial_name" not in obj))
 
 
-def read_reward_txt(path: str | os.PathLike, *, size: int | None = None) -> float:
-    """``reward.txt``: a single number (``1``, ``0``, ``0.75``); ``size`` as for :func:`read_bytes`."""
-    text = read_bytes(path, "reward", size=size).decode("utf-8", errors="replace").strip()
+def read_reward_txt(path: str | os.PathLike) -> float:
+    """``reward.txt``: a single number (``1``, ``0``, ``0.75``)."""
+    text = read_bytes(path, "reward").decode("utf-8", errors="replace").strip()
     if not text:
         raise InputError(str(path), "reward", "empty reward file")
     try:
@@ -64,8 +64,8 @@ def reward_from_mapping(rewards: Any) -> float | None:
     return None
 
 
-def read_reward_json(path: str | os.PathLike, *, size: int | None = None) -> float | None:
-    return reward_from_mapping(read_json(path, "reward", size=size))
+def read_reward_json(path: str | os.PathLike) -> float | None:
+    return reward_from_mapping(read_json(path, "reward"))
 
 
 def trial_result_fields(obj: dict) -> dict[str, Any]:

@@ -6,12 +6,11 @@ import os
 
 from ..fileio import read_json
 from ..trial import IngestError, InputError, Timing, Trial
-from .atif import parse_trajectory, read_activity, read_trajectory
+from .atif import parse_trajectory, read_trajectory
 from .claude_code import stream_json_to_atif
 from .convert import convert_file
 from .ctrf import read_ctrf
 from .discover import TrialSource
-from .scan import Fingerprint
 from .identity import split_task_id
 from .harbor import profile_from_agent, read_reward_json, read_reward_txt, trial_result_fields
 from .inspect_log import read_inspect_log
@@ -19,13 +18,9 @@ from .mcpbr import read_mcpbr_results
 from .tb1 import read_tb1_run
 
 
-def read_source(src: TrialSource, fp: Fingerprint | None = None, *, light: bool = False) -> tuple[list[Trial], list[IngestError]]:
-    """Trials of one source and the errors met reading it (a bad file never raises out).
-
-    ``fp``, the source's fingerprint taken just before, saves asking again which files exist.
-    ``light``: for the metrics only; a trial may then carry an ``activity`` instead of its trajectory.
-    """
-    trials, errors = _read(src, fp, light)
+def read_source(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
+    """Trials of one source and the errors met reading it (a bad file never raises out)."""
+    trials, errors = _read(src)
     for t in trials:
         task, prefix = split_task_id(t.task_id)
         if prefix is not None:
@@ -35,10 +30,10 @@ def read_source(src: TrialSource, fp: Fingerprint | None = None, *, light: bool 
     return trials, errors
 
 
-def _read(src: TrialSource, fp: Fingerprint | None, light: bool) -> tuple[list[Trial], list[IngestError]]:
+def _read(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
     try:
         if src.kind == "trial_dir":
-            return read_trial_dir(src, fp, light=light)
+            return read_trial_dir(src)
         if src.kind == "atif_file":
             return _read_atif_file(src)
         if src.kind == "transcript":
@@ -111,19 +106,20 @@ def _file_trial(src: TrialSource, traj, task: str, fmt: str, *, default_profile:
     return [trial], [IngestError(src.path, "trajectory", w, "warning") for w in traj.warnings]
 
 
-def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bool = False) -> tuple[list[Trial], list[IngestError]]:
+def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
     """A run-layout or Harbor trial folder: result.json, trajectory, CTRF, reward, CodeCanvas.
 
-    With ``light`` the trajectory is read as an :class:`Activity` where the ATIF fast path allows
-    (not for CodeCanvas trials, whose metrics need the edit calls' steps).
+    The files read are those :data:`.fingerprint.TRIAL_ENTRIES` lists (the cache of the trials
+    table watches them).
     """
     d = src.path
-    if fp is not None:
-        isfile, isdir, size = fp.isfile, fp.isdir, fp.size
-    else:
-        isfile = lambda rel: os.path.isfile(os.path.join(d, rel))  # noqa: E731
-        isdir = lambda rel: os.path.isdir(os.path.join(d, rel))  # noqa: E731
-        size = lambda rel: None  # noqa: E731
+
+    def isfile(rel: str) -> bool:
+        return os.path.isfile(os.path.join(d, rel))
+
+    def isdir(rel: str) -> bool:
+        return os.path.isdir(os.path.join(d, rel))
+
     errors: list[IngestError] = []
     paths: dict[str, str] = {}
     res: dict = {}
@@ -131,7 +127,7 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
     if isfile("result.json"):
         paths["result"] = rp
         try:
-            obj = read_json(rp, "result", size=size("result.json"))
+            obj = read_json(rp, "result")
             if isinstance(obj, dict):
                 res = trial_result_fields(obj)
             else:
@@ -140,22 +136,14 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
             errors.append(exc.error)
 
     trajectory = None
-    act = None
     traj_agent = traj_model = None
     tp = os.path.join(d, "agent", "trajectory.json")
     if isfile("agent/trajectory.json"):
         paths["trajectory"] = tp
         try:
-            got = None
-            if light and not isdir("agent/sessions/codecanvas"):
-                got = read_activity(tp, size=size("agent/trajectory.json"))
-            if got is not None:
-                act, traj_agent, warnings = got
-                traj_model = act.model_name
-            else:
-                trajectory = read_trajectory(tp)
-                traj_agent, traj_model, warnings = trajectory.agent_name, trajectory.model_name, trajectory.warnings
-            errors.extend(IngestError(tp, "trajectory", w, "warning") for w in warnings)
+            trajectory = read_trajectory(tp)
+            traj_agent, traj_model = trajectory.agent_name, trajectory.model_name
+            errors.extend(IngestError(tp, "trajectory", w, "warning") for w in trajectory.warnings)
         except InputError as exc:
             errors.append(exc.error)
     elif isfile("agent/claude-code.txt"):
@@ -172,7 +160,7 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
     if isfile("verifier/ctrf.json"):
         paths["ctrf"] = cp
         try:
-            tests = read_ctrf(cp, size=size("verifier/ctrf.json"))
+            tests = read_ctrf(cp)
         except InputError as exc:
             errors.append(exc.error)
 
@@ -183,7 +171,7 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
             paths["reward"] = p
             if reward is None:
                 try:
-                    reward = reader(p, size=size("verifier/" + name))
+                    reward = reader(p)
                 except InputError as exc:
                     errors.append(exc.error)
             break
@@ -207,7 +195,6 @@ def read_trial_dir(src: TrialSource, fp: Fingerprint | None = None, *, light: bo
         trial_path=d,
         source_format=src.source_format,
         trajectory=trajectory,
-        activity=act,
         tests=tests,
         reward=reward,
         timing=Timing(

@@ -25,7 +25,7 @@ import litellm
 from pydantic import BaseModel, ValidationError
 
 from .cache import ResponseCache, cache_key
-from .pricing import cost_usd
+from ..pricing import cost_usd
 from .templates import PromptTemplate, load_template
 
 litellm.suppress_debug_info = True

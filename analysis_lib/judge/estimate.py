@@ -2,7 +2,7 @@
 
 Input tokens are counted on the exact rendered prompts with ``litellm.token_counter``; output
 tokens are the per-analysis guesses of :data:`.analyses.EXPECTED_OUTPUT_TOKENS`; prices come
-from litellm's offline map (:mod:`.pricing`). An unknown price makes the cost unknown, not zero.
+from litellm's offline map (:mod:`analysis_lib.pricing`). An unknown price makes the cost unknown, not zero.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import litellm
 
 from .analyses import EXPECTED_OUTPUT_TOKENS, Job
-from .pricing import model_price
+from ..pricing import model_prices
 from .templates import load_template
 
 
@@ -35,7 +35,7 @@ def count_tokens(model: str, messages: list[dict]) -> int:
 
 def estimate_jobs(jobs: list[Job], model: str = DEFAULT_MODEL, samples: int = 1) -> list[EstimateRow]:
     """One row per analysis (in first-seen order) plus nothing else; ``samples`` multiplies calls."""
-    price = model_price(model)
+    price = model_prices(model)
     rows: dict[str, EstimateRow] = {}
     for job in jobs:
         messages = load_template(job.template).render(job.variables)
@@ -47,7 +47,7 @@ def estimate_jobs(jobs: list[Job], model: str = DEFAULT_MODEL, samples: int = 1)
         row.input_tokens += tin
         row.output_tokens += tout
         if price is not None:
-            row.cost_usd = (row.cost_usd or 0.0) + tin * price[0] + tout * price[1]
+            row.cost_usd = (row.cost_usd or 0.0) + tin * price.input + tout * price.output
     return list(rows.values())
 
 
@@ -69,6 +69,7 @@ def format_estimate(rows: list[EstimateRow], model: str) -> str:
     for r in [*rows, total_row(rows)]:
         cost = "unknown" if r.cost_usd is None else f"{r.cost_usd:.4f}"
         lines.append(f"{r.analysis:<12} {r.calls:>6} {r.input_tokens:>11} {r.output_tokens:>11} {cost:>10}")
-    if model_price(model) is None:
-        lines.append(f"No price for {model} in litellm's offline map: cost unknown (register one with analysis_lib.judge.pricing.register_price).")
+    if model_prices(model) is None:
+        lines.append(f"No price for {model} in litellm's offline map: cost unknown "
+                     "(register one with analysis_lib.pricing.register_price).")
     return "\n".join(lines)
