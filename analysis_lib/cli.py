@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--estimate-cost estimates the LLM analyses; it cannot be combined with --no-llm")
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be a positive number of trials")
-    from .layer1 import run_cli
+    from .analyse_cli import run_cli  # pandas, scipy and the plan: not for subcommands or --help
 
     return run_cli(args)
 

@@ -15,7 +15,7 @@ from .judge.cache import ResponseCache
 from .judge.client import JudgeClient, Ledger
 from .judge.run import CACHE_DIRNAME, load_env_file, missing_key_reason
 from .judge.vision import run_vision
-from .report.provenance import is_simulated
+from .ingest.provenance import is_simulated
 from .trial import IngestError
 
 

@@ -1,12 +1,11 @@
 """The Layer 1 job: runs folder in, ``metrics_detail.csv`` and friends out.
 
-``analyse`` is the library entry point (notebooks call it); ``run_cli`` is what
-``python -m analysis_lib RUNS_DIR`` runs, including the later layers when they are present.
+``analyse`` is the library entry point (notebooks call it); :mod:`analysis_lib.analyse_cli` is
+what ``python -m analysis_lib RUNS_DIR`` runs, the comparisons and LLM analyses included.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from dataclasses import dataclass, field
@@ -17,10 +16,10 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from .codecanvas.outputs import write_codecanvas_outputs
 from .fileio import atomic_write_csv, atomic_write_json
 from .metrics import CATEGORY_COLUMNS, DEFAULT_CONFIG, MetricsConfig
-from .report.provenance import declared_baseline
-from .tools import DEFAULT_MCP_TOOLS
+from .plan import PlanError, check_plan, load_plan, write_sidecar
 from .trials_table import relative_to_runs, trials_table
 
 SUMMARY_METRICS = [
@@ -93,8 +92,6 @@ def analyse(
 def plan_check(runs_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None):
     """The default analysis plan checked against its record (recorded in ``out_dir`` when there is none);
     None with one warning line when the plan cannot be read, so that Layer 1 still runs."""
-    from .plan import PlanError, check_plan, load_plan
-
     try:
         return check_plan(runs_dir, load_plan(), out_dir=out_dir, record=out_dir is not None)
     except PlanError as exc:
@@ -183,113 +180,8 @@ def write_outputs(result: Layer1Result, out_dir: str | os.PathLike) -> list[Path
         atomic_write_csv(out / "errors.csv", result.errors),
     ]
     if check is not None:
-        from .plan import write_sidecar
-
         files.append(write_sidecar(out, check))
     if "informed_editing_score" in result.metrics and result.metrics["informed_editing_score"].notna().any():
-        from .codecanvas import write_codecanvas_outputs
-
         written = write_codecanvas_outputs([], result.metrics, out, simulated=result.simulated)
         files.extend(written.values())
     return files
-
-
-def config_from_args(args: argparse.Namespace) -> MetricsConfig:
-    mcp = DEFAULT_MCP_TOOLS | frozenset(args.mcp_tools or [])
-    return MetricsConfig(mcp_tools=mcp)
-
-
-def print_trial_list(df: pd.DataFrame, file=None) -> None:
-    """The ``--list`` table: profile, task, repetition, outcome, path (to ``file``, else the current stdout)."""
-    outcome = np.where(df["infra_error"].fillna(False), "infra-error",
-                       np.where(df["success"].isna(), "unknown", np.where(df["success"].fillna(False), "pass", "fail")))
-    table = pd.DataFrame({
-        "profile": df["profile"], "task": df["task_id"], "rep": df["repetition"], "outcome": outcome,
-        "path": df["trial_path"],
-    })
-    with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 80):
-        print(table.to_string(index=False) if len(table) else "(no trials)", file=file or sys.stdout)
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """``python -m analysis_lib RUNS_DIR``: Layer 1, then comparisons and Layer 2 when present."""
-    outcome = "succeeded" if args.succeeded else "failed" if args.failed else None
-    out_dir = None if args.list else args.output
-    progress = not args.quiet and sys.stderr.isatty()
-    result = analyse(
-        args.runs_dir, out_dir, tasks=args.tasks, profiles=args.profiles, outcome=outcome, limit=args.limit,
-        seed=args.seed, config=config_from_args(args), cache=not args.no_cache,
-        cache_dir=args.cache_dir or os.path.join(args.output, ".cache"), workers=args.workers, progress=progress,
-    )
-    for e in result.errors.itertuples(index=False):
-        print(f"{e.severity}: {e.path}: {e.stage}: {e.message}", file=sys.stderr)
-    if result.plan_check is not None and not args.list:
-        for w in result.plan_check.warnings:
-            print(f"warning: {w}", file=sys.stderr)
-        if result.plan_check.changed:
-            print(f"warning: plan changed after the plan record: the analysis plan differs from the one recorded in the "
-                  f"{result.plan_check.record_where}; reports open with the diff", file=sys.stderr)
-        if result.plan_check.fixed_before_data is False:
-            print(f"warning: {result.plan_check.timing_line()}", file=sys.stderr)
-    if args.list:
-        print_trial_list(result.metrics)
-        return 0 if len(result.metrics) else 1
-    n = len(result.metrics)
-    status = 0 if n else 1
-    from .bench.environment import runs_dir_warnings
-
-    for line in runs_dir_warnings(args.runs_dir):  # pairs whose two sides ran in different environments
-        print(f"warning: {line}", file=sys.stderr)
-    if n and not args.llm_only:
-        status = max(status, _run_comparisons(args, result))
-    if n and not args.no_llm:
-        status = max(status, _run_layer2(args, result))
-    prefix = "SIMULATED sample runs: " if result.simulated else ""
-    n_err = int((result.errors["severity"] == "error").sum())
-    n_warn = len(result.errors) - n_err
-    print(
-        f"{prefix}analysed {n} trials ({result.metrics['profile'].nunique()} profiles, "
-        f"{result.metrics['task_id'].nunique()} tasks); {n_err} inputs skipped or partly unreadable, "
-        f"{n_warn} warnings{' (see errors.csv)' if len(result.errors) else ''}; "
-        f"{result.cache_hits} trials from cache; outputs in {args.output}",
-        file=sys.stderr if args.quiet else sys.stdout,
-    )
-    return status
-
-
-def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
-    from .plan import PlanError
-    from .report.comparison_report import write_comparisons
-
-    profiles = sorted(result.metrics["profile"].unique())
-    if args.compare:
-        missing = [p for p in args.compare if p not in profiles]
-        if missing:
-            print(f"error: --compare: unknown profile(s) {missing}; profiles present: {profiles}", file=sys.stderr)
-            return 2
-    elif len(profiles) < 2:
-        return 0
-    baseline = args.baseline or declared_baseline(args.runs_dir)
-    if baseline is not None and baseline not in profiles:
-        print(f"error: --baseline {baseline!r} is not a profile here; profiles present: {profiles}", file=sys.stderr)
-        return 2
-    try:
-        write_comparisons(result.metrics, args.output, plan_check=result.plan_check,
-                          compare_pair=tuple(args.compare) if args.compare else None, baseline=baseline,
-                          simulated=result.simulated)
-    except PlanError as exc:
-        print(f"error: {exc}; no comparisons written", file=sys.stderr)
-        return 2
-    return 0
-
-
-def _run_layer2(args: argparse.Namespace, result: Layer1Result) -> int:
-    from .ingest.load import load_trials
-    from .judge.run import run_layer2  # litellm is heavy: loaded only when the LLM analyses run
-
-    trials, _ = load_trials(args.runs_dir)
-    keep = set(result.metrics["trial_path"])
-    trials = [t for t in trials if relative_to_runs(t.trial_path, args.runs_dir) in keep]
-    args.simulated = result.simulated
-    run_layer2(trials, result.metrics, Path(args.output), args)
-    return 0

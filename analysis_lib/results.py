@@ -31,7 +31,7 @@ from .report.comparison_report import CORRECTION_NAMES, hypotheses_table, mcnema
 from .report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
 from .report.markdown import table as _table
 from .report.numbers import number
-from .report.provenance import declared_baseline, is_simulated
+from .ingest.provenance import declared_baseline, is_simulated
 from .subgroups import subgroup_effects
 from .trial import InputError
 

@@ -46,7 +46,7 @@ from analysis_lib.report import notebook_params, outputs
 notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
 project_root = notebook_params.find_project_root(project_root)
 paths = outputs.output_paths(project_root, output_dir)
-from analysis_lib.report import provenance
+from analysis_lib.ingest import provenance
 
 # %% [markdown]
 # ## Provenance

@@ -50,7 +50,8 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
 from analysis_lib import frames, load_trials
-from analysis_lib.report import explore, pair_view, provenance
+from analysis_lib.ingest import provenance
+from analysis_lib.report import explore, pair_view
 
 # %% [markdown]
 # The trials are read from the runs folder itself (every ingested format), so this notebook does

@@ -210,7 +210,7 @@ def test_explore_helpers():
 
 
 def test_provenance_reads_index_json(tmp_path, capsys):
-    from analysis_lib.report import provenance
+    from analysis_lib.ingest import provenance
 
     assert provenance.is_simulated(tmp_path) is False and provenance.declared_baseline(tmp_path) is None
     (tmp_path / "index.json").write_text('{"simulated": true, "baseline": "text"}')
