@@ -43,10 +43,10 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## test: set up, then run the whole test suite on every core (pytest-xdist), then nbval over the committed notebooks
+## test: set up, lint, then run the whole test suite on every core (pytest-xdist), then nbval over the committed notebooks
 # TEST_WORKERS=0 runs the tests in one process. nbval stays in one: notebook 01 writes the results/ that 02-05 read.
 TEST_WORKERS ?= auto
-test: setup
+test: setup lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 	$(BIN)/python -m pytest $(NBVAL) notebooks/
 

@@ -10,12 +10,12 @@ from pathlib import Path
 from .codecanvas.metrics import codecanvas_table
 from .codecanvas.outputs import _scrub, write_codecanvas_outputs
 from .ingest.load import load_trials
+from .ingest.provenance import is_simulated
 from .judge import DEFAULT_MODEL
 from .judge.cache import ResponseCache
 from .judge.client import JudgeClient, Ledger
 from .judge.run import CACHE_DIRNAME, load_env_file, missing_key_reason
 from .judge.vision import run_vision
-from .ingest.provenance import is_simulated
 from .trial import IngestError
 
 

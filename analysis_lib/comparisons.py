@@ -24,7 +24,8 @@ all profile pairs together. ``significant`` is ``p_adjusted < alpha``.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd

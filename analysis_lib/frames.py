@@ -10,7 +10,7 @@ row per verifier test). Each takes a runs folder or trials already loaded with
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 import orjson
 import pandas as pd

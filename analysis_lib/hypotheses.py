@@ -5,7 +5,8 @@ A claim such as "MCP saves cost without hurting success" is two hypotheses in a 
 tested at the full level of its sequence, and only if every step before it held; that keeps the
 family-wise error of the sequence at its level without a correction (Maurer, Hothorn & Lehmacher
 1995). With several profiles against one baseline, each pair runs its own sequence at alpha / (number
-of pairs) (Bonferroni), so the intervals here are wider than the comparisons' 95 % intervals. A non-significant superiority test is not evidence of no harm: non-inferiority is.
+of pairs) (Bonferroni), so the intervals here are wider than the comparisons' 95 % intervals. A
+non-significant superiority test is not evidence of no harm: non-inferiority is.
 
 Every decision reads the interval of the comparison's own estimand (the engine's, at the plan's
 confidence): superiority, the interval excludes 0 on the better side; non-inferiority, its worse
@@ -24,8 +25,22 @@ from .plan import AnalysisPlan, Hypothesis
 
 __all__ = ["COLUMNS", "test_sequence"]
 
-COLUMNS = ["profile_a", "profile_b", "step", "metric", "label", "claim", "margin", "unit", "confidence", "estimate",
-           "ci_low", "ci_high", "result", "reason"]
+COLUMNS = [
+    "profile_a",
+    "profile_b",
+    "step",
+    "metric",
+    "label",
+    "claim",
+    "margin",
+    "unit",
+    "confidence",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "result",
+    "reason",
+]
 
 
 def _margin_on_scale(h: Hypothesis, scale: str) -> float:
@@ -59,15 +74,26 @@ def test_sequence(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[s
             conf = 1 - 2 * alpha if h.claim == "equivalent" else 1 - alpha
             base = {"profile_a": a, "profile_b": b, "step": step, "metric": h.id, "claim": h.claim, "confidence": conf}
             if h.id not in trials.columns:
-                rows.append({**base, "label": registry.metric(h.id).label, "result": "not tested",
-                             "reason": f"column {h.id!r} is not in the metrics table"})
+                rows.append(
+                    {
+                        **base,
+                        "label": registry.metric(h.id).label,
+                        "result": "not tested",
+                        "reason": f"column {h.id!r} is not in the metrics table",
+                    }
+                )
                 open_gate = False
                 continue
             row = estimate(trials, h.id, a, b, plan, confidence=conf)
             margin = _margin_on_scale(h, row["scale"]) if h.margin is not None else np.nan
-            base.update(label=row["label"], unit="pp" if row["scale"] in POINT_SCALES else "%",
-                        margin=100.0 * margin if row["scale"] in POINT_SCALES else margin,
-                        estimate=row.get("estimate"), ci_low=row.get("ci_low"), ci_high=row.get("ci_high"))
+            base.update(
+                label=row["label"],
+                unit="pp" if row["scale"] in POINT_SCALES else "%",
+                margin=100.0 * margin if row["scale"] in POINT_SCALES else margin,
+                estimate=row.get("estimate"),
+                ci_low=row.get("ci_low"),
+                ci_high=row.get("ci_high"),
+            )
             if row["scale"] in POINT_SCALES:  # shown in points, like the comparisons
                 base.update({k: 100.0 * base[k] for k in ("estimate", "ci_low", "ci_high") if base[k] is not None})
             if not open_gate:

@@ -64,14 +64,50 @@ from .trial import Step, ToolCall, Trajectory, Trial
 
 IDENTITY_COLUMNS = ["profile", "task_id", "repetition", "run_id", "trial_path"]
 METRIC_COLUMNS = [
-    "success", "reward", "tests_passed", "tests_failed", "tests_total", "tests_passed_ratio",
-    "total_input_tokens", "total_output_tokens", "total_cached_tokens", "total_tokens", "total_cost_usd",
-    "cost_estimated", "token_efficiency",
-    "total_steps", "agent_steps", "tool_calls_count", "unique_tools", "tools_per_step", "steps_per_minute", "elapsed_sec",
-    "tool_distribution", "tool_success_rate", "tool_error_count", "mcp_tools_used", "mcp_tool_calls", "native_tool_calls",
-    "mcp_discovery_calls", "mcp_exposed", "mcp_used", "loop_count", "backtrack_count", "exploration_breadth", "files_read", "files_edited", "grep_before_edit",
-    "mcp_calls_by_tool", "time_to_first_edit_sec", "steps_to_first_edit", "duplicate_reads",
-    "tool_misuse", "infinite_loop", "budget_exhaustion", "premature_stop", "context_omission",
+    "success",
+    "reward",
+    "tests_passed",
+    "tests_failed",
+    "tests_total",
+    "tests_passed_ratio",
+    "total_input_tokens",
+    "total_output_tokens",
+    "total_cached_tokens",
+    "total_tokens",
+    "total_cost_usd",
+    "cost_estimated",
+    "token_efficiency",
+    "total_steps",
+    "agent_steps",
+    "tool_calls_count",
+    "unique_tools",
+    "tools_per_step",
+    "steps_per_minute",
+    "elapsed_sec",
+    "tool_distribution",
+    "tool_success_rate",
+    "tool_error_count",
+    "mcp_tools_used",
+    "mcp_tool_calls",
+    "native_tool_calls",
+    "mcp_discovery_calls",
+    "mcp_exposed",
+    "mcp_used",
+    "loop_count",
+    "backtrack_count",
+    "exploration_breadth",
+    "files_read",
+    "files_edited",
+    "grep_before_edit",
+    "mcp_calls_by_tool",
+    "time_to_first_edit_sec",
+    "steps_to_first_edit",
+    "duplicate_reads",
+    "tool_misuse",
+    "infinite_loop",
+    "budget_exhaustion",
+    "premature_stop",
+    "context_omission",
 ]
 CONTEXT_COLUMNS = ["source_format", "agent_name", "model_name", "task_dataset", "started_at", "infra_error", "exception"]
 CATEGORY_COLUMNS = ["calls_read", "calls_search", "calls_edit", "calls_execute", "calls_mcp", "calls_other"]
@@ -154,8 +190,13 @@ def trajectory_tokens(traj: Trajectory) -> dict[str, Any]:
     }
     fm = traj.final_metrics
     if fm is not None:
-        for key, value in (("input", fm.prompt_tokens), ("output", fm.completion_tokens), ("cached", fm.cached_tokens),
-                           ("cost", fm.cost_usd), ("cache_write", fm.cache_write_tokens)):
+        for key, value in (
+            ("input", fm.prompt_tokens),
+            ("output", fm.completion_tokens),
+            ("cached", fm.cached_tokens),
+            ("cost", fm.cost_usd),
+            ("cache_write", fm.cache_write_tokens),
+        ):
             if value is not None:
                 out[key] = value
     return out
@@ -179,13 +220,19 @@ def _subagent_usage(traj: Trajectory, parent_model: str | None = None) -> Iterat
         own = trajectory_tokens(sub)
         nested = list(_subagent_usage(sub, model))
         if own["input"] is not None:
-            yield (sub_model, max(0, own["input"] - sum(n[1] for n in nested)), max(0, (own["output"] or 0) - sum(n[2] for n in nested)),
-                   max(0, (own["cached"] or 0) - sum(n[3] for n in nested)), max(0, (own.get("cache_write") or 0) - sum(n[4] for n in nested)))
+            yield (
+                sub_model,
+                max(0, own["input"] - sum(n[1] for n in nested)),
+                max(0, (own["output"] or 0) - sum(n[2] for n in nested)),
+                max(0, (own["cached"] or 0) - sum(n[3] for n in nested)),
+                max(0, (own.get("cache_write") or 0) - sum(n[4] for n in nested)),
+            )
         yield from nested
 
 
-def estimate_cost(model: str | None, tin: int, tout: int, tcached: int,
-                  subagents: Iterable[SubagentUsage] = (), cache_write: int = 0) -> float | None:
+def estimate_cost(
+    model: str | None, tin: int, tout: int, tcached: int, subagents: Iterable[SubagentUsage] = (), cache_write: int = 0
+) -> float | None:
     """Estimated cost of a trial's tokens: each subagent's at its own model's rate (its parent's when its
     model has no price), the rest at ``model``'s, cache writes at the cache-write rate; None when
     ``model`` has no price."""
@@ -285,8 +332,14 @@ def trial_metrics(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[
         cost = carried.get("total_cost_usd")
     estimated = hb_estimated
     if cost is None and tin is not None:
-        est = estimate_cost(m["model_name"] or (traj.model_name if traj is not None else None), tin, tout or 0, tcached or 0,
-                            _subagent_usage(traj) if traj is not None else (), written if traj is not None and tt["input"] == tin else 0)
+        est = estimate_cost(
+            m["model_name"] or (traj.model_name if traj is not None else None),
+            tin,
+            tout or 0,
+            tcached or 0,
+            _subagent_usage(traj) if traj is not None else (),
+            written if traj is not None and tt["input"] == tin else 0,
+        )
         if est is not None:
             cost, estimated = est, True
     m["total_input_tokens"], m["total_output_tokens"], m["total_cached_tokens"] = tin, tout, tcached
@@ -294,9 +347,7 @@ def trial_metrics(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[
     m["total_tokens"] = total_tokens
     m["total_cost_usd"] = cost
     m["cost_estimated"] = estimated
-    m["token_efficiency"] = (
-        (1.0 if m["success"] else 0.0) / total_tokens * 1e6 if total_tokens and m["success"] is not None else None
-    )
+    m["token_efficiency"] = (1.0 if m["success"] else 0.0) / total_tokens * 1e6 if total_tokens and m["success"] is not None else None
 
     # Timing
     t = trial.timing
@@ -332,15 +383,23 @@ def _carried_process(m: dict, carried: dict, config: MetricsConfig) -> None:
     m["tool_calls_count"] = calls
     m["unique_tools"] = len(dist) if isinstance(dist, dict) else None
     m["tools_per_step"] = None
-    m["steps_per_minute"] = (
-        m["total_steps"] / (m["elapsed_sec"] / 60) if m["total_steps"] and m["elapsed_sec"] else None
-    )
+    m["steps_per_minute"] = m["total_steps"] / (m["elapsed_sec"] / 60) if m["total_steps"] and m["elapsed_sec"] else None
     m["tool_distribution"] = orjson.dumps(dist, option=orjson.OPT_SORT_KEYS).decode() if isinstance(dist, dict) else None
     errs = carried.get("tool_error_count")
     m["tool_error_count"] = errs
     m["tool_success_rate"] = (1 - errs / calls) if calls and errs is not None else None
-    for k in ("mcp_tools_used", "mcp_tool_calls", "native_tool_calls", "mcp_discovery_calls", "loop_count", "backtrack_count",
-              "exploration_breadth", "files_read", "files_edited", "grep_before_edit"):
+    for k in (
+        "mcp_tools_used",
+        "mcp_tool_calls",
+        "native_tool_calls",
+        "mcp_discovery_calls",
+        "loop_count",
+        "backtrack_count",
+        "exploration_breadth",
+        "files_read",
+        "files_edited",
+        "grep_before_edit",
+    ):
         m[k] = carried.get(k)
     # Per-tool MCP counts, first edit and re-reads need the ordered calls of a trajectory.
     for k in ("mcp_calls_by_tool", "time_to_first_edit_sec", "steps_to_first_edit", "duplicate_reads"):
@@ -493,10 +552,23 @@ def edited_files(traj: Trajectory, mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS)
     return list(out)
 
 
-_BOOL_COLUMNS = frozenset({"success", "infra_error", "cost_estimated", "grep_before_edit", "tool_misuse", "infinite_loop", "mcp_exposed", "mcp_used",
-                           "budget_exhaustion", "premature_stop"})
-_NUMERIC_COLUMNS = frozenset(c for c in METRIC_COLUMNS + CATEGORY_COLUMNS if c not in _BOOL_COLUMNS | {
-    "tool_distribution", "context_omission", "mcp_calls_by_tool"})
+_BOOL_COLUMNS = frozenset(
+    {
+        "success",
+        "infra_error",
+        "cost_estimated",
+        "grep_before_edit",
+        "tool_misuse",
+        "infinite_loop",
+        "mcp_exposed",
+        "mcp_used",
+        "budget_exhaustion",
+        "premature_stop",
+    }
+)
+_NUMERIC_COLUMNS = frozenset(
+    c for c in METRIC_COLUMNS + CATEGORY_COLUMNS if c not in _BOOL_COLUMNS | {"tool_distribution", "context_omission", "mcp_calls_by_tool"}
+)
 
 
 def _column(name: str, values: list) -> Any:
@@ -530,7 +602,7 @@ def packed_metrics_frame(layout: tuple[str, ...], values: list[tuple], *, sort: 
     """:func:`metrics_frame` of rows given as value tuples of one column layout (how ingest workers send
     them: transposing tuples in C is several times faster than reading 85 keys of 2,000 dicts)."""
     names = [k for k in layout if not k.startswith(MCP_TOOL_PREFIX)]
-    columns = dict(zip(layout, map(list, zip(*values)))) if values else {k: [] for k in layout}
+    columns = dict(zip(layout, map(list, zip(*values, strict=True)), strict=True)) if values else {k: [] for k in layout}
     return _typed_frame(names, columns, len(values), sort)
 
 

@@ -23,19 +23,17 @@ import difflib
 import hashlib
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import orjson
-import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from . import __version__
+from . import __version__, registry
 from .fileio import atomic_write_json, read_json
-from . import registry
 from .stats import holm
 from .trial import InputError
 
@@ -102,7 +100,7 @@ class MetricSpec(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _test_fits(self) -> "MetricSpec":
+    def _test_fits(self) -> MetricSpec:
         kind = metric_kind(self.id)
         need = TESTS[self.test]
         if need is not None and kind != need:
@@ -145,7 +143,7 @@ class Pairing(_Strict):
         return data
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Pairing":
+    def _consistent(self) -> Pairing:
         if (self.binary_aggregate, self.continuous_aggregate) != AGGREGATES[self.repetitions]:
             binary, continuous = AGGREGATES[self.repetitions]
             raise ValueError(f"repetitions: {self.repetitions} aggregates by {binary} and {continuous}; "
@@ -175,7 +173,7 @@ class Hypothesis(_Strict):
     margin: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
-    def _margin_fits(self) -> "Hypothesis":
+    def _margin_fits(self) -> Hypothesis:
         kind = metric_kind(self.id)
         if self.id.endswith("*") or self.id == "cost_per_success":
             raise ValueError(f"{self.id}: a hypothesis needs a single tested metric")
@@ -202,7 +200,7 @@ class AnalysisPlan(_Strict):
     hypotheses: list[Hypothesis] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _tier_rules(self) -> "AnalysisPlan":
+    def _tier_rules(self) -> AnalysisPlan:
         seen: dict[str, str] = {}
         for tier in TIERS:
             t: Tier = getattr(self.tiers, tier)
@@ -460,7 +458,7 @@ def _when(value) -> datetime | None:
         t = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 def _minute(t: datetime | None) -> str:
@@ -469,7 +467,7 @@ def _minute(t: datetime | None) -> str:
 
 
 def _stamp(t: datetime) -> str:
-    return t.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return t.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _duration(d) -> str:
@@ -490,7 +488,7 @@ def lock_path(folder: str | os.PathLike) -> Path:
 def plan_record(plan: AnalysisPlan, source: str, recorded_by: str, now: datetime | None = None) -> dict:
     """The JSON a plan record holds: hash, canonical plan, when and by what it was recorded."""
     return {"analysis_plan_sha256": plan_hash(plan), "plan_name": plan.name, "plan_source": source,
-            "plan": _canonical(plan), "recorded_at": _stamp(now or datetime.now(timezone.utc)),
+            "plan": _canonical(plan), "recorded_at": _stamp(now or datetime.now(UTC)),
             "recorded_by": recorded_by, "tool": "analysis_lib", "tool_version": __version__,
             "note": "Do not edit: analyses compare their plan with this record."}
 

@@ -124,18 +124,18 @@ def sensitivity(pilot: Pilot, lift: float, *, power: float = 0.8, alpha: float =
     None where no n up to 5000 reaches the power, or the lift is impossible from the baseline.
     """
     rows = []
-    for label, q in zip(("low", "pilot", "high"), _loss_interval(pilot)):
+    for label, q in zip(("low", "pilot", "high"), _loss_interval(pilot), strict=True):
         p10 = pilot.base_rate * q
         p01 = p10 + lift
         # A task B gains must be one A failed: p01 <= 1 - (A's rate); a loss only one A solved.
         if not np.isfinite(p10) or p01 > 1 - pilot.base_rate or p01 < 0:
             rows.append(("majority: McNemar exact", f"loss rate ({label})", q, None, np.nan))
             continue
-        n = tasks_for_power(lambda k: mcnemar_exact_power(k, p10, p01, alpha), power)
+        n = tasks_for_power(lambda k, p10=p10, p01=p01: mcnemar_exact_power(k, p10, p01, alpha), power)
         rows.append(("majority: McNemar exact", f"loss rate ({label})", q, n,
                      mcnemar_exact_power(n, p10, p01, alpha) if n else np.nan))
-    for label, sd in zip(("low", "pilot", "high"), _sd_interval(pilot)):
-        n = tasks_for_power(lambda k: paired_t_power(k, lift, sd, alpha), power) if np.isfinite(sd) else None
+    for label, sd in zip(("low", "pilot", "high"), _sd_interval(pilot), strict=True):
+        n = tasks_for_power(lambda k, sd=sd: paired_t_power(k, lift, sd, alpha), power) if np.isfinite(sd) else None
         rows.append(("all repetitions: paired t", f"sd of per-task differences ({label})", sd, n,
                      paired_t_power(n, lift, sd, alpha) if n else np.nan))
     return pd.DataFrame(rows, columns=["analysis", "nuisance", "value", "n_tasks", "power_at_n"])

@@ -90,7 +90,9 @@ def register_price(model: str, input_per_token: float, output_per_token: float) 
     model_prices.cache_clear()
 
 
-def estimate_cost(model: str | None, input_tokens: int, output_tokens: int, cached_tokens: int = 0, cache_write_tokens: int = 0) -> float | None:
+def estimate_cost(
+    model: str | None, input_tokens: int, output_tokens: int, cached_tokens: int = 0, cache_write_tokens: int = 0
+) -> float | None:
     """Estimated USD cost of a call (or a run's totals), or None for an unpriced model.
 
     ``input_tokens`` in ATIF semantics (cache reads and writes included); ``cache_write_tokens`` are
@@ -102,8 +104,12 @@ def estimate_cost(model: str | None, input_tokens: int, output_tokens: int, cach
     total_in = input_tokens or 0
     cached = min(cached_tokens or 0, total_in)
     written = min(cache_write_tokens or 0, total_in - cached)
-    return ((total_in - cached - written) * prices.input + cached * prices.cache_read + written * prices.cache_write
-            + (output_tokens or 0) * prices.output)
+    return (
+        (total_in - cached - written) * prices.input
+        + cached * prices.cache_read
+        + written * prices.cache_write
+        + (output_tokens or 0) * prices.output
+    )
 
 
 def cost_usd(model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:

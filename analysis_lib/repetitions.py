@@ -11,7 +11,7 @@ pass) with task-bootstrap intervals, per profile and as paired differences.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

@@ -25,13 +25,13 @@ from . import plan as plan_mod
 from .comparisons import compare, profile_pairs
 from .fileio import atomic_write_text, read_json
 from .hypotheses import test_sequence
+from .ingest.provenance import declared_baseline, is_simulated
 from .layer1 import analyse
 from .report import plan_figures
 from .report.comparison_report import CORRECTION_NAMES, hypotheses_table, mcnemar_lines, methods_lines, tier_table
 from .report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
 from .report.markdown import table as _table
 from .report.numbers import number
-from .ingest.provenance import declared_baseline, is_simulated
 from .subgroups import subgroup_effects
 from .trial import InputError
 

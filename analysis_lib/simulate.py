@@ -42,7 +42,7 @@ import sys
 import tempfile
 import uuid
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,9 @@ class Effects:
 
     # --- task population (shared by all profiles: the pairing) ---
     baseline_success_mean: float = _doc(0.55, "mean of the Beta distribution of the per-task baseline success probability")
-    difficulty_concentration: float = _doc(2.5, "Beta concentration a+b of the per-task success probability (smaller = wider difficulty spread)")
+    difficulty_concentration: float = _doc(
+        2.5, "Beta concentration a+b of the per-task success probability (smaller = wider difficulty spread)"
+    )
     base_tokens_median: float = _doc(150_000.0, "median total tokens (input incl. cached + output) of a baseline trial on a median task")
     task_token_sd: float = _doc(0.45, "sd of the per-task log-token level (task size)")
     trial_token_sd: float = _doc(0.25, "sd of the per-trial log-token noise (repetition noise)")
@@ -127,17 +129,28 @@ class Effects:
     token_ratio: dict[str, float] = _doc(_profiles(1.0, 0.80, 0.70), "multiplicative factor on total tokens vs text")
     tool_call_ratio: dict[str, float] = _doc(_profiles(1.0, 0.90, 0.85), "multiplicative factor on tool calls vs text")
     time_ratio: dict[str, float] = _doc(_profiles(1.0, 1.00, 1.05), "multiplicative factor on seconds per tool call vs text")
-    breadth_ratio: dict[str, float] = _doc(_profiles(1.0, 0.85, 0.80), "multiplicative factor on files read or edited per tool call vs text")
+    breadth_ratio: dict[str, float] = _doc(
+        _profiles(1.0, 0.85, 0.80), "multiplicative factor on files read or edited per tool call vs text"
+    )
     mcp_adoption: dict[str, float] = _doc(_profiles(0.0, 0.85, 0.90), "probability that a trial calls MCP tools at all")
-    mcp_call_share: dict[str, float] = _doc(_profiles(0.0, 0.25, 0.30), "share of a trial's tool calls that are MCP calls, when it adopts MCP")
+    mcp_call_share: dict[str, float] = _doc(
+        _profiles(0.0, 0.25, 0.30), "share of a trial's tool calls that are MCP calls, when it adopts MCP"
+    )
 
     @classmethod
-    def null(cls, **overrides: Any) -> "Effects":
+    def null(cls, **overrides: Any) -> Effects:
         """No profile effect at all (and no MCP use): profiles are exchangeable, for type-I error tests."""
         zero = {p: 0.0 for p in DEFAULT_PROFILES}
         one = {p: 1.0 for p in DEFAULT_PROFILES}
-        base = dict(success_lift=dict(zero), token_ratio=dict(one), tool_call_ratio=dict(one), time_ratio=dict(one),
-                    breadth_ratio=dict(one), mcp_adoption=dict(zero), mcp_call_share=dict(zero))
+        base = dict(
+            success_lift=dict(zero),
+            token_ratio=dict(one),
+            tool_call_ratio=dict(one),
+            time_ratio=dict(one),
+            breadth_ratio=dict(one),
+            mcp_adoption=dict(zero),
+            mcp_call_share=dict(zero),
+        )
         base.update(overrides)
         return cls(**base)
 
@@ -229,20 +242,39 @@ def _draw(seed: int, n_tasks: int, repetitions: int, profiles: tuple[str, ...], 
     timeout, infra = timeout.reshape(shape), infra.reshape(shape)
     elapsed = np.where(timeout, eff.agent_timeout_sec, elapsed)
     success = success & ~infra
-    return dict(success=success, total_tokens=total, total_input_tokens=inp, total_output_tokens=output,
-                total_cached_tokens=cached, total_cost_usd=cost, tool_calls_count=calls, elapsed_sec=elapsed,
-                exploration_breadth=breadth, mcp_tool_calls=mcp, infra_error=infra, agent_timeout=timeout,
-                p_task=np.broadcast_to(p_task.reshape(1, T, 1), shape))
+    return dict(
+        success=success,
+        total_tokens=total,
+        total_input_tokens=inp,
+        total_output_tokens=output,
+        total_cached_tokens=cached,
+        total_cost_usd=cost,
+        tool_calls_count=calls,
+        elapsed_sec=elapsed,
+        exploration_breadth=breadth,
+        mcp_tool_calls=mcp,
+        infra_error=infra,
+        agent_timeout=timeout,
+        p_task=np.broadcast_to(p_task.reshape(1, T, 1), shape),
+    )
 
 
 def cost_usd(input_tokens: Any, cached_tokens: Any, output_tokens: Any, eff: Effects) -> Any:
     """USD cost of a token split: uncached input, cached input and output at their prices per 1M."""
-    return ((input_tokens - cached_tokens) * eff.price_input_per_mtok + cached_tokens * eff.price_cached_per_mtok
-            + output_tokens * eff.price_output_per_mtok) / 1e6
+    return (
+        (input_tokens - cached_tokens) * eff.price_input_per_mtok
+        + cached_tokens * eff.price_cached_per_mtok
+        + output_tokens * eff.price_output_per_mtok
+    ) / 1e6
 
 
-def simulate_metrics(seed: int, n_tasks: int = 24, repetitions: int = 3, profiles: tuple[str, ...] | list[str] = DEFAULT_PROFILES,
-                     effects: Effects | None = None) -> pd.DataFrame:
+def simulate_metrics(
+    seed: int,
+    n_tasks: int = 24,
+    repetitions: int = 3,
+    profiles: tuple[str, ...] | list[str] = DEFAULT_PROFILES,
+    effects: Effects | None = None,
+) -> pd.DataFrame:
     """One row per simulated trial with its latent metrics (no files). SIMULATED DATA.
 
     Generation (numpy ``default_rng(SeedSequence(seed))``, arrays over profile x task x repetition):
@@ -312,8 +344,9 @@ def round_floats(obj: Any, digits: int = FLOAT_DIGITS) -> Any:
     return obj
 
 
-def true_effects(effects: Effects | None = None, profiles: tuple[str, ...] | list[str] = DEFAULT_PROFILES,
-                 baseline: str = BASELINE) -> dict[str, dict[str, float]]:
+def true_effects(
+    effects: Effects | None = None, profiles: tuple[str, ...] | list[str] = DEFAULT_PROFILES, baseline: str = BASELINE
+) -> dict[str, dict[str, float]]:
     """Population values the statistics should recover, per profile against ``baseline``.
 
     - ``success_rate``: E over tasks of expit(logit(p_t) + lift), by quadrature over the Beta;
@@ -369,10 +402,42 @@ MODEL = "claude-sonnet-4-5-20250929"
 APP = "/app"  # the container's working directory, as Claude Code sees it
 NOTE = "SIMULATED DATA — not findings"
 
-_PACKAGES = ("tinyhttp", "datapipe", "confmerge", "taskq", "pagekit", "schemax", "logroll", "graphkit",
-             "cachebox", "clikit", "yamlite", "sqlsafe")
-_MODULES = ("core", "utils", "parser", "io", "config", "cli", "models", "cache", "errors", "retry", "client",
-            "server", "schema", "registry", "session", "validators", "formats", "pagination", "locks", "events")
+_PACKAGES = (
+    "tinyhttp",
+    "datapipe",
+    "confmerge",
+    "taskq",
+    "pagekit",
+    "schemax",
+    "logroll",
+    "graphkit",
+    "cachebox",
+    "clikit",
+    "yamlite",
+    "sqlsafe",
+)
+_MODULES = (
+    "core",
+    "utils",
+    "parser",
+    "io",
+    "config",
+    "cli",
+    "models",
+    "cache",
+    "errors",
+    "retry",
+    "client",
+    "server",
+    "schema",
+    "registry",
+    "session",
+    "validators",
+    "formats",
+    "pagination",
+    "locks",
+    "events",
+)
 _FUNCS = ("load", "parse", "validate", "render", "apply", "resolve", "flush", "merge", "normalize", "dispatch")
 _WORDS = ("timeout", "encoding", "offset", "retries", "boundary", "cursor", "separator", "default", "ordering", "token")
 REPO_MODULES = 20  # modules per fake repo: 40 source/test files, the cap on exploration breadth
@@ -450,9 +515,11 @@ def _repo(seed: int, t_idx: int, task_id: str) -> _Repo:
     pkg = _package(task_id)
     mods = [str(m) for m in rng.permutation(list(_MODULES))[:REPO_MODULES]]
     words = task_id.removeprefix("fix-").replace("-", " ")
-    instruction = (f"The `{pkg}` library in /app has a bug: {words}. Find the cause in src/{pkg}/, fix it, "
-                   f"and make sure the test suite passes (`python -m pytest -q`). Do not modify the tests "
-                   f"unless they are wrong.")
+    instruction = (
+        f"The `{pkg}` library in /app has a bug: {words}. Find the cause in src/{pkg}/, fix it, "
+        f"and make sure the test suite passes (`python -m pytest -q`). Do not modify the tests "
+        f"unless they are wrong."
+    )
     return _Repo(task_id, pkg, mods, instruction)
 
 
@@ -460,14 +527,22 @@ def _code_snippet(path: str, repo: _Repo, rng: np.random.Generator) -> str:
     mod = Path(path).stem
     sym = repo.symbol(path).rsplit(".", 1)[-1]
     word = _pick(rng, _WORDS)
-    lines = [f"def {sym}(value, {word}=None):  # {mod}", f"    if {word} is None:",
-             f"        {word} = DEFAULT_{word.upper()}", f"    return _{sym}_impl(value, {word})"]
+    lines = [
+        f"def {sym}(value, {word}=None):  # {mod}",
+        f"    if {word} is None:",
+        f"        {word} = DEFAULT_{word.upper()}",
+        f"    return _{sym}_impl(value, {word})",
+    ]
     first = int(rng.integers(1, 120))
     return "\n".join(f"{i:>6}\t{line}" for i, line in enumerate(lines, first))
 
 
-_CODEGRAPH = ("mcp__codegraph__get_dependencies", "mcp__codegraph__search_code", "mcp__codegraph__list_entrypoints",
-              "mcp__codegraph__show_call_graph_neighborhood")
+_CODEGRAPH = (
+    "mcp__codegraph__get_dependencies",
+    "mcp__codegraph__search_code",
+    "mcp__codegraph__list_entrypoints",
+    "mcp__codegraph__show_call_graph_neighborhood",
+)
 _CANVAS = "mcp__codecanvas__canvas"
 
 
@@ -476,8 +551,9 @@ def _mcp_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True)
 
 
-def _plan_calls(rng: np.random.Generator, repo: _Repo, profile: str, n_calls: int, n_mcp: int, breadth: int,
-                success: bool) -> tuple[list[_Call], list[str], list[str]]:
+def _plan_calls(
+    rng: np.random.Generator, repo: _Repo, profile: str, n_calls: int, n_mcp: int, breadth: int, success: bool
+) -> tuple[list[_Call], list[str], list[str]]:
     """The ordered tool calls of one trial: exactly ``n_calls`` calls, ``n_mcp`` of them MCP, touching
     exactly ``breadth`` distinct files by Read/Edit/Write or shell (cat, sed). Returns (calls, read-only
     files, edited files)."""
@@ -507,38 +583,68 @@ def _plan_calls(rng: np.random.Generator, repo: _Repo, profile: str, n_calls: in
     def read(p: str) -> _Call:
         u = rng.random()
         if u < 0.12:
-            return _Call("Bash", {"command": f"cat {abs_(p)}", "description": f"Show {Path(p).name}"}, _code_snippet(p, repo, rng).replace("\t", " "))
+            return _Call(
+                "Bash", {"command": f"cat {abs_(p)}", "description": f"Show {Path(p).name}"}, _code_snippet(p, repo, rng).replace("\t", " ")
+            )
         if u < 0.20:
-            return _Call("Bash", {"command": f"sed -n '1,80p' {abs_(p)}", "description": f"Show the start of {Path(p).name}"},
-                         _code_snippet(p, repo, rng).replace("\t", " "))
+            return _Call(
+                "Bash",
+                {"command": f"sed -n '1,80p' {abs_(p)}", "description": f"Show the start of {Path(p).name}"},
+                _code_snippet(p, repo, rng).replace("\t", " "),
+            )
         return _Call("Read", {"file_path": abs_(p)}, _code_snippet(p, repo, rng))
 
     def edit(p: str, again: bool = False) -> _Call:
         word = _pick(rng, _WORDS)
         if rng.random() < 0.12:
-            return _Call("Edit", {"file_path": abs_(p), "old_string": f"if {word} is None:", "new_string": f"if {word} is None or {word} == '':"},
-                         f"Error: String to replace not found in file.\nString: if {word} is None:", True)
+            return _Call(
+                "Edit",
+                {"file_path": abs_(p), "old_string": f"if {word} is None:", "new_string": f"if {word} is None or {word} == '':"},
+                f"Error: String to replace not found in file.\nString: if {word} is None:",
+                True,
+            )
         if p.startswith("tests/") and not again and rng.random() < 0.5:
             sym = repo.symbol(p).rsplit(".", 1)[-1]
-            return _Call("Write", {"file_path": abs_(p), "content": f"def {sym}_{word}():\n    assert True\n"},
-                         f"File created successfully at: {abs_(p)}")
+            return _Call(
+                "Write",
+                {"file_path": abs_(p), "content": f"def {sym}_{word}():\n    assert True\n"},
+                f"File created successfully at: {abs_(p)}",
+            )
         if rng.random() < 0.1:
-            return _Call("Bash", {"command": f"sed -i 's/{word} = None/{word} = DEFAULT_{word.upper()}/' {abs_(p)}",
-                                  "description": f"Patch the {word} default"}, "")
-        return _Call("Edit", {"file_path": abs_(p), "old_string": f"    return _impl(value, {word})",
-                              "new_string": f"    {word} = _coerce({word})\n    return _impl(value, {word})"},
-                     f"The file {abs_(p)} has been updated.")
+            return _Call(
+                "Bash",
+                {
+                    "command": f"sed -i 's/{word} = None/{word} = DEFAULT_{word.upper()}/' {abs_(p)}",
+                    "description": f"Patch the {word} default",
+                },
+                "",
+            )
+        return _Call(
+            "Edit",
+            {
+                "file_path": abs_(p),
+                "old_string": f"    return _impl(value, {word})",
+                "new_string": f"    {word} = _coerce({word})\n    return _impl(value, {word})",
+            },
+            f"The file {abs_(p)} has been updated.",
+        )
 
     def pytest_call(passing: bool) -> _Call:
         target = repo.test(Path(edited[0]).stem) if edited and edited[0].startswith("src/") else "tests/"
         cmd = _pick(rng, (f"cd {APP} && python -m pytest -q {target}", f"python -m pytest -q {target}", "python -m pytest -q -x"))
         if passing:
             n = int(rng.integers(4, 30))
-            return _Call("Bash", {"command": cmd, "description": "Run the tests"}, f"{'.' * min(n, 20)}\n{n} passed in {rng.uniform(0.2, 3):.2f}s")
+            return _Call(
+                "Bash", {"command": cmd, "description": "Run the tests"}, f"{'.' * min(n, 20)}\n{n} passed in {rng.uniform(0.2, 3):.2f}s"
+            )
         sym = repo.symbol(edited[0] if edited else touched[0]).rsplit(".", 1)[-1]
-        return _Call("Bash", {"command": cmd, "description": "Run the tests"},
-                     f"Error: Exit code 1\n..F.\nFAILED {target.rstrip('/')}::test_{sym} - AssertionError: "
-                     f"expected {grep_word} to be preserved\n1 failed, 3 passed in {rng.uniform(0.2, 3):.2f}s", True)
+        return _Call(
+            "Bash",
+            {"command": cmd, "description": "Run the tests"},
+            f"Error: Exit code 1\n..F.\nFAILED {target.rstrip('/')}::test_{sym} - AssertionError: "
+            f"expected {grep_word} to be preserved\n1 failed, 3 passed in {rng.uniform(0.2, 3):.2f}s",
+            True,
+        )
 
     def search() -> _Call:
         u = rng.random()
@@ -550,10 +656,16 @@ def _plan_calls(rng: np.random.Generator, repo: _Repo, profile: str, n_calls: in
             pattern = _pick(rng, (f"src/{repo.pkg}/**/*.py", "tests/**/*.py", f"**/*{word[:4]}*"))
             return _Call("Glob", {"pattern": pattern}, "\n".join(abs_(f) for f in files[:4]))
         if u < 0.85:
-            return _Call("Bash", {"command": f"grep -rn \"{word}\" {APP}/src", "description": f"Find {word}"},
-                         f"{abs_(touched[0])}:12:    {word} = None")
-        return _Call("Bash", {"command": f"ls {APP}/src/{repo.pkg}", "description": "List the package"},
-                     "\n".join(f"{m}.py" for m in repo.modules[:8]))
+            return _Call(
+                "Bash",
+                {"command": f'grep -rn "{word}" {APP}/src', "description": f"Find {word}"},
+                f"{abs_(touched[0])}:12:    {word} = None",
+            )
+        return _Call(
+            "Bash",
+            {"command": f"ls {APP}/src/{repo.pkg}", "description": "List the package"},
+            "\n".join(f"{m}.py" for m in repo.modules[:8]),
+        )
 
     # Base actions: every touched file once (edited files are read first), one test run.
     explore: list[_Call] = [read(p) for p in touched]
@@ -573,19 +685,36 @@ def _plan_calls(rng: np.random.Generator, repo: _Repo, profile: str, n_calls: in
         elif u < 0.84:
             # The first todo list opens the trial; later ones tick items off while fixing.
             n_todo += 1
-            todo = _Call("TodoWrite", {"todos": [
-                {"content": f"Reproduce the {grep_word} bug", "status": "in_progress" if n_todo == 1 else "completed",
-                 "activeForm": "Reproducing the bug"},
-                {"content": f"Fix and run the tests (pass {n_todo})", "status": "pending" if n_todo == 1 else "in_progress",
-                 "activeForm": "Fixing"}]},
-                "Todos have been modified successfully. Ensure that you continue to use the todo list to track your progress.")
+            todo = _Call(
+                "TodoWrite",
+                {
+                    "todos": [
+                        {
+                            "content": f"Reproduce the {grep_word} bug",
+                            "status": "in_progress" if n_todo == 1 else "completed",
+                            "activeForm": "Reproducing the bug",
+                        },
+                        {
+                            "content": f"Fix and run the tests (pass {n_todo})",
+                            "status": "pending" if n_todo == 1 else "in_progress",
+                            "activeForm": "Fixing",
+                        },
+                    ]
+                },
+                "Todos have been modified successfully. Ensure that you continue to use the todo list to track your progress.",
+            )
             if n_todo == 1:
                 explore.insert(0, todo)
             else:
                 fix.insert(int(rng.integers(len(fix) + 1)), todo)
         elif u < 0.95:
-            fix.append(_Call("Bash", {"command": "git diff --stat", "description": "Review the change"},
-                             f" {edited[0] if edited else touched[0]} | 3 ++-\n 1 file changed, 2 insertions(+), 1 deletion(-)"))
+            fix.append(
+                _Call(
+                    "Bash",
+                    {"command": "git diff --stat", "description": "Review the change"},
+                    f" {edited[0] if edited else touched[0]} | 3 ++-\n 1 file changed, 2 insertions(+), 1 deletion(-)",
+                )
+            )
         else:
             explore.append(None)  # type: ignore[arg-type]  # placeholder: a loop (repeat of the call before)
     final_test = pytest_call(success or rng.random() < 0.5)
@@ -607,8 +736,7 @@ def _is_edit(c: _Call) -> bool:
     return c.name in ("Edit", "Write") or (c.name == "Bash" and "sed -i" in c.arguments.get("command", ""))
 
 
-def _with_mcp(rng: np.random.Generator, repo: _Repo, profile: str, calls: list[_Call], n_mcp: int,
-              edited: list[str]) -> list[_Call]:
+def _with_mcp(rng: np.random.Generator, repo: _Repo, profile: str, calls: list[_Call], n_mcp: int, edited: list[str]) -> list[_Call]:
     """Insert ``n_mcp`` MCP calls where an agent would make them (set-up first, analysis while exploring,
     canvas decisions before the first edit, the board after the last)."""
     if n_mcp <= 0:
@@ -626,8 +754,11 @@ def _with_mcp(rng: np.random.Generator, repo: _Repo, profile: str, calls: list[_
             return _Call(name, {"symbol": sym + "_v2"}, f"Error: symbol '{sym}_v2' not found in the index", True)
         neigh = [repo.symbol(_pick(rng, others)) for _ in range(2)]
         if name.endswith("search_code"):
-            return _Call(name, {"query": sym.rsplit(".", 1)[-1], "limit": 5},
-                         _mcp_json({"results": [{"symbol": s, "file": repo.src(s.split(".")[1])} for s in [sym, *neigh]]}))
+            return _Call(
+                name,
+                {"query": sym.rsplit(".", 1)[-1], "limit": 5},
+                _mcp_json({"results": [{"symbol": s, "file": repo.src(s.split(".")[1])} for s in [sym, *neigh]]}),
+            )
         if name.endswith("list_entrypoints"):
             return _Call(name, {}, _mcp_json({"entrypoints": [f"{repo.pkg}.cli.main", f"{repo.pkg}.core.run"]}))
         return _Call(name, {"symbol": sym, "depth": 1}, _mcp_json({"symbol": sym, "callers": neigh[:1], "callees": neigh[1:]}))
@@ -644,8 +775,14 @@ def _with_mcp(rng: np.random.Generator, repo: _Repo, profile: str, calls: list[_
         n_impact = 0
         for kind in kinds:
             if kind == "init":
-                early.append(_Call(_CANVAS, {"action": "init", "repo_path": APP},
-                                   _mcp_json({"ok": True, "symbols": len(repo.modules) * 9, "image": "architecture.png"}), meta={"kind": "init"}))
+                early.append(
+                    _Call(
+                        _CANVAS,
+                        {"action": "init", "repo_path": APP},
+                        _mcp_json({"ok": True, "symbols": len(repo.modules) * 9, "image": "architecture.png"}),
+                        meta={"kind": "init"},
+                    )
+                )
             elif kind == "impact":
                 n_impact += 1
                 # First the edited files, then a neighbour the agent suspects.
@@ -653,33 +790,73 @@ def _with_mcp(rng: np.random.Generator, repo: _Repo, profile: str, calls: list[_
                 radius = [p for p in edited if p != target_file and not (outside and p == edited[-1])]
                 radius += [others[int(i)] for i in rng.permutation(len(others))[: int(rng.integers(1, 4))]]
                 target, affected = repo.symbol(target_file), [repo.symbol(p) for p in radius]
-                explore.append(_Call(_CANVAS, {"action": "impact", "symbol": target},
-                                     _mcp_json({"analysis_id": f"A{n_impact}", "affected": affected, "image": f"impact_A{n_impact}.png"}),
-                                     meta={"kind": "impact", "id": f"A{n_impact}", "target": target, "affected": affected,
-                                           "files": {s: p for s, p in zip([target, *affected], [target_file, *radius])}}))
+                explore.append(
+                    _Call(
+                        _CANVAS,
+                        {"action": "impact", "symbol": target},
+                        _mcp_json({"analysis_id": f"A{n_impact}", "affected": affected, "image": f"impact_A{n_impact}.png"}),
+                        meta={
+                            "kind": "impact",
+                            "id": f"A{n_impact}",
+                            "target": target,
+                            "affected": affected,
+                            "files": {s: p for s, p in zip([target, *affected], [target_file, *radius], strict=True)},
+                        },
+                    )
+                )
             elif kind == "claim":
                 sym = repo.symbol(src_edited[0])
-                explore.append(_Call(_CANVAS, {"action": "claim", "kind": "hypothesis",
-                                               "text": f"The bug is in {sym}: the default is applied too late"},
-                                     _mcp_json({"claim_id": "C1"}), meta={"kind": "claim", "symbol": sym}))
+                explore.append(
+                    _Call(
+                        _CANVAS,
+                        {"action": "claim", "kind": "hypothesis", "text": f"The bug is in {sym}: the default is applied too late"},
+                        _mcp_json({"claim_id": "C1"}),
+                        meta={"kind": "claim", "symbol": sym},
+                    )
+                )
             elif kind == "decide":
                 syms = [repo.symbol(p) for p in src_edited]
-                decide.append(_Call(_CANVAS, {"action": "decide", "kind": "plan", "text": f"Fix {syms[0]} and re-run its tests",
-                                              "symbol_ids": syms}, _mcp_json({"decision_id": "D1"}), meta={"kind": "decide", "symbols": syms}))
+                decide.append(
+                    _Call(
+                        _CANVAS,
+                        {"action": "decide", "kind": "plan", "text": f"Fix {syms[0]} and re-run its tests", "symbol_ids": syms},
+                        _mcp_json({"decision_id": "D1"}),
+                        meta={"kind": "decide", "symbols": syms},
+                    )
+                )
             elif kind == "mark":
                 sym = repo.symbol(src_edited[0])
-                decide.append(_Call(_CANVAS, {"action": "mark", "symbol": sym, "status": "addressed"},
-                                    _mcp_json({"ok": True}), meta={"kind": "mark", "symbol": sym}))
+                decide.append(
+                    _Call(
+                        _CANVAS,
+                        {"action": "mark", "symbol": sym, "status": "addressed"},
+                        _mcp_json({"ok": True}),
+                        meta={"kind": "mark", "symbol": sym},
+                    )
+                )
             elif kind == "skip":
                 sym = repo.symbol(_pick(rng, others))
-                decide.append(_Call(_CANVAS, {"action": "skip", "symbol": sym, "reason": "only reads the value"},
-                                    _mcp_json({"ok": True}), meta={"kind": "skip", "symbol": sym}))
+                decide.append(
+                    _Call(
+                        _CANVAS,
+                        {"action": "skip", "symbol": sym, "reason": "only reads the value"},
+                        _mcp_json({"ok": True}),
+                        meta={"kind": "skip", "symbol": sym},
+                    )
+                )
             else:
-                late.append(_Call(_CANVAS, {"action": "board"}, _mcp_json({"image": "board.png", "open_claims": 0}), meta={"kind": "board"}))
+                late.append(
+                    _Call(_CANVAS, {"action": "board"}, _mcp_json({"image": "board.png", "open_claims": 0}), meta={"kind": "board"})
+                )
         rest = n_mcp - len(kinds)
     else:
-        early.append(_Call("mcp__codegraph__init_repository", {"path": APP},
-                           _mcp_json({"indexed_files": len(repo.files()), "symbols": len(repo.modules) * 9, "status": "ok"})))
+        early.append(
+            _Call(
+                "mcp__codegraph__init_repository",
+                {"path": APP},
+                _mcp_json({"indexed_files": len(repo.files()), "symbols": len(repo.modules) * 9, "status": "ok"}),
+            )
+        )
         rest = n_mcp - 1
     explore += [graph_call() for _ in range(rest)]
     out = list(early)
@@ -701,7 +878,7 @@ def _with_mcp(rng: np.random.Generator, repo: _Repo, profile: str, calls: list[_
     return out
 
 
-_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _iso_ms(ms: int) -> str:
@@ -717,8 +894,12 @@ def _iso_us(ms: int, z: bool = True) -> str:
 
 
 _SAY = {
-    "Read": "Let me look at {f}.", "Grep": "Let me search for where this is handled.", "Glob": "Let me list the package files.",
-    "Edit": "I'll fix {f}.", "Write": "I'll add a regression test in {f}.", "TodoWrite": "Let me plan the work.",
+    "Read": "Let me look at {f}.",
+    "Grep": "Let me search for where this is handled.",
+    "Glob": "Let me list the package files.",
+    "Edit": "I'll fix {f}.",
+    "Write": "I'll add a regression test in {f}.",
+    "TodoWrite": "Let me plan the work.",
 }
 
 
@@ -730,20 +911,37 @@ def _message(c: _Call) -> str:
         cmd = c.arguments.get("command", "")
         return "Let me run the tests." if "pytest" in cmd else ("" if "cat " in cmd else "Let me check.")
     if c.name == _CANVAS:
-        return {"init": "Let me open the code canvas.", "impact": "Let me check the blast radius of this change.",
-                "board": "Let me review the evidence board."}.get(c.arguments.get("action"), "")
+        return {
+            "init": "Let me open the code canvas.",
+            "impact": "Let me check the blast radius of this change.",
+            "board": "Let me review the evidence board.",
+        }.get(c.arguments.get("action"), "")
     return "Let me query the code graph."
 
 
-def _trajectory(rng: np.random.Generator, repo: _Repo, calls: list[_Call], row: Any, t_agent0: int, elapsed_ms: int,
-                session_id: str, success: bool, eff: Effects) -> tuple[dict[str, Any], list[tuple[int, _Call]]]:
+def _trajectory(
+    rng: np.random.Generator,
+    repo: _Repo,
+    calls: list[_Call],
+    row: Any,
+    t_agent0: int,
+    elapsed_ms: int,
+    session_id: str,
+    success: bool,
+    eff: Effects,
+) -> tuple[dict[str, Any], list[tuple[int, _Call]]]:
     """ATIF-v1.6 as Harbor's claude-code converter writes it, one agent step per API call (usage counted once)."""
     groups: list[list[_Call]] = []
     i = 0
     while i < len(calls):
         c = calls[i]
-        if (i + 1 < len(calls) and c.name in ("Read", "Grep", "Glob") and calls[i + 1].name in ("Read", "Grep", "Glob")
-                and calls[i + 1] is not c and rng.random() < 0.3):
+        if (
+            i + 1 < len(calls)
+            and c.name in ("Read", "Grep", "Glob")
+            and calls[i + 1].name in ("Read", "Grep", "Glob")
+            and calls[i + 1] is not c
+            and rng.random() < 0.3
+        ):
             groups.append([c, calls[i + 1]])
             i += 2
         else:
@@ -762,7 +960,7 @@ def _trajectory(rng: np.random.Generator, repo: _Repo, calls: list[_Call], row: 
             spill = cached[j] - prompt[j]
             cached[j] -= spill
             cached[(j + 1) % k] += spill
-    assert all(c <= p for c, p in zip(cached, prompt))
+    assert all(c <= p for c, p in zip(cached, prompt, strict=True))
     # Timestamps: user step at start, agent steps spread over the agent's execution time.
     cuts = np.sort(rng.uniform(0.02, 1.0, size=k))
     times = [t_agent0 + int(round(x * (elapsed_ms - 50))) for x in cuts]
@@ -792,8 +990,11 @@ def _trajectory(rng: np.random.Generator, repo: _Repo, calls: list[_Call], row: 
         else:
             edited = sorted({Path(str(c.arguments.get("file_path", ""))).name for c in calls if c.name in ("Edit", "Write")})
             where = ", ".join(edited) or "the package"
-            step["message"] = (f"I fixed the bug in {where}; the tests pass." if success else
-                               f"I changed {where}, but I could not confirm that every case is handled.")
+            step["message"] = (
+                f"I fixed the bug in {where}; the tests pass."
+                if success
+                else f"I changed {where}, but I could not confirm that every case is handled."
+            )
             stop = "end_turn"
         step["metrics"] = {"prompt_tokens": prompt[j], "completion_tokens": completion[j], "cached_tokens": cached[j], "cost_usd": cost}
         step["extra"] = {"is_sidechain": False, "stop_reason": stop}
@@ -801,12 +1002,15 @@ def _trajectory(rng: np.random.Generator, repo: _Repo, calls: list[_Call], row: 
     traj = {
         "schema_version": ATIF_VERSION,
         "session_id": session_id,
-        "agent": {"name": AGENT_NAME, "version": AGENT_VERSION, "model_name": MODEL,
-                  "extra": {"cwds": [APP], "git_branches": ["HEAD"]}},
+        "agent": {"name": AGENT_NAME, "version": AGENT_VERSION, "model_name": MODEL, "extra": {"cwds": [APP], "git_branches": ["HEAD"]}},
         "steps": steps,
-        "final_metrics": {"total_prompt_tokens": int(row.total_input_tokens), "total_completion_tokens": int(row.total_output_tokens),
-                          "total_cached_tokens": int(row.total_cached_tokens), "total_cost_usd": round(cost_total, 8),
-                          "total_steps": len(steps)},
+        "final_metrics": {
+            "total_prompt_tokens": int(row.total_input_tokens),
+            "total_completion_tokens": int(row.total_output_tokens),
+            "total_cached_tokens": int(row.total_cached_tokens),
+            "total_cost_usd": round(cost_total, 8),
+            "total_steps": len(steps),
+        },
     }
     return traj, placed
 
@@ -854,24 +1058,49 @@ def _canvas_state(rng: np.random.Generator, repo: _Repo, placed: list[tuple[int,
             for s, p in m["files"].items():
                 sym(s, p)
             ev("impact", f"{m['target']} reaches {len(m['affected'])} symbols", step, f"impact_{m['id']}.png")
-            analyses.append({"id": m["id"], "target": m["target"], "affected": list(m["affected"]),
-                             "addressed": [s for s in m["affected"] if s in edited_syms], "skipped": [],
-                             "png_path": f"impact_{m['id']}.png"})
+            analyses.append(
+                {
+                    "id": m["id"],
+                    "target": m["target"],
+                    "affected": list(m["affected"]),
+                    "addressed": [s for s in m["affected"] if s in edited_syms],
+                    "skipped": [],
+                    "png_path": f"impact_{m['id']}.png",
+                }
+            )
         elif kind == "claim":
-            claims.append({"id": f"C{len(claims) + 1}", "kind": "hypothesis", "text": c.arguments["text"],
-                           "evidence_ids": [e["id"] for e in evidence]})
+            claims.append(
+                {
+                    "id": f"C{len(claims) + 1}",
+                    "kind": "hypothesis",
+                    "text": c.arguments["text"],
+                    "evidence_ids": [e["id"] for e in evidence],
+                }
+            )
         elif kind == "decide":
-            decisions.append({"id": f"D{len(decisions) + 1}", "kind": "plan", "text": c.arguments["text"],
-                              "symbol_ids": [sym(s, edited_syms.get(s, repo.src(s.split('.')[1]))) for s in c.meta["symbols"]],
-                              "claim_ids": [cl["id"] for cl in claims]})
+            decisions.append(
+                {
+                    "id": f"D{len(decisions) + 1}",
+                    "kind": "plan",
+                    "text": c.arguments["text"],
+                    "symbol_ids": [sym(s, edited_syms.get(s, repo.src(s.split(".")[1]))) for s in c.meta["symbols"]],
+                    "claim_ids": [cl["id"] for cl in claims],
+                }
+            )
         elif kind in ("mark", "skip"):
             s = c.meta["symbol"]
             sym(s, edited_syms.get(s, repo.src(s.split(".")[1])))
             if kind == "skip":
                 skipped.add(s)
-            decisions.append({"id": f"D{len(decisions) + 1}", "kind": kind,
-                              "text": c.arguments.get("reason") or f"{s} {c.arguments.get('status', 'addressed')}",
-                              "symbol_ids": [s], "claim_ids": []})
+            decisions.append(
+                {
+                    "id": f"D{len(decisions) + 1}",
+                    "kind": kind,
+                    "text": c.arguments.get("reason") or f"{s} {c.arguments.get('status', 'addressed')}",
+                    "symbol_ids": [s],
+                    "claim_ids": [],
+                }
+            )
         elif c.name == "Read" and n_reads < 2:
             n_reads += 1
             ev("read", f"read {Path(c.arguments['file_path']).name}", step)
@@ -881,20 +1110,35 @@ def _canvas_state(rng: np.random.Generator, repo: _Repo, placed: list[tuple[int,
             n_tests += 1
             eid = ev("test", c.content.splitlines()[-1][:80], step)
             if not c.is_error and claims:
-                claims.append({"id": f"C{len(claims) + 1}", "kind": "finding", "text": "the fix holds under the tests",
-                               "evidence_ids": [eid]})
+                claims.append(
+                    {"id": f"C{len(claims) + 1}", "kind": "finding", "text": "the fix holds under the tests", "evidence_ids": [eid]}
+                )
         elif _is_edit(c) and claims:
             p = str(c.arguments.get("file_path", "")).removeprefix(APP + "/")
             if p in edited and not any(d["kind"] == "edit" and d["symbol_ids"] == [repo.symbol(p)] for d in decisions):
-                decisions.append({"id": f"D{len(decisions) + 1}", "kind": "edit", "text": f"edit {Path(p).name}",
-                                  "symbol_ids": [sym(repo.symbol(p), p)], "claim_ids": [claims[0]["id"]]})
+                decisions.append(
+                    {
+                        "id": f"D{len(decisions) + 1}",
+                        "kind": "edit",
+                        "text": f"edit {Path(p).name}",
+                        "symbol_ids": [sym(repo.symbol(p), p)],
+                        "claim_ids": [claims[0]["id"]],
+                    }
+                )
     for a in analyses:
         a["skipped"] = [s for s in a["affected"] if s in skipped]
     images = {"architecture": "architecture.png"}
     if any(c.meta and c.meta["kind"] == "board" for _, c in placed):
         images["board"] = "board.png"
-    return {"version": 1, "symbol_files": dict(sorted(symbol_files.items())), "evidence": evidence, "claims": claims,
-            "decisions": decisions, "analyses": analyses, "images": images}
+    return {
+        "version": 1,
+        "symbol_files": dict(sorted(symbol_files.items())),
+        "evidence": evidence,
+        "claims": claims,
+        "decisions": decisions,
+        "analyses": analyses,
+        "images": images,
+    }
 
 
 def _png(draw_fn: Any, size: tuple[int, int] = (320, 200)) -> bytes:
@@ -922,8 +1166,9 @@ def _architecture_png(repo: _Repo) -> bytes:
         for i in range(1, len(mods)):
             a, b = pos[i - 1], pos[i]
             d.line([a[0] + 46, a[1] + 22, b[0] + 46, b[1]], fill="gray")
-        for p, m in zip(pos, mods):
+        for p, m in zip(pos, mods, strict=True):
             _box(d, font, p, m, "#cfe2ff")
+
     return _png(draw)
 
 
@@ -936,6 +1181,7 @@ def _impact_png(analysis: dict[str, Any]) -> bytes:
             d.line([centre[0] + 46, centre[1] + 11, p[0] + 46, p[1] + 11], fill="#d08000")
             _box(d, font, p, s.split(".", 1)[-1], "#ffe0b0" if s not in analysis["addressed"] else "#c8f0c8")
         _box(d, font, centre, analysis["target"].split(".", 1)[-1], "#ff9090")
+
     return _png(draw)
 
 
@@ -949,6 +1195,7 @@ def _board_png(state: dict[str, Any]) -> bytes:
             d.text((x, 4), title, fill="black", font=font)
             for j, it in enumerate(items[:7]):
                 _box(d, font, (x, 18 + j * 24), f"{it['id']} {it['kind']}", "#fff6a0")
+
     return _png(draw)
 
 
@@ -964,17 +1211,34 @@ def _ctrf(rng: np.random.Generator, repo: _Repo, task_rng_seed: tuple[int, int],
     tests = []
     for i, name in enumerate(names):
         dur = float(rng.uniform(0.0005, 0.8))
-        test: dict[str, Any] = {"name": name, "status": "failed" if i in failed else "passed", "duration": round(dur, 6),
-                                "start": round(t, 6), "stop": round(t + dur, 6), "retries": 0, "file_path": "test_outputs.py"}
+        test: dict[str, Any] = {
+            "name": name,
+            "status": "failed" if i in failed else "passed",
+            "duration": round(dur, 6),
+            "start": round(t, 6),
+            "stop": round(t + dur, 6),
+            "retries": 0,
+            "file_path": "test_outputs.py",
+        }
         if i in failed:
             word = name.split("::test_")[1].split("_")[0]
             test["raw_status"] = "call_failed"
             test["message"] = f"AssertionError: {word} not handled"
-            test["trace"] = f"def {name.split('::')[1]}():\n>       assert result.{word} == expected.{word}\nE       AssertionError: {word} not handled"
+            test["trace"] = (
+                f"def {name.split('::')[1]}():\n>       assert result.{word} == expected.{word}\nE       AssertionError: {word} not handled"
+            )
         tests.append(test)
         t += dur + 0.001
-    summary = {"tests": n, "passed": n - n_failed, "failed": n_failed, "skipped": 0, "pending": 0, "other": 0,
-               "start": round(start, 6), "stop": round(t, 6)}
+    summary = {
+        "tests": n,
+        "passed": n - n_failed,
+        "failed": n_failed,
+        "skipped": 0,
+        "pending": 0,
+        "other": 0,
+        "start": round(start, 6),
+        "stop": round(t, 6),
+    }
     return {"results": {"tool": {"name": "pytest", "version": "8.4.1"}, "summary": summary, "tests": tests}}
 
 
@@ -999,8 +1263,9 @@ def _dumps(obj: Any, compact: bool = False, digits: int = FLOAT_DIGITS) -> bytes
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
-def _write_trial(root: Path, seed: int, eff: Effects, row: Any, key: tuple[int, int, int], repo: _Repo, run_id: str,
-                 run_ms: int, n_tasks: int) -> None:
+def _write_trial(
+    root: Path, seed: int, eff: Effects, row: Any, key: tuple[int, int, int], repo: _Repo, run_id: str, run_ms: int, n_tasks: int
+) -> None:
     p_idx, t_idx, r_idx = key
     rng = _child_rng(seed, 11, p_idx, t_idx, r_idx)
     profile, task = str(row.profile), str(row.task_id)
@@ -1022,10 +1287,20 @@ def _write_trial(root: Path, seed: int, eff: Effects, row: Any, key: tuple[int, 
         "task_id": {"path": f"tasks/{task}"},
         "source": "simulated",
         "task_checksum": hashlib.sha256(task.encode()).hexdigest(),
-        "config": {"trial_name": trial_name, "job_id": run_id, "timeout_multiplier": 1.0,
-                   "agent": {"name": AGENT_NAME, "model_name": f"anthropic/{MODEL}", "kwargs": {},
-                             "mcp_servers": _profile_servers(profile), "override_timeout_sec": eff.agent_timeout_sec},
-                   "environment": {"type": "docker"}, "simulated": True},
+        "config": {
+            "trial_name": trial_name,
+            "job_id": run_id,
+            "timeout_multiplier": 1.0,
+            "agent": {
+                "name": AGENT_NAME,
+                "model_name": f"anthropic/{MODEL}",
+                "kwargs": {},
+                "mcp_servers": _profile_servers(profile),
+                "override_timeout_sec": eff.agent_timeout_sec,
+            },
+            "environment": {"type": "docker"},
+            "simulated": True,
+        },
         "agent_info": {"name": AGENT_NAME, "version": AGENT_VERSION, "model_info": {"name": MODEL, "provider": "anthropic"}},
         "started_at": _iso_us(start),
         "finished_at": _iso_us(finish),
@@ -1034,17 +1309,27 @@ def _write_trial(root: Path, seed: int, eff: Effects, row: Any, key: tuple[int, 
     }
     if bool(row.infra_error):
         # Errored before the agent ran (as Harbor records a failed Docker build): no agent, no verifier.
-        result.update(agent_result=None, verifier_result=None, agent_setup=None, agent_execution=None, verifier=None,
-                      finished_at=_iso_us(env_end + 200), environment_setup={"started_at": _iso_us(start + 30), "finished_at": None},
-                      exception_info={"exception_type": "RuntimeError",
-                                      "exception_message": "Docker compose command failed: build of service 'main' exited with code 1",
-                                      "exception_traceback": "Traceback (most recent call last):\nRuntimeError: Docker compose command failed",
-                                      "occurred_at": _iso_us(env_end, z=False)})
+        result.update(
+            agent_result=None,
+            verifier_result=None,
+            agent_setup=None,
+            agent_execution=None,
+            verifier=None,
+            finished_at=_iso_us(env_end + 200),
+            environment_setup={"started_at": _iso_us(start + 30), "finished_at": None},
+            exception_info={
+                "exception_type": "RuntimeError",
+                "exception_message": "Docker compose command failed: build of service 'main' exited with code 1",
+                "exception_traceback": "Traceback (most recent call last):\nRuntimeError: Docker compose command failed",
+                "occurred_at": _iso_us(env_end, z=False),
+            },
+        )
         (tdir / "result.json").write_bytes(_dumps(result, compact=True))
         return
     success = bool(row.success)
-    calls, _, edited = _plan_calls(rng, repo, profile, int(row.tool_calls_count), int(row.mcp_tool_calls),
-                                   int(row.exploration_breadth), success)
+    calls, _, edited = _plan_calls(
+        rng, repo, profile, int(row.tool_calls_count), int(row.mcp_tool_calls), int(row.exploration_breadth), success
+    )
     session = str(uuid.UUID(bytes=rng.bytes(16), version=4))
     traj, placed = _trajectory(rng, repo, calls, row, agent0, elapsed_ms, session, success, eff)
     (tdir / "agent").mkdir()
@@ -1057,20 +1342,27 @@ def _write_trial(root: Path, seed: int, eff: Effects, row: Any, key: tuple[int, 
     (tdir / "verifier" / "reward.txt").write_text("1\n" if success else "0\n")
     fm = traj["final_metrics"]
     result.update(
-        agent_result={"n_input_tokens": fm["total_prompt_tokens"], "n_cache_tokens": fm["total_cached_tokens"],
-                      "n_output_tokens": fm["total_completion_tokens"], "cost_usd": fm["total_cost_usd"],
-                      "rollout_details": None, "metadata": None},
+        agent_result={
+            "n_input_tokens": fm["total_prompt_tokens"],
+            "n_cache_tokens": fm["total_cached_tokens"],
+            "n_output_tokens": fm["total_completion_tokens"],
+            "cost_usd": fm["total_cost_usd"],
+            "rollout_details": None,
+            "metadata": None,
+        },
         verifier_result={"rewards": {"reward": 1.0 if success else 0.0}},
         agent_setup={"started_at": _iso_us(env_end), "finished_at": _iso_us(agent0)},
         agent_execution={"started_at": _iso_us(agent0), "finished_at": _iso_us(agent1)},
         verifier={"started_at": _iso_us(ver0), "finished_at": _iso_us(ver1)},
     )
     if bool(row.agent_timeout):
-        result["exception_info"] = {"exception_type": "AgentTimeoutError",
-                                    "exception_message": f"Agent execution timed out after {eff.agent_timeout_sec} seconds",
-                                    "exception_traceback": "Traceback (most recent call last):\nasyncio.exceptions.CancelledError\n\n"
-                                                           "harbor.trial.errors.AgentTimeoutError: Agent execution timed out",
-                                    "occurred_at": _iso_us(agent1, z=False)}
+        result["exception_info"] = {
+            "exception_type": "AgentTimeoutError",
+            "exception_message": f"Agent execution timed out after {eff.agent_timeout_sec} seconds",
+            "exception_traceback": "Traceback (most recent call last):\nasyncio.exceptions.CancelledError\n\n"
+            "harbor.trial.errors.AgentTimeoutError: Agent execution timed out",
+            "occurred_at": _iso_us(agent1, z=False),
+        }
     (tdir / "result.json").write_bytes(_dumps(result, compact=True))
     if profile == "codecanvas":
         state = _canvas_state(rng, repo, placed, edited)
@@ -1102,8 +1394,15 @@ def _preregister(runs: Path, first_start_ms: int) -> None:
     plan_mod.write_preregistration(runs, plan, plan_mod.PLAN_FILE.as_posix(), now=fixed)
 
 
-def simulate_runs(out_dir: str | os.PathLike, seed: int, n_tasks: int = 24, repetitions: int = 3, effects: Effects | None = None,
-             profiles: tuple[str, ...] | list[str] = DEFAULT_PROFILES, force: bool = False) -> Path:
+def simulate_runs(
+    out_dir: str | os.PathLike,
+    seed: int,
+    n_tasks: int = 24,
+    repetitions: int = 3,
+    effects: Effects | None = None,
+    profiles: tuple[str, ...] | list[str] = DEFAULT_PROFILES,
+    force: bool = False,
+) -> Path:
     """Write simulated runs in the run layout under ``out_dir`` from the latent draws of :func:`simulate_metrics`.
 
     The tree is built in a temporary sibling folder and renamed into place, so a crash never leaves
@@ -1118,7 +1417,9 @@ def simulate_runs(out_dir: str | os.PathLike, seed: int, n_tasks: int = 24, repe
         if not force:
             raise FileExistsError(f"{out}: not empty; use --force to replace an earlier simulator output")
         if not _is_simulator_output(out):
-            raise FileExistsError(f"{out}: not empty and not a simulator output (no index.json with \"simulated\": true); refusing to replace it")
+            raise FileExistsError(
+                f'{out}: not empty and not a simulator output (no index.json with "simulated": true); refusing to replace it'
+            )
     df = simulate_metrics(seed, n_tasks, repetitions, profiles, eff)
     tasks = task_ids(n_tasks)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -1177,7 +1478,7 @@ def full_run_json(runs_dir: str | os.PathLike, phase_budget_usd: float = 100.0, 
     root = Path(runs_dir)
     index = json.loads((root / "index.json").read_text("utf-8"))
     if index.get("simulated") is not True:
-        raise ValueError(f"{root}: not a simulator output (index.json has no \"simulated\": true)")
+        raise ValueError(f'{root}: not a simulator output (index.json has no "simulated": true)')
     run_of = {(r["profile"], int(r["repetition"])): r["run_id"] for r in index["runs"]}
     schedule = build_schedule(index["tasks"], index["profiles"], int(index["repetitions"]), int(index["seed"]))
     rows, spent = [], 0.0
@@ -1195,39 +1496,86 @@ def full_run_json(runs_dir: str | os.PathLike, phase_budget_usd: float = 100.0, 
             outcome, evaluation = "evaluation_error", {"status": "error", "passed": None, "error": "no verifier result"}
         status = "agent_error" if result.get("exception_info") and cost is None else "completed"
         spent += cost or 0.0
-        rows.append({**e, "key": trial_key(e), "status": status, "outcome": outcome, "evaluation": evaluation,
-                     "cost_usd": cost, "trial_dir": rel,
-                     "environment": {"model": MODEL, "model_pinned": MODEL, "tool_commit": "simulated",
-                                     "target_repo_commit": "simulated", "adapter": "simulated", "adapter_version": AGENT_VERSION},
-                     "started_at": result.get("started_at"), "finished_at": result.get("finished_at")})
+        rows.append(
+            {
+                **e,
+                "key": trial_key(e),
+                "status": status,
+                "outcome": outcome,
+                "evaluation": evaluation,
+                "cost_usd": cost,
+                "trial_dir": rel,
+                "environment": {
+                    "model": MODEL,
+                    "model_pinned": MODEL,
+                    "tool_commit": "simulated",
+                    "target_repo_commit": "simulated",
+                    "adapter": "simulated",
+                    "adapter_version": AGENT_VERSION,
+                },
+                "started_at": result.get("started_at"),
+                "finished_at": result.get("finished_at"),
+            }
+        )
     n = len(rows)
     count = lambda f: sum(1 for r in rows if f(r))  # noqa: E731
     per_trial = spent / n if n else 0.0
     return {
-        "generator": SIMULATOR, "simulated": True, "note": NOTE, "kind": "bench_full_run", "dry_run": False,
+        "generator": SIMULATOR,
+        "simulated": True,
+        "note": NOTE,
+        "kind": "bench_full_run",
+        "dry_run": False,
         "status": "complete",
         # The manifest names each task's repository, as a real one does (the simulator's package of the task).
-        "manifest": {"name": "simulated-ab", "source": None, "sha256": None,
-                     "content": {"name": "simulated-ab", "tasks": [{"id": t, "repo": f"simulated/{_package(t)}"}
-                                                                   for t in index["tasks"]]}},
+        "manifest": {
+            "name": "simulated-ab",
+            "source": None,
+            "sha256": None,
+            "content": {"name": "simulated-ab", "tasks": [{"id": t, "repo": f"simulated/{_package(t)}"} for t in index["tasks"]]},
+        },
         "manifest_sha256": None,
-        "seed": int(index["seed"]), "runs_per_condition": int(index["repetitions"]), "conditions": list(index["profiles"]),
-        "tasks": list(index["tasks"]), "schedule": schedule,
-        "projection": {"projected_total_usd": round(per_trial * n, 6), "cost_per_trial_usd": round(per_trial, 6),
-                       "basis": "simulated", "phase_budget_usd": phase_budget_usd, "limit_usd": 0.9 * phase_budget_usd,
-                       "pairs": n // len(index["profiles"]), "fits": per_trial * n <= 0.9 * phase_budget_usd},
-        "started_at": index["runs"][0]["started_at"], "updated_at": rows[-1]["finished_at"] if rows else None,
+        "seed": int(index["seed"]),
+        "runs_per_condition": int(index["repetitions"]),
+        "conditions": list(index["profiles"]),
+        "tasks": list(index["tasks"]),
+        "schedule": schedule,
+        "projection": {
+            "projected_total_usd": round(per_trial * n, 6),
+            "cost_per_trial_usd": round(per_trial, 6),
+            "basis": "simulated",
+            "phase_budget_usd": phase_budget_usd,
+            "limit_usd": 0.9 * phase_budget_usd,
+            "pairs": n // len(index["profiles"]),
+            "fits": per_trial * n <= 0.9 * phase_budget_usd,
+        },
+        "started_at": index["runs"][0]["started_at"],
+        "updated_at": rows[-1]["finished_at"] if rows else None,
         "environment": {"pinned": {"model": MODEL, "tool_commit": "simulated"}, "tool_commit": "simulated", "warnings": []},
         "environment_warnings": [],
-        "budget": {"phase_budget_usd": phase_budget_usd, "stop_fraction": 0.9, "limit_usd": round(0.9 * phase_budget_usd, 6),
-                   "spent_usd": round(spent, 6), "measured_trials": count(lambda r: r["cost_usd"] is not None),
-                   "estimated_trials": 0, "cost_per_trial_usd": round(per_trial, 6), "stopped": False, "stop_reason": None,
-                   "stopped_before_pair": None},
+        "budget": {
+            "phase_budget_usd": phase_budget_usd,
+            "stop_fraction": 0.9,
+            "limit_usd": round(0.9 * phase_budget_usd, 6),
+            "spent_usd": round(spent, 6),
+            "measured_trials": count(lambda r: r["cost_usd"] is not None),
+            "estimated_trials": 0,
+            "cost_per_trial_usd": round(per_trial, 6),
+            "stopped": False,
+            "stop_reason": None,
+            "stopped_before_pair": None,
+        },
         "trials": rows,
-        "summary": {"trials": n, "finished": n, "pending": 0, "skipped_budget": 0,
-                    "passed": count(lambda r: r["outcome"] == "passed"), "failed": count(lambda r: r["outcome"] == "failed"),
-                    "evaluation_errors": count(lambda r: r["outcome"] == "evaluation_error"),
-                    "agent_errors": count(lambda r: r["status"] == "agent_error")},
+        "summary": {
+            "trials": n,
+            "finished": n,
+            "pending": 0,
+            "skipped_budget": 0,
+            "passed": count(lambda r: r["outcome"] == "passed"),
+            "failed": count(lambda r: r["outcome"] == "failed"),
+            "evaluation_errors": count(lambda r: r["outcome"] == "evaluation_error"),
+            "agent_errors": count(lambda r: r["status"] == "agent_error"),
+        },
     }
 
 
@@ -1241,38 +1589,45 @@ def write_full_run(runs_dir: str | os.PathLike, output: str | os.PathLike | None
 
 
 def _readme(seed: int, n_tasks: int, repetitions: int, profiles: tuple[str, ...], null: bool, n_infra: int = 1) -> str:
-    return (f"# {NOTE}\n\n"
-            f"Simulated agent runs written by `{SIMULATOR}` (seed {seed}): {len(profiles)} profiles "
-            f"({', '.join(profiles)}) x {n_tasks} tasks x {repetitions} repetitions.\n"
-            f"{'No profile effect was injected (null effects).' if null else 'Effects were injected on purpose.'} "
-            "`index.json` lists every injected effect with its description and the population values\n"
-            "(`true_effects`) that the statistics should recover. Nothing here measures a real agent.\n\n"
-            f"Regenerate: `python -m analysis_lib simulate --seed {seed} --out DIR --tasks {n_tasks} "
-            f"--repetitions {repetitions}{' --null-effects' if null else ''}"
-            f"{f' --infra-errors {n_infra}' if n_infra != 1 else ''}`\n")
+    return (
+        f"# {NOTE}\n\n"
+        f"Simulated agent runs written by `{SIMULATOR}` (seed {seed}): {len(profiles)} profiles "
+        f"({', '.join(profiles)}) x {n_tasks} tasks x {repetitions} repetitions.\n"
+        f"{'No profile effect was injected (null effects).' if null else 'Effects were injected on purpose.'} "
+        "`index.json` lists every injected effect with its description and the population values\n"
+        "(`true_effects`) that the statistics should recover. Nothing here measures a real agent.\n\n"
+        f"Regenerate: `python -m analysis_lib simulate --seed {seed} --out DIR --tasks {n_tasks} "
+        f"--repetitions {repetitions}{' --null-effects' if null else ''}"
+        f"{f' --infra-errors {n_infra}' if n_infra != 1 else ''}`\n"
+    )
 
 
 def cli(argv: list[str] | None = None) -> int:
     """``python -m analysis_lib simulate --seed S --out DIR [--tasks N] [--repetitions R] [--null-effects] [--force]``."""
-    p = argparse.ArgumentParser(prog="python -m analysis_lib simulate",
-                                description="Write seeded SIMULATED agent runs (run layout) with known injected effects.")
+    p = argparse.ArgumentParser(
+        prog="python -m analysis_lib simulate", description="Write seeded SIMULATED agent runs (run layout) with known injected effects."
+    )
     p.add_argument("--seed", type=int, required=True, help="seed of every random draw (recorded in index.json)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (must be empty unless --force)")
     p.add_argument("--tasks", type=int, default=24, metavar="N", help="number of tasks (default 24)")
     p.add_argument("--repetitions", type=int, default=3, metavar="R", help="repetitions per profile and task (default 3)")
     p.add_argument("--null-effects", action="store_true", help="no profile effect at all (exchangeable profiles)")
     p.add_argument("--force", action="store_true", help="replace an earlier simulator output in DIR")
-    p.add_argument("--infra-errors", type=int, metavar="N", help="trials with an infrastructure error (default 1; "
-                   "0 gives every trial a verdict)")
-    p.add_argument("--full-run", metavar="JSON", help="also write a benchmark runner's full_run.json for these runs "
-                   "(input of `python -m analysis_lib results`)")
+    p.add_argument(
+        "--infra-errors", type=int, metavar="N", help="trials with an infrastructure error (default 1; 0 gives every trial a verdict)"
+    )
+    p.add_argument(
+        "--full-run",
+        metavar="JSON",
+        help="also write a benchmark runner's full_run.json for these runs (input of `python -m analysis_lib results`)",
+    )
     args = p.parse_args(argv)
     try:
         eff = Effects.null() if args.null_effects else None
         if args.infra_errors is not None:
             if args.infra_errors < 0:
                 raise ValueError(f"--infra-errors must be >= 0, got {args.infra_errors}")
-            eff = (eff or Effects())
+            eff = eff or Effects()
             eff.n_infra_errors = args.infra_errors
         out = simulate_runs(args.out, args.seed, args.tasks, args.repetitions, eff, force=args.force)
     except (FileExistsError, ValueError) as exc:
@@ -1281,6 +1636,8 @@ def cli(argv: list[str] | None = None) -> int:
     if args.full_run:
         print(f"wrote {write_full_run(out, args.full_run)} (simulated benchmark run)")
     n = args.tasks * args.repetitions * len(DEFAULT_PROFILES)
-    print(f"wrote {n} simulated trials ({len(DEFAULT_PROFILES)} profiles x {args.tasks} tasks x {args.repetitions} repetitions, "
-          f"seed {args.seed}) to {out}")
+    print(
+        f"wrote {n} simulated trials ({len(DEFAULT_PROFILES)} profiles x {args.tasks} tasks x {args.repetitions} repetitions, "
+        f"seed {args.seed}) to {out}"
+    )
     return 0

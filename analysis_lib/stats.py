@@ -23,8 +23,9 @@ array where that is the natural result), in the manner of pingouin. Conventions 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any, Iterable, Sequence, overload
+from typing import Any, overload
 
 import numpy as np
 import pandas as pd
@@ -806,7 +807,7 @@ def plan_sample_size(
             p = np.where(m == 0, 1.0, np.minimum(1.0, 2 * sps.binom.cdf(np.minimum(n10, n01), np.maximum(m, 1), 0.5)))
             power_list.append(float(np.mean(p < alpha)))
     powers = np.asarray(power_list)
-    reached = [n for n, pw in zip(grid, powers) if pw >= power]
+    reached = [n for n, pw in zip(grid, powers, strict=True) if pw >= power]
     return pd.DataFrame(
         {
             "kind": kind,
@@ -1063,7 +1064,7 @@ def ratio_of_totals(num_a: ArrayLike, den_a: ArrayLike, num_b: ArrayLike, den_b:
         idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
         boot = ratios([v[idx].sum(axis=1) for v in arr])
     q = [(1 - confidence) / 2, (1 + confidence) / 2]
-    for name, est, dist in zip(("A", "B", "B/A"), point, boot if n else (None,) * 3):
+    for name, est, dist in zip(("A", "B", "B/A"), point, boot if n else (None,) * 3, strict=True):
         e = float(est[0]) if n else np.nan
         lo = hi = np.nan
         undefined = 0

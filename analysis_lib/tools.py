@@ -19,7 +19,8 @@ from __future__ import annotations
 import functools
 import re
 import shlex
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 DEFAULT_MCP_TOOLS = frozenset(
     {"canvas", "init_repository", "get_dependencies", "search_code", "list_entrypoints", "show_call_graph_neighborhood"}
@@ -233,8 +234,12 @@ def _shell_files(command: str) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
             edits.extend(operands)
         elif cmd in ("apply_patch", "patch"):
             pass  # files come from the envelope above
-    clean = lambda xs: tuple(x for x in xs if x and x not in _NOT_FILES and not x.startswith("$"))
-    return clean(reads), clean(edits), searched
+    return _paths(reads), _paths(edits), searched
+
+
+def _paths(words: list[str]) -> tuple[str, ...]:
+    """The words of a shell command that name files (not options' placeholders or variables)."""
+    return tuple(x for x in words if x and x not in _NOT_FILES and not x.startswith("$"))
 
 
 def call_effects(name: str, arguments: dict[str, Any], category: str) -> tuple[Sequence[str], Sequence[str], bool]:

@@ -77,7 +77,7 @@ class Trajectory:
     session_id: str | None = None
     steps: list[Step] = field(default_factory=list)
     final_metrics: FinalMetrics | None = None
-    subagents: list["Trajectory"] = field(default_factory=list)
+    subagents: list[Trajectory] = field(default_factory=list)
     source_path: str | None = None
     # Warnings raised while parsing leniently (unknown minor version, unresolved refs...).
     warnings: list[str] = field(default_factory=list)

@@ -38,9 +38,9 @@ from .fileio import atomic_write_bytes
 from .ingest.discover import TrialSource, discover
 from .ingest.fingerprint import fingerprint
 from .ingest.load import repetition_numbers
+from .ingest.provenance import is_simulated
 from .ingest.read import read_source
 from .metrics import DEFAULT_CONFIG, MetricsConfig, metrics_frame, trial_metrics
-from .ingest.provenance import is_simulated
 from .trial import IngestError, Trial
 
 SORT_COLUMNS = ["profile", "task_id", "repetition", "run_id"]

@@ -147,11 +147,11 @@ def time_plain_orjson(files: list[Path]) -> float:
 def peak_rss_mb(runs: Path, out: Path) -> tuple[float, float]:
     """Peak RSS (MB) of a fresh analysis process and of its largest worker."""
     code = (
-        "import resource, sys; sys.path.insert(0, %r)\n"
+        f"import resource, sys; sys.path.insert(0, {str(ROOT)!r})\n"
         "from analysis_lib.layer1 import analyse\n"
-        "analyse(%r, %r, cache=False)\n"
+        f"analyse({str(runs)!r}, {str(out)!r}, cache=False)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
-    ) % (str(ROOT), str(runs), str(out))
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     own, child = res.stdout.split()
     return int(own) / 1024, int(child) / 1024

@@ -46,7 +46,16 @@ def synthetic_trial(i: int, rng: random.Random) -> Trial:
                           output=("Traceback (most recent call last)\n" if err else "") + out, is_error=err)]
         steps.append(Step(step_id=s, source="agent", message="Thinking about the next move. " * rng.randint(1, 20), tool_calls=calls))
     traj = Trajectory(schema_version="ATIF-v1.4", steps=steps)
-    return Trial(profile="p", task_id=f"task-{i:03d}", repetition=0, run_id="bench", trial_path=f"bench/{i}", source_format="run_layout", trajectory=traj, reward=0.0)
+    return Trial(
+        profile="p",
+        task_id=f"task-{i:03d}",
+        repetition=0,
+        run_id="bench",
+        trial_path=f"bench/{i}",
+        source_format="run_layout",
+        trajectory=traj,
+        reward=0.0,
+    )
 
 
 def _http(url: str, data: bytes | None = None) -> dict:
@@ -69,7 +78,8 @@ def main() -> int:
 
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "llm_server.py"), "--answer", ANSWER, "--latency", str(args.latency)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         url = proc.stdout.readline().strip()
@@ -77,8 +87,11 @@ def main() -> int:
             print(f"error: the loopback server did not start (got {url!r})", file=sys.stderr)
             return 2
         with tempfile.TemporaryDirectory() as tmp:
+
             def run() -> tuple[float, list]:
-                client = JudgeClient("openai/bench-judge", api_base=url, api_key="bench", cache=ResponseCache(tmp), concurrency=args.concurrency)
+                client = JudgeClient(
+                    "openai/bench-judge", api_base=url, api_key="bench", cache=ResponseCache(tmp), concurrency=args.concurrency
+                )
                 t0 = time.perf_counter()
                 res = client.judge_many([lambda j=j: client.judge(j.template, j.variables, j.schema) for j in jobs])
                 return time.perf_counter() - t0, res
@@ -101,8 +114,14 @@ def main() -> int:
     ratio = wall / ideal if ideal else float("inf")
     ok = sum(r.ok for r in res)
     same = [r.data for r in res] == [r.data for r in res2]
-    print(f"judgements: {args.calls}, ok {ok}; server latency {args.latency * 1000:.0f} ms; concurrency {args.concurrency}; max in flight {stats1['max_in_flight']}")
-    print(f"first run: {stats1['requests']} requests in {wall:.2f} s; ideal {ideal:.2f} s; ratio {ratio:.2f}x (target <= 1.5x) -> {'OK' if ratio <= 1.5 else 'SLOW'}")
+    print(
+        f"judgements: {args.calls}, ok {ok}; server latency {args.latency * 1000:.0f} ms; concurrency {args.concurrency}; "
+        f"max in flight {stats1['max_in_flight']}"
+    )
+    print(
+        f"first run: {stats1['requests']} requests in {wall:.2f} s; ideal {ideal:.2f} s; ratio {ratio:.2f}x (target <= 1.5x)"
+        f" -> {'OK' if ratio <= 1.5 else 'SLOW'}"
+    )
     print(f"second run: {stats2['requests']} requests (target 0) in {wall2:.2f} s; identical answers: {same}")
     print(f"prompt size: condensed {condensed / 1e6:.2f} MB vs naive dump {naive / 1e6:.2f} MB -> ratio {condensed / naive:.3f}")
     return 0 if (ok == args.calls and stats2["requests"] == 0 and same) else 1

@@ -61,7 +61,7 @@ def bench_bootstrap() -> None:
     idx = np.random.default_rng(SEED + 1).integers(0, N_PAIRS, size=(4 * N_BOOT, N_PAIRS))
     dist = np.median(b[idx] - a[idx], axis=1)
     bands = (_band(dist, 0.025, N_BOOT), _band(dist, 0.975, N_BOOT))
-    agree = all(lo <= v <= hi for (lo, hi), v in zip(bands * 2, (ours["ci_low"], ours["ci_high"], ref[0], ref[1])))
+    agree = all(lo <= v <= hi for (lo, hi), v in zip(bands * 2, (ours["ci_low"], ours["ci_high"], ref[0], ref[1]), strict=True))
     print(f"bootstrap of the median difference, {N_PAIRS} pairs x {N_BOOT:,} resamples (percentile 95 % CI)")
     print(f"  ours      {ours_t * 1e3:8.1f} ms  CI [{ours['ci_low']:.1f}, {ours['ci_high']:.1f}]  (best of 3)")
     print(f"  pingouin  {ref_t * 1e3:8.1f} ms  CI [{ref[0]:.1f}, {ref[1]:.1f}]  (compute_bootci, paired, method='per')")

@@ -22,14 +22,14 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis_lib import comparisons, plan as plan_mod, stats  # noqa: E402
+from analysis_lib import comparisons, stats  # noqa: E402
+from analysis_lib import plan as plan_mod  # noqa: E402
 from analysis_lib.simulate import Effects, simulate_metrics, true_effects  # noqa: E402
 
 A, B = "text", "codegraph"

@@ -32,7 +32,9 @@ from analysis_lib.judge.local_model import LITELLM_MODEL, missing_packages, star
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--labels", default=str(ROOT.parent / "shared" / "fixtures" / "real" / "judge-labels"), help="judge-labels fixture folder")
+    ap.add_argument(
+        "--labels", default=str(ROOT.parent / "shared" / "fixtures" / "real" / "judge-labels"), help="judge-labels fixture folder"
+    )
     ap.add_argument("--max-chars", type=int, default=1200, help="condensed trajectory budget")
     ap.add_argument("--threads", type=int, default=1, help="server threads (1 is fastest on a busy machine)")
     args = ap.parse_args(argv)
@@ -52,18 +54,32 @@ def main(argv: list[str] | None = None) -> int:
     rows, notes = [], []
     for shuffle in (False, True):
         jobs = [blind_job(j, vocab) for j in failure_jobs(trials, {}, max_chars=args.max_chars, shuffle_classes=shuffle)]
-        client = JudgeClient(LITELLM_MODEL, api_base=url, api_key="no-key", cache=ResponseCache(default_cache_dir()), concurrency=1,
-                             max_tokens=400, max_string_chars=40, max_list_items=2)
+        client = JudgeClient(
+            LITELLM_MODEL,
+            api_base=url,
+            api_key="no-key",
+            cache=ResponseCache(default_cache_dir()),
+            concurrency=1,
+            max_tokens=400,
+            max_string_chars=40,
+            max_list_items=2,
+        )
         t0 = time.perf_counter()
-        res = client.judge_many([lambda j=j: client.judge(j.template, j.variables, j.schema, 0) for j in jobs])
+        res = client.judge_many([lambda j=j, client=client: client.judge(j.template, j.variables, j.schema, 0) for j in jobs])
         labels = [r.data["root_cause"] if r.ok else None for r in res]
-        answered = [(lab, j) for lab, j in zip(labels, jobs) if lab is not None]
+        answered = [(lab, j) for lab, j in zip(labels, jobs, strict=True) if lab is not None]
         first = sum(lab == j.class_order[0] for lab, j in answered)
-        pairs = [(a, human[j.unit_id]) for a, j in zip(labels, jobs) if human[j.unit_id] is not None]
+        pairs = [(a, human[j.unit_id]) for a, j in zip(labels, jobs, strict=True) if human[j.unit_id] is not None]
         order = "shuffled" if shuffle else "fixed"
-        rows.append(agreement_row("failure (root_cause)", f"judge vs human ({order} class order)", [a for a, _ in pairs], [h for _, h in pairs], reps=2000))
-        notes.append(f"{order} class order: first class shown picked in {first} of {len(answered)} answers "
-                     f"({len(jobs) - len(answered)} failed); {client.ledger.requests} requests, {time.perf_counter() - t0:.0f} s")
+        rows.append(
+            agreement_row(
+                "failure (root_cause)", f"judge vs human ({order} class order)", [a for a, _ in pairs], [h for _, h in pairs], reps=2000
+            )
+        )
+        notes.append(
+            f"{order} class order: first class shown picked in {first} of {len(answered)} answers "
+            f"({len(jobs) - len(answered)} failed); {client.ledger.requests} requests, {time.perf_counter() - t0:.0f} s"
+        )
         notes.append(format_confusion_md(confusion_matrix([h for _, h in pairs], [a for a, _ in pairs], "human", "judge")))
     del server
     print(format_agreement_md(rows))

@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -51,7 +52,9 @@ def tool_use(name: str, args: dict, tid: str) -> dict:
 
 def usage_for(n: int) -> Usage:
     """The n-th call's usage (n from 1): distinct figures, so a dropped or doubled call shows."""
-    return Usage(input_tokens=100 + 7 * n, output_tokens=20 + 3 * n, cache_creation_input_tokens=400 + 11 * n, cache_read_input_tokens=1000 + 13 * n)
+    return Usage(
+        input_tokens=100 + 7 * n, output_tokens=20 + 3 * n, cache_creation_input_tokens=400 + 11 * n, cache_read_input_tokens=1000 + 13 * n
+    )
 
 
 @dataclass
@@ -73,12 +76,15 @@ class AnthropicServer:
     def truth(self, *, completed_only: bool = False) -> dict[str, int]:
         """Summed usage of the logged calls (ATIF semantics: prompt includes cache reads and writes)."""
         calls = [c for c in self.calls if c["completed"] or not completed_only]
-        tot = {k: sum(c["usage"][k] for c in calls) for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")}
+        tot = {
+            k: sum(c["usage"][k] for c in calls)
+            for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        }
         tot["prompt_tokens"] = tot["input_tokens"] + tot["cache_creation_input_tokens"] + tot["cache_read_input_tokens"]
         tot["calls"] = len(calls)
         return tot
 
-    def start(self) -> "AnthropicServer":
+    def start(self) -> AnthropicServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -124,7 +130,7 @@ class AnthropicServer:
             self._httpd.server_close()
             self._httpd = None
 
-    def __enter__(self) -> "AnthropicServer":
+    def __enter__(self) -> AnthropicServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -136,16 +142,31 @@ class AnthropicServer:
             n = len(self.calls) + 1
             usage = usage_for(n)
             model = str(body.get("model") or "unknown")
-            rec = {"n": n, "model": model, "usage": usage.as_dict(), "label": turn.label, "stream": bool(body.get("stream")),
-                   "completed": False, "tools": [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]}
+            rec = {
+                "n": n,
+                "model": model,
+                "usage": usage.as_dict(),
+                "label": turn.label,
+                "stream": bool(body.get("stream")),
+                "completed": False,
+                "tools": [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)],
+            }
             self.calls.append(rec)
         msg_id = f"msg_loop{n:04d}"
         stop = "tool_use" if any(b["type"] == "tool_use" for b in turn.blocks) else "end_turn"
         if not body.get("stream"):
             if turn.hang:
                 time.sleep(turn.hang)
-            payload = {"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": turn.blocks,
-                       "stop_reason": stop, "stop_sequence": None, "usage": usage.as_dict()}
+            payload = {
+                "id": msg_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": turn.blocks,
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": usage.as_dict(),
+            }
             self._send(handler, 200, json.dumps(payload).encode())
             rec["completed"] = True
             return
@@ -161,19 +182,50 @@ class AnthropicServer:
                 handler.wfile.flush()
 
             start_usage = {**usage.as_dict(), "output_tokens": 1}
-            event("message_start", {"type": "message_start", "message": {"id": msg_id, "type": "message", "role": "assistant", "model": model,
-                                                                         "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}})
+            event(
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": msg_id,
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": start_usage,
+                    },
+                },
+            )
             if turn.hang:
                 time.sleep(turn.hang)
             for i, b in enumerate(turn.blocks):
                 if b["type"] == "text":
                     event("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})
-                    event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": b["text"]}})
+                    event(
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": b["text"]}},
+                    )
                 else:
                     event("content_block_start", {"type": "content_block_start", "index": i, "content_block": {**b, "input": {}}})
-                    event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": json.dumps(b["input"])}})
+                    event(
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": i,
+                            "delta": {"type": "input_json_delta", "partial_json": json.dumps(b["input"])},
+                        },
+                    )
                 event("content_block_stop", {"type": "content_block_stop", "index": i})
-            event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": usage.output_tokens}})
+            event(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": usage.output_tokens},
+                },
+            )
             event("message_stop", {"type": "message_stop"})
             handler.close_connection = True
             rec["completed"] = True

@@ -55,14 +55,16 @@ usage = {"input_tokens": 12, "output_tokens": 40, "cache_read_input_tokens": 100
 first = ("mcp__codegraph__search_code", {"query": "main"}) if mcp else ("Read", {"file_path": os.path.join(cwd, "src/app.py")})
 emit({"type": "assistant", "session_id": sid, "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": reported,
       "content": [{"type": "tool_use", "id": "toolu_1", "name": first[0], "input": first[1]}], "stop_reason": "tool_use", "usage": usage}})
-emit({"type": "user", "session_id": sid, "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "def main(): return 1"}]}})
+emit({"type": "user", "session_id": sid, "message": {"role": "user", "content": [
+      {"type": "tool_result", "tool_use_id": "toolu_1", "content": "def main(): return 1"}]}})
 if "do nothing" not in (prompt or ""):
     with open("solution.txt", "w") as fh:
         fh.write("solved\n")
     with open(os.path.join("src", "app.py"), "a") as fh:
         fh.write("# fixed\n")
 emit({"type": "assistant", "session_id": sid, "message": {"id": "msg_2", "type": "message", "role": "assistant", "model": reported,
-      "content": [{"type": "tool_use", "id": "toolu_2", "name": "Edit", "input": {"file_path": os.path.join(cwd, "src/app.py"), "old_string": "x", "new_string": "y"}}],
+      "content": [{"type": "tool_use", "id": "toolu_2", "name": "Edit",
+                   "input": {"file_path": os.path.join(cwd, "src/app.py"), "old_string": "x", "new_string": "y"}}],
       "stop_reason": "tool_use", "usage": usage}})
 emit({"type": "user", "session_id": sid, "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "ok"}]}})
 emit({"type": "assistant", "session_id": sid, "message": {"id": "msg_3", "type": "message", "role": "assistant", "model": reported,
@@ -127,7 +129,8 @@ traj = {"schema_version": "ATIF-v1.6", "session_id": "s", "agent": {"name": "cla
 with open(os.path.join(trial, "agent", "trajectory.json"), "w") as fh:
     json.dump(traj, fh)
 res = {"id": "0000", "task_name": task, "trial_name": os.path.basename(trial), "trial_uri": "file://" + os.path.abspath(trial),
-       "config": {"task": {"path": os.path.abspath(opt("--path") or ".")}, "trials_dir": os.path.abspath(job)}, "agent_info": {"name": "claude-code", "version": "2.0.0",
+       "config": {"task": {"path": os.path.abspath(opt("--path") or ".")}, "trials_dir": os.path.abspath(job)},
+       "agent_info": {"name": "claude-code", "version": "2.0.0",
        "model_info": {"name": opt("--model"), "provider": "anthropic"}},
        "agent_result": {"n_input_tokens": 100, "n_cache_tokens": 0, "n_output_tokens": 10, "cost_usd": 0.5},
        "verifier_result": {"rewards": {"reward": reward}}, "exception_info": None}
@@ -170,7 +173,9 @@ def setup_bench(tmp: Path) -> dict:
     return {"repo": repo, "commit": commit, "bin": bindir, "evaluator": evaluator, "env": env, "tmp": tmp}
 
 
-def manifest_obj(b: dict, task_modes: dict[str, str], *, cost_prior: float = 0.25, conditions: list | None = None, timeout: float = 10) -> dict:
+def manifest_obj(
+    b: dict, task_modes: dict[str, str], *, cost_prior: float = 0.25, conditions: list | None = None, timeout: float = 10
+) -> dict:
     """A manifest over the scratch repo: one task per (id -> evaluator mode), text vs codegraph."""
     mcp = b["tmp"] / "mcp.json"
     mcp.write_text(json.dumps({"mcpServers": {"codegraph": {"command": "codegraph-mcp"}}}))
@@ -178,14 +183,19 @@ def manifest_obj(b: dict, task_modes: dict[str, str], *, cost_prior: float = 0.2
     for tid, mode in task_modes.items():
         t = {"id": tid, "repo": "target", "commit": b["commit"], "instruction": f"Fix task {tid}.", "timeout_seconds": 30}
         if mode:
-            t["evaluation"] = {"type": "command_json", "command": [str(b["evaluator"]), mode, "{task_id}", "{condition}"], "timeout_seconds": timeout}
+            t["evaluation"] = {
+                "type": "command_json",
+                "command": [str(b["evaluator"]), mode, "{task_id}", "{condition}"],
+                "timeout_seconds": timeout,
+            }
         tasks.append(t)
     return {
         "manifest_version": 2,
         "name": "scripted",
         "environment": {"model": "claude-test-model-20260101", "tool_commit": "abc1234"},
         "budget": {"estimated_cost_per_trial_usd": cost_prior},
-        "conditions": conditions or [
+        "conditions": conditions
+        or [
             {"name": "text", "adapter": "claude_code"},
             {"name": "codegraph", "adapter": "claude_code", "settings": {"mcp_config": "mcp.json"}},
         ],

@@ -20,7 +20,7 @@ def agent_step(step_id: int, calls: list[tuple[str, dict]] = (), *, prompt=100, 
     if tool_calls:
         step["tool_calls"] = tool_calls
         res = results if results is not None else [{"content": "ok"} for _ in tool_calls]
-        step["observation"] = {"results": [dict(r, source_call_id=tc["tool_call_id"]) for r, tc in zip(res, tool_calls)]}
+        step["observation"] = {"results": [dict(r, source_call_id=tc["tool_call_id"]) for r, tc in zip(res, tool_calls, strict=True)]}
     step.update(extra)
     return step
 

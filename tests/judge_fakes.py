@@ -15,20 +15,34 @@ def make_trial(profile: str, task: str, rep: int, success: bool, n_steps: int = 
     for i in range(2, n_steps + 1):
         calls = []
         if mcp and i == 2:
-            calls.append(ToolCall(step_id=i, name="mcp__codegraph__get_dependencies", arguments={"symbol": "parse"}, output="parse -> tokenize, emit"))
+            calls.append(
+                ToolCall(
+                    step_id=i, name="mcp__codegraph__get_dependencies", arguments={"symbol": "parse"}, output="parse -> tokenize, emit"
+                )
+            )
         elif i == n_steps:
             ok = "5 passed" if success else "FAILED test_trailing_comma - AssertionError"
             calls.append(ToolCall(step_id=i, name="Bash", arguments={"command": "pytest -q"}, output=ok, is_error=not success))
         elif i % 3 == 0:
-            calls.append(ToolCall(step_id=i, name="Edit", arguments={"file_path": f"src/{task}.py", "old_string": "a", "new_string": "b"}, output="ok"))
+            calls.append(
+                ToolCall(
+                    step_id=i, name="Edit", arguments={"file_path": f"src/{task}.py", "old_string": "a", "new_string": "b"}, output="ok"
+                )
+            )
         else:
             out = "def parse(tokens):\n    ..." + ("x" * long_output)
             calls.append(ToolCall(step_id=i, name="Read", arguments={"file_path": f"src/{task}.py"}, output=out, output_chars=len(out)))
         steps.append(Step(step_id=i, source="agent", message=f"Step {i}: looking at the parser of {task}.", tool_calls=calls))
     traj = Trajectory(schema_version="ATIF-v1.4", agent_name="claude-code", model_name="claude-x", steps=steps)
     return Trial(
-        profile=profile, task_id=task, repetition=rep, run_id=f"run-{profile}", trial_path=f"runs/x/{profile}/{task}/{rep}",
-        source_format="run_layout", trajectory=traj, reward=1.0 if success else 0.0,
+        profile=profile,
+        task_id=task,
+        repetition=rep,
+        run_id=f"run-{profile}",
+        trial_path=f"runs/x/{profile}/{task}/{rep}",
+        source_format="run_layout",
+        trajectory=traj,
+        reward=1.0 if success else 0.0,
     )
 
 
@@ -43,11 +57,19 @@ def make_trials(n_tasks: int = 3, reps: int = 1) -> list[Trial]:
     return trials
 
 
-STRATEGY = {"primary_strategy": "grep_and_fix", "strategy_quality": 0.7, "adaptation_events": [{"step": 3, "description": "switched to the tests"}]}
+STRATEGY = {
+    "primary_strategy": "grep_and_fix",
+    "strategy_quality": 0.7,
+    "adaptation_events": [{"step": 3, "description": "switched to the tests"}],
+}
 FAILURE = {"root_cause": "premature_termination", "critical_step": 8, "counterfactual": "Run the failing test again after the edit."}
 MCP = {
-    "utilization_quality": 0.8, "init_timing": "early", "dependency_leverage": 0.6, "search_effectiveness": 0.5,
-    "missed_opportunities": ["step 5: could have asked for callers"], "effective_uses": ["step 2: dependencies of parse"],
+    "utilization_quality": 0.8,
+    "init_timing": "early",
+    "dependency_leverage": 0.6,
+    "search_effectiveness": 0.5,
+    "missed_opportunities": ["step 5: could have asked for callers"],
+    "effective_uses": ["step 2: dependencies of parse"],
 }
 SYNTHESIS = {
     "task_difficulty_ranking": ["task-1", "task-0", "task-2"],

@@ -21,9 +21,10 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Union
+from typing import Any
 
 import pytest
 
@@ -59,7 +60,7 @@ class Raw:
     content_type: str = "application/json"
 
 
-Answer = Union[Reply, Fail, Raw, Callable[[dict], Any]]
+Answer = Reply | Fail | Raw | Callable[[dict], Any]
 
 
 def prompt_text(body: dict) -> str:
@@ -91,13 +92,13 @@ class LLMServer:
         self._thread: threading.Thread | None = None
 
     # -- scripting -------------------------------------------------------------------------
-    def script(self, *answers: Answer) -> "LLMServer":
+    def script(self, *answers: Answer) -> LLMServer:
         """Queue answers used by the next requests, in order (before rules and default)."""
         with self._lock:
             self._queue.extend(answers)
         return self
 
-    def on(self, substring: str, answer: Answer) -> "LLMServer":
+    def on(self, substring: str, answer: Answer) -> LLMServer:
         """Answer requests whose prompt text contains ``substring`` (first matching rule wins)."""
         with self._lock:
             self._rules.append((substring, answer))
@@ -122,7 +123,7 @@ class LLMServer:
         return f"http://{host}:{port}/v1"
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> "LLMServer":
+    def start(self) -> LLMServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -173,7 +174,7 @@ class LLMServer:
             self._httpd.server_close()
             self._httpd = None
 
-    def __enter__(self) -> "LLMServer":
+    def __enter__(self) -> LLMServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -256,7 +257,6 @@ def main(argv: list[str] | None = None) -> int:
     ``GET /v1/_stats`` gives the request count and the in-flight maximum; ``POST /v1/_reset`` clears them.
     """
     import argparse
-    import sys
 
     ap = argparse.ArgumentParser(description="loopback OpenAI-compatible server with a fixed answer")
     ap.add_argument("--answer", default="{}", help="message content of every answer")

@@ -42,6 +42,10 @@ def test_every_exported_name_resolves_to_its_definition(name):
     assert res.failed == 0
 
 
+def test_all_lists_every_loaded_name():
+    assert sorted(analysis_lib.__all__) == sorted(analysis_lib._API)
+
+
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'load_runs'"):
         analysis_lib.load_runs  # noqa: B018

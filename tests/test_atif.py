@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from builders import agent_step, trajectory
 
 from analysis_lib.ingest.atif import is_atif, parse_trajectory, read_trajectory
 from analysis_lib.metrics import trajectory_tokens
 from analysis_lib.trial import InputError
-
-from builders import agent_step, trajectory
 
 
 def _atif_files(real: Path) -> list[Path]:
@@ -115,8 +114,11 @@ def test_arguments_as_json_string_and_missing_metrics():
 
 def test_repeated_usage_of_one_api_call_counted_once():
     # Harbor's claude-code converter: one step per content block, each repeating the call's usage.
-    steps = [agent_step(1, prompt=26882, completion=40, cached=26874), agent_step(2, [("Read", {"file_path": "a"})], prompt=26882, completion=40, cached=26874),
-             agent_step(3, prompt=27000, completion=50, cached=26900)]
+    steps = [
+        agent_step(1, prompt=26882, completion=40, cached=26874),
+        agent_step(2, [("Read", {"file_path": "a"})], prompt=26882, completion=40, cached=26874),
+        agent_step(3, prompt=27000, completion=50, cached=26900),
+    ]
     t = parse_trajectory(trajectory(steps))
     tok = trajectory_tokens(t)
     assert tok["input"] == 26882 + 27000 and tok["output"] == 90 and tok["cached"] == 26874 + 26900
@@ -142,8 +144,15 @@ def test_usage_dedupe_copied_context_and_errored_results_reach_the_metrics():
     from analysis_lib.trial import Trial
 
     steps = [
-        agent_step(1, [("Bash", {"command": "ls"})], prompt=900, completion=30, cached=800,
-                   results=[{"content": "bash: foo: command not found"}], timestamp="2026-01-01T00:00:00Z"),
+        agent_step(
+            1,
+            [("Bash", {"command": "ls"})],
+            prompt=900,
+            completion=30,
+            cached=800,
+            results=[{"content": "bash: foo: command not found"}],
+            timestamp="2026-01-01T00:00:00Z",
+        ),
         agent_step(2, [("Read", {"file_path": "a.py"})], prompt=900, completion=30, cached=800),  # same call, split
         agent_step(3, prompt=1000, completion=40, extra={"message_id": "m3"}),
         agent_step(4, prompt=1000, completion=40, extra={"message_id": "m3"}),  # the same message id again

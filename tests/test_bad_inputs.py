@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import agent_step, small_runs, trajectory, write_trial
 
 from analysis_lib.fileio import atomic_write_text, read_json
 from analysis_lib.trial import InputError
-
-from builders import agent_step, small_runs, trajectory, write_trial
 
 GOOD_TRIALS = 6  # small_runs: 2 profiles x 3 tasks
 
@@ -48,7 +47,7 @@ def test_bad_trajectory_gives_one_error_row_and_the_rest_completes(tmp_path, cas
     rows = [r for r in _errors(tmp_path / "out") if r["severity"] == "error"]
     assert len(rows) == 1 and words in rows[0]["message"]
     assert rows[0]["path"] == os.path.join("2026-01-01__10-00-00__base", "broken-task", "agent", "trajectory.json")
-    lines = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "broken-task" in lines[0] and words in lines[0]
     # The good trials and the broken trial's outcome (reward.txt) are still analysed.
     with open(tmp_path / "out" / "metrics_detail.csv") as fh:
@@ -73,7 +72,7 @@ def test_non_utf8_trajectory_is_read_with_a_warning_row(tmp_path):
     assert proc.returncode == 0
     rows = [r for r in _errors(tmp_path / "out") if "latin1-task" in r["path"]]
     assert len(rows) == 1 and rows[0]["severity"] == "warning" and "invalid UTF-8" in rows[0]["message"]
-    assert any("latin1-task" in l and "invalid UTF-8" in l for l in proc.stderr.splitlines())
+    assert any("latin1-task" in line and "invalid UTF-8" in line for line in proc.stderr.splitlines())
     assert "analysed 7 trials" in proc.stderr
 
 

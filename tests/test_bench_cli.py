@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from bench_support import manifest_obj, read_log, setup_bench, write_manifest
 
 from analysis_lib.bench import environment as bench_env
-
-from bench_support import manifest_obj, read_log, setup_bench, write_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def _bench(args: list[str], env: dict | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """The real command: a fresh interpreter, as users start it."""
     env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "analysis_lib", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "analysis_lib", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.fixture
@@ -38,8 +39,27 @@ def bench(run_cli, monkeypatch):
 def test_spike_runs_one_task_under_both_conditions(tmp_path):
     b = setup_bench(tmp_path)
     (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"codegraph": {"command": "codegraph-mcp"}}}))
-    proc = _bench(["spike", "--task-id", "fix-spike", "--repo-path", "target", "--instruction", "Fix it.", "--mcp-config", "mcp.json",
-                   "--runs-dir", "runs", "--output", "spike.json", "--model", "claude-test-model-20260101"], b["env"], cwd=tmp_path)
+    proc = _bench(
+        [
+            "spike",
+            "--task-id",
+            "fix-spike",
+            "--repo-path",
+            "target",
+            "--instruction",
+            "Fix it.",
+            "--mcp-config",
+            "mcp.json",
+            "--runs-dir",
+            "runs",
+            "--output",
+            "spike.json",
+            "--model",
+            "claude-test-model-20260101",
+        ],
+        b["env"],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("complete: 2/2 trials finished")
     res = json.loads((tmp_path / "spike.json").read_text())
@@ -59,11 +79,15 @@ def test_spike_and_full_argument_errors(tmp_path, bench):
     b = setup_bench(tmp_path)
     proc = bench(["spike", "--task-id", "x", "--repo-path", "target"], b["env"], cwd=tmp_path)
     assert proc.returncode == 2 and "instruction: required" in proc.stderr
-    proc = bench(["spike", "--task-id", "x", "--repo-path", "nowhere", "--instruction", "i", "--mcp-config", "m.json"], b["env"], cwd=tmp_path)
+    proc = bench(
+        ["spike", "--task-id", "x", "--repo-path", "nowhere", "--instruction", "i", "--mcp-config", "m.json"], b["env"], cwd=tmp_path
+    )
     assert proc.returncode == 2 and "nowhere is not a git checkout" in proc.stderr
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"manifest_version": 2, "environment": {}, "conditions": [], "tasks": []}))
-    proc = bench(["full", "--manifest", str(bad), "--phase-budget-usd", "10", "--seed", "1", "--dry-run", "--output", str(tmp_path / "p.json")])
+    proc = bench(
+        ["full", "--manifest", str(bad), "--phase-budget-usd", "10", "--seed", "1", "--dry-run", "--output", str(tmp_path / "p.json")]
+    )
     assert proc.returncode == 2
     assert f"error: {bad}: invalid manifest" in proc.stderr and "environment.model: Field required" in proc.stderr
     assert not (tmp_path / "p.json").exists()
@@ -72,7 +96,20 @@ def test_spike_and_full_argument_errors(tmp_path, bench):
 def test_full_resume_with_another_seed_is_refused(tmp_path, bench):
     b = setup_bench(tmp_path)
     m = write_manifest(b, manifest_obj(b, {"fix-a": "fail"}))
-    args = ["full", "--manifest", str(m), "--runs-per-condition", "1", "--phase-budget-usd", "10", "--output", str(tmp_path / "o.json"), "--runs-dir", str(tmp_path / "runs"), "-q"]
+    args = [
+        "full",
+        "--manifest",
+        str(m),
+        "--runs-per-condition",
+        "1",
+        "--phase-budget-usd",
+        "10",
+        "--output",
+        str(tmp_path / "o.json"),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "-q",
+    ]
     assert bench(args + ["--seed", "1"], b["env"]).returncode == 0
     proc = bench(args + ["--seed", "2"], b["env"])
     assert proc.returncode == 2 and "seed differs from the run already started (stored 1, requested 2)" in proc.stderr

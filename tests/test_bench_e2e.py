@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from bench_support import manifest_obj, setup_bench, write_manifest
 
 from analysis_lib.bench import environment as bench_env
 from analysis_lib.bench.runner import run_full
 from analysis_lib.ingest.load import load_trials
 from analysis_lib.metrics import trial_metrics
-
-from bench_support import manifest_obj, setup_bench, write_manifest
 
 pytestmark = pytest.mark.slow  # every test reads one scripted full run of real agent processes (~4 s to make)
 
@@ -60,18 +59,40 @@ def test_ingest_reads_every_bench_trial(bench_run):
 def test_layer1_cli_on_bench_runs(bench_run, tmp_path):
     runs, _ = bench_run
     out = tmp_path / "analytics"
-    proc = subprocess.run([sys.executable, "-m", "analysis_lib", str(runs), "--no-llm", "-o", str(out), "-q", "--no-cache", "--workers", "1",
-                           "--compare", "text", "codegraph"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis_lib",
+            str(runs),
+            "--no-llm",
+            "-o",
+            str(out),
+            "-q",
+            "--no-cache",
+            "--workers",
+            "1",
+            "--compare",
+            "text",
+            "codegraph",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr
     df = pd.read_csv(out / "metrics_detail.csv")
     assert len(df) == 12 and set(df["profile"]) == {"text", "codegraph"}
     ok = df[df["task_id"] != "fix-c"]
-    assert ok.groupby("profile")["success"].apply(lambda s: s.astype(str).str.lower().eq("true").sum()).to_dict() == {"codegraph": 2, "text": 2}
+    assert ok.groupby("profile")["success"].apply(lambda s: s.astype(str).str.lower().eq("true").sum()).to_dict() == {
+        "codegraph": 2,
+        "text": 2,
+    }
     assert df.loc[df["task_id"] == "fix-c", "infra_error"].astype(str).str.lower().eq("true").all()
     # the paired comparison runs on the bench output: text vs codegraph over the evaluated tasks
     cmp = pd.read_csv(out / "comparisons.csv")
-    assert len(cmp) and set(zip(cmp["profile_a"], cmp["profile_b"])) == {("text", "codegraph")}
+    assert len(cmp) and set(zip(cmp["profile_a"], cmp["profile_b"], strict=True)) == {("text", "codegraph")}
     assert "simulated" not in (out / "comparison_report.md").read_text().lower()
 
 
@@ -84,15 +105,24 @@ def test_notebooks_run_on_bench_output(bench_run, tmp_path):
     from analysis_lib.pipeline import run_pipeline
 
     runs, _ = bench_run
-    rel = lambda p: os.path.relpath(p, ROOT)  # the pipeline's paths are relative to the project root
-    params = {"runs_dir": rel(runs), "output_dir": rel(tmp_path / "out"), "figures_dir": rel(tmp_path / "figures"),
-              "paper_dir": rel(tmp_path / "paper"), "baseline": "text"}
+
+    def rel(p):  # the pipeline's paths are relative to the project root
+        return os.path.relpath(p, ROOT)
+
+    params = {
+        "runs_dir": rel(runs),
+        "output_dir": rel(tmp_path / "out"),
+        "figures_dir": rel(tmp_path / "figures"),
+        "paper_dir": rel(tmp_path / "paper"),
+        "baseline": "text",
+    }
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
-    timings = run_pipeline(tmp_path / "p.yaml", root=ROOT, out_dir=rel(tmp_path / "nb"), quiet=True, latex=False,
-                           only=["01_metrics", "02_stats"])
+    timings = run_pipeline(
+        tmp_path / "p.yaml", root=ROOT, out_dir=rel(tmp_path / "nb"), quiet=True, latex=False, only=["01_metrics", "02_stats"]
+    )
     assert set(timings) == {"01_metrics", "02_stats"}
     detail = pd.read_csv(tmp_path / "out" / "analytics" / "metrics_detail.csv")
     assert len(detail) == 12 and set(detail["profile"]) == {"text", "codegraph"}
     cmp = pd.read_csv(tmp_path / "out" / "comparisons" / "comparisons.csv")
-    assert set(zip(cmp["profile_a"], cmp["profile_b"])) == {("text", "codegraph")}
+    assert set(zip(cmp["profile_a"], cmp["profile_b"], strict=True)) == {("text", "codegraph")}
     assert (tmp_path / "figures" / "forest.png").is_file()

@@ -9,12 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
+from bench_support import EVALUATOR, write_exe
 
 from analysis_lib.bench.evaluate import parse_verdict, run_evaluation
 from analysis_lib.bench.manifest import EvaluationSpec
 from analysis_lib.bench.process import substitute
-
-from bench_support import EVALUATOR, write_exe
 
 
 @pytest.fixture()
@@ -129,7 +128,10 @@ def test_parse_verdict(stdout, ok):
 
 def test_pytest_verdict_helper_on_a_real_test_file(tmp_path):
     (tmp_path / "test_ok.py").write_text("def test_a():\n    assert True\n\ndef test_b():\n    assert 1 == 2\n")
-    spec = EvaluationSpec(type="command_json", command=[sys.executable, "-m", "analysis_lib.bench.pytest_verdict", "--python", sys.executable, "--", "test_ok.py"])
+    spec = EvaluationSpec(
+        type="command_json",
+        command=[sys.executable, "-m", "analysis_lib.bench.pytest_verdict", "--python", sys.executable, "--", "test_ok.py"],
+    )
     # plugin autoload off: the venv's jupyter/nbval plugins cost seconds per pytest start
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     res = run_evaluation(spec, {}, cwd=tmp_path, env=env)

@@ -34,7 +34,10 @@ def _base() -> dict:
         (lambda o: o["tasks"][1].pop("instruction"), "tasks[1].instruction: Field required"),
         (lambda o: o["tasks"][0]["evaluation"].update(type="shell"), "tasks[0].evaluation.type"),
         (lambda o: o["tasks"][2]["evaluation"].update(command=[]), "tasks[2].evaluation.command: must name a program"),
-        (lambda o: o["conditions"][1]["settings"].update(mcp_confg="x.json"), "conditions[1].settings.mcp_confg: Extra inputs are not permitted"),
+        (
+            lambda o: o["conditions"][1]["settings"].update(mcp_confg="x.json"),
+            "conditions[1].settings.mcp_confg: Extra inputs are not permitted",
+        ),
         (lambda o: o["conditions"][0].update(adapter="cursor"), "conditions[0]"),
         (lambda o: o["conditions"].pop(), "conditions: List should have at least 2 items"),
         (lambda o: o["tasks"][1].update(id=o["tasks"][0]["id"]), "duplicate name(s)"),

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from bench_support import manifest_obj, read_log, setup_bench, write_manifest
 
 ROOT = Path(__file__).resolve().parents[1]

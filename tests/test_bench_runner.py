@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from bench_support import manifest_obj, read_log, setup_bench, write_manifest
 
 from analysis_lib.bench import environment as bench_env
 from analysis_lib.bench.journal import PlanMismatchError
 from analysis_lib.bench.runner import run_full
-
-from bench_support import manifest_obj, read_log, setup_bench, write_manifest
 
 
 @pytest.fixture()
@@ -111,8 +110,22 @@ def test_evaluation_errors_are_not_failed_tasks(bench):
 def test_task_id_with_shell_metacharacters_creates_no_file(bench):
     evil = "a;touch pwned$(id)"
     obj = manifest_obj(bench, {evil: "solved"})
-    obj["conditions"][1] = {"name": "scripted", "adapter": "command",
-                            "settings": {"command": ["claude", "-p", "task {task_id} in {condition}", "--output-format", "stream-json", "--verbose", "--model", "{model}"]}}
+    obj["conditions"][1] = {
+        "name": "scripted",
+        "adapter": "command",
+        "settings": {
+            "command": [
+                "claude",
+                "-p",
+                "task {task_id} in {condition}",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--model",
+                "{model}",
+            ]
+        },
+    }
     res = _full(bench, obj, runs=1)
     assert res["summary"]["passed"] == 2
     assert not list(bench["tmp"].rglob("pwned*")) and not list(Path.cwd().glob("pwned*"))
@@ -149,7 +162,11 @@ def test_agent_failures_are_recorded_and_the_run_goes_on(bench, monkeypatch):
     res = _full(bench, obj, runs=1)
     by = {(t["task_id"], t["condition"]): t for t in res["trials"]}
     assert by[("fix-a", "text")]["status"] == "agent_error"
-    assert by[("bad-commit", "text")]["status"] == "setup_error" and "checkout of target at 0000000000000000000000000000000000000000 failed (git checkout failed: fatal: reference is not a tree" in by[("bad-commit", "text")]["setup_error"]
+    assert (
+        by[("bad-commit", "text")]["status"] == "setup_error"
+        and "checkout of target at 0000000000000000000000000000000000000000 failed (git checkout failed: fatal: reference is not a tree"
+        in by[("bad-commit", "text")]["setup_error"]
+    )
     result = json.loads((bench["tmp"] / "runs" / by[("fix-a", "text")]["trial_dir"] / "result.json").read_text())
     assert result["exception_info"]["exception_type"] == "NonZeroAgentExitCodeError"
     # the agent's edits still get evaluated (as Harbor does after an agent error)
@@ -194,16 +211,31 @@ def test_command_adapter_with_atif_output(bench):
         "open('solution.txt', 'w').write('x')\n"
         "json.dump({'schema_version': 'ATIF-v1.6', 'session_id': 's', 'agent': {'name': 'mini', 'version': '1'},\n"
         "  'steps': [{'step_id': 1, 'source': 'user', 'message': sys.argv[2]}],\n"
-        "  'final_metrics': {'total_prompt_tokens': 10, 'total_completion_tokens': 2, 'total_cost_usd': 0.125}}, open(os.path.join(d, 'trajectory.json'), 'w'))\n"
+        "  'final_metrics': {'total_prompt_tokens': 10, 'total_completion_tokens': 2, 'total_cost_usd': 0.125}},\n"
+        "  open(os.path.join(d, 'trajectory.json'), 'w'))\n"
     )
     import sys
 
     obj = manifest_obj(bench, {"fix-a": "solved"})
     obj["conditions"] = [
-        {"name": "mini-a", "adapter": "command", "settings": {"command": [sys.executable, str(agent), "{trial_dir}", "{instruction}"], "output": "atif",
-                                                              "version_command": [sys.executable, "--version"]}},
-        {"name": "mini-b", "adapter": "command", "settings": {"command": [sys.executable, str(agent), "{trial_dir}", "{instruction}"], "output": "atif",
-                                                              "version_command": [sys.executable, "--version"]}},
+        {
+            "name": "mini-a",
+            "adapter": "command",
+            "settings": {
+                "command": [sys.executable, str(agent), "{trial_dir}", "{instruction}"],
+                "output": "atif",
+                "version_command": [sys.executable, "--version"],
+            },
+        },
+        {
+            "name": "mini-b",
+            "adapter": "command",
+            "settings": {
+                "command": [sys.executable, str(agent), "{trial_dir}", "{instruction}"],
+                "output": "atif",
+                "version_command": [sys.executable, "--version"],
+            },
+        },
     ]
     res = _full(bench, obj, runs=1)
     assert res["summary"]["passed"] == 2 and res["budget"]["spent_usd"] == pytest.approx(0.25)
@@ -249,9 +281,16 @@ def test_claude_code_permission_flags_and_root(tmp_path, monkeypatch):
     from analysis_lib.bench.manifest import parse_manifest
 
     def ctx(settings):
-        m = parse_manifest({"manifest_version": 2, "environment": {"model": "m"},
-                            "conditions": [{"name": "a", "adapter": "claude_code", "settings": settings}, {"name": "b", "adapter": "claude_code"}],
-                            "tasks": [{"id": "t", "repo": ".", "commit": "HEAD", "instruction": "do"}]}, "<test>", base_dir=str(tmp_path))
+        m = parse_manifest(
+            {
+                "manifest_version": 2,
+                "environment": {"model": "m"},
+                "conditions": [{"name": "a", "adapter": "claude_code", "settings": settings}, {"name": "b", "adapter": "claude_code"}],
+                "tasks": [{"id": "t", "repo": ".", "commit": "HEAD", "instruction": "do"}],
+            },
+            "<test>",
+            base_dir=str(tmp_path),
+        )
         return adapters.TrialContext(m, m.tasks[0], m.conditions[0], tmp_path / "trial", tmp_path / "repo", {}, {"PATH": "/bin"})
 
     argv = adapters.claude_argv(ctx({"allowed_tools": ["Edit", "mcp__x"]}))
@@ -276,16 +315,19 @@ def test_claude_code_permission_flags_and_root(tmp_path, monkeypatch):
 def test_failed_conditions_are_those_where_nothing_was_measured():
     from analysis_lib.bench.runner import failed_conditions
 
-    rows = [{"condition": "a", "status": "agent_error", "outcome": "not_evaluated"},
-            {"condition": "a", "status": "completed", "outcome": "evaluation_error"},
-            {"condition": "b", "status": "agent_timeout", "outcome": "failed"},
-            {"condition": "b", "status": "completed", "outcome": "failed"},
-            {"condition": "c", "status": "pending", "outcome": None}]
+    rows = [
+        {"condition": "a", "status": "agent_error", "outcome": "not_evaluated"},
+        {"condition": "a", "status": "completed", "outcome": "evaluation_error"},
+        {"condition": "b", "status": "agent_timeout", "outcome": "failed"},
+        {"condition": "b", "status": "completed", "outcome": "failed"},
+        {"condition": "c", "status": "pending", "outcome": None},
+    ]
     assert failed_conditions(rows) == ["a"]
 
 
-@pytest.mark.parametrize("status, used, warned", [("pending", True, False), ("pending", False, True), ("connected", False, True),
-                                                  ("failed", False, True)])
+@pytest.mark.parametrize(
+    "status, used, warned", [("pending", True, False), ("pending", False, True), ("connected", False, True), ("failed", False, True)]
+)
 def test_mcp_exposure_is_measured(status, used, warned):
     """A server still `pending` at start is not a failure when an MCP tool then ran; a refused call is no use."""
     from analysis_lib.bench.adapters import AgentOutcome, _mcp_exposure

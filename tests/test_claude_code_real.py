@@ -20,15 +20,14 @@ import threading
 from pathlib import Path
 
 import pytest
+from anthropic_server import AnthropicServer, Turn, text, tool_use
+from bench_support import make_repo
+from install_lock import exclusive
 
 from analysis_lib.ingest.atif import parse_trajectory
 from analysis_lib.ingest.claude_code import stream_json_to_atif
 from analysis_lib.ingest.load import load_trials
 from analysis_lib.metrics import trial_metrics
-
-from anthropic_server import AnthropicServer, Turn, text, tool_use
-from bench_support import make_repo
-from install_lock import exclusive
 
 pytestmark = pytest.mark.slow  # 8 to 30 s each: real CLI processes, and a time limit that must pass
 
@@ -84,7 +83,10 @@ def _done_ids(body: dict) -> set[str]:
 
 def _cwd(body: dict) -> str | None:
     """The trial's checkout, from the environment block (system prompt up to 2.1.2xx, first message later)."""
-    m = re.search(r"Primary working directory: ([^\s\\]+)|Working directory: ([^\s\\]+)", json.dumps(body.get("system")) + json.dumps(body.get("messages")))
+    m = re.search(
+        r"Primary working directory: ([^\s\\]+)|Working directory: ([^\s\\]+)",
+        json.dumps(body.get("system")) + json.dumps(body.get("messages")),
+    )
     return (m.group(1) or m.group(2)) if m else None
 
 
@@ -104,7 +106,9 @@ def script(body: dict) -> Turn:
     if "TASK-HANG" in first:
         return Turn([text("Thinking...")], "hang", hang=60)
     if "toolu_edit" not in done:
-        return Turn([tool_use("Edit", {"file_path": f"{cwd}/src/app.py", "old_string": "return 1", "new_string": "return 2"}, "toolu_edit")], "edit")
+        return Turn(
+            [tool_use("Edit", {"file_path": f"{cwd}/src/app.py", "old_string": "return 1", "new_string": "return 2"}, "toolu_edit")], "edit"
+        )
     if "toolu_bash" not in done:
         return Turn([tool_use("Bash", {"command": "cat src/app.py", "description": "Show the file"}, "toolu_bash")], "bash")
     if "toolu_mcp" not in done and mcp:
@@ -113,8 +117,21 @@ def script(body: dict) -> Turn:
         return Turn([tool_use("ToolSearch", {"query": "select:mcp__codemap__lookup", "max_results": 5}, "toolu_search")], "toolsearch")
     if "toolu_task" not in done:
         agent = "Agent" if "Agent" in tools else "Task"
-        return Turn([tool_use(agent, {"description": "Find main", "prompt": "SUBTASK: where is main defined?",
-                                      "subagent_type": "general-purpose", "model": "haiku"}, "toolu_task")], "task")
+        return Turn(
+            [
+                tool_use(
+                    agent,
+                    {
+                        "description": "Find main",
+                        "prompt": "SUBTASK: where is main defined?",
+                        "subagent_type": "general-purpose",
+                        "model": "haiku",
+                    },
+                    "toolu_task",
+                )
+            ],
+            "task",
+        )
     return Turn([text("Done: main() returns 2.")], "final")
 
 
@@ -139,14 +156,24 @@ class Model:
         order: list[str | None] = list(dict.fromkeys(self.cwd_of_call))
         out = []
         for cwd in order:
-            calls = [c for c, w in zip(self.server.calls, self.cwd_of_call) if w == cwd]
-            out.append({"cwd": cwd, "all": _sum(calls), "completed": _sum([c for c in calls if c["completed"]]),
-                        "labels": [c["label"] for c in calls], "models": sorted({c["model"] for c in calls})})
+            calls = [c for c, w in zip(self.server.calls, self.cwd_of_call, strict=False) if w == cwd]
+            out.append(
+                {
+                    "cwd": cwd,
+                    "all": _sum(calls),
+                    "completed": _sum([c for c in calls if c["completed"]]),
+                    "labels": [c["label"] for c in calls],
+                    "models": sorted({c["model"] for c in calls}),
+                }
+            )
         return out
 
 
 def _sum(calls: list[dict]) -> dict:
-    tot = {k: sum(c["usage"][k] for c in calls) for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")}
+    tot = {
+        k: sum(c["usage"][k] for c in calls)
+        for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    }
     tot["prompt_tokens"] = tot["input_tokens"] + tot["cache_creation_input_tokens"] + tot["cache_read_input_tokens"]
     tot["calls"] = len(calls)
     return tot
@@ -165,17 +192,28 @@ def _env(tmp: Path, model: Model) -> dict[str, str]:
     home.mkdir(exist_ok=True)
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if ".venv" not in p)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CLAUDE_CONFIG_DIR") and not k.startswith("ANTHROPIC_")}
-    env.update({"HOME": str(home), "PATH": path, "ANTHROPIC_BASE_URL": model.server.url, "ANTHROPIC_API_KEY": "sk-ant-loopback-dummy",
-                "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-                "MCP_CALL_LOG": str(tmp / "mcp-calls.jsonl")})
+    env.update(
+        {
+            "HOME": str(home),
+            "PATH": path,
+            "ANTHROPIC_BASE_URL": model.server.url,
+            "ANTHROPIC_API_KEY": "sk-ant-loopback-dummy",
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1",
+            "MCP_CALL_LOG": str(tmp / "mcp-calls.jsonl"),
+        }
+    )
     return env
 
 
 def _target(tmp: Path) -> str:
     repo = tmp / "target"
-    commit = make_repo(repo)
+    make_repo(repo)
     (repo / "tests").mkdir()
-    (repo / "tests" / "test_app.py").write_text("import sys\nsys.path.insert(0, 'src')\nfrom app import main\n\n\ndef test_main():\n    assert main() == 2\n")
+    (repo / "tests" / "test_app.py").write_text(
+        "import sys\nsys.path.insert(0, 'src')\nfrom app import main\n\n\ndef test_main():\n    assert main() == 2\n"
+    )
     for cmd in (["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "test"]):
         subprocess.run(["git", *cmd], cwd=repo, check=True)
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
@@ -185,16 +223,28 @@ def _manifest(tmp: Path, claude: str, instruction: str, timeout: float = 120) ->
     commit = _target(tmp)
     (tmp / "mcp.json").write_text(json.dumps({"mcpServers": {"codemap": {"command": sys.executable, "args": [str(MCP_SERVER)]}}}))
     obj = {
-        "manifest_version": 2, "name": "real-claude",
+        "manifest_version": 2,
+        "name": "real-claude",
         "environment": {"model": MODEL},
         "budget": {"estimated_cost_per_trial_usd": 0.05},
         "conditions": [
             {"name": "text", "adapter": "claude_code", "settings": {"claude_bin": claude}},
             {"name": "codemap", "adapter": "claude_code", "settings": {"claude_bin": claude, "mcp_config": "mcp.json"}},
         ],
-        "tasks": [{"id": "fix-main", "repo": "target", "commit": commit, "instruction": instruction, "timeout_seconds": timeout,
-                   "evaluation": {"type": "command_json", "timeout_seconds": 120,
-                                  "command": ["python", "-m", "analysis_lib.bench.pytest_verdict", "--", "tests/test_app.py"]}}],
+        "tasks": [
+            {
+                "id": "fix-main",
+                "repo": "target",
+                "commit": commit,
+                "instruction": instruction,
+                "timeout_seconds": timeout,
+                "evaluation": {
+                    "type": "command_json",
+                    "timeout_seconds": 120,
+                    "command": ["python", "-m", "analysis_lib.bench.pytest_verdict", "--", "tests/test_app.py"],
+                },
+            }
+        ],
     }
     path = tmp / "manifest.json"
     path.write_text(json.dumps(obj, indent=1))
@@ -203,8 +253,14 @@ def _manifest(tmp: Path, claude: str, instruction: str, timeout: float = 120) ->
 
 def _bench(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
     # The runner's interpreter by its path, as a user without an activated venv would start it.
-    return subprocess.run([sys.executable, "-m", "analysis_lib", "bench", *args], cwd=cwd, env={**env, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "analysis_lib", "bench", *args],
+        cwd=cwd,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _no_machine_paths(trial_dir: Path, tmp: Path) -> None:
@@ -219,8 +275,21 @@ def test_full_ab_run_as_a_user_would(claude_bin, model, tmp_path):
     """bench full (root or not), resume, results: completed, evaluated trials whose tokens are the server's."""
     env = _env(tmp_path, model)
     manifest = _manifest(tmp_path, claude_bin, INSTRUCTION)
-    args = ["full", "--manifest", str(manifest), "--runs-per-condition", "1", "--phase-budget-usd", "5", "--seed", "7",
-            "--runs-dir", str(tmp_path / "runs"), "--output", str(tmp_path / "full_run.json")]
+    args = [
+        "full",
+        "--manifest",
+        str(manifest),
+        "--runs-per-condition",
+        "1",
+        "--phase-budget-usd",
+        "5",
+        "--seed",
+        "7",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--output",
+        str(tmp_path / "full_run.json"),
+    ]
     proc = _bench(args, env, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     full = json.loads((tmp_path / "full_run.json").read_text())
@@ -234,21 +303,27 @@ def test_full_ab_run_as_a_user_would(claude_bin, model, tmp_path):
     assert len(mcp_log) == 1  # the treatment's one MCP call really ran in the stdio server
 
     trials = {t.profile: t for t in load_trials(tmp_path / "runs")[0]}
-    for row, tr in zip(rows, truth):
+    for row, tr in zip(rows, truth, strict=True):
         cond = row["condition"]
         trial_dir = tmp_path / "runs" / row["trial_dir"]
         res = json.loads((trial_dir / "result.json").read_text())
         ar = res["agent_result"]
         assert res["bench"]["token_source"] == "transcript"
         assert (ar["n_input_tokens"], ar["n_cache_tokens"], ar["n_output_tokens"]) == (
-            tr["all"]["prompt_tokens"], tr["all"]["cache_read_input_tokens"], tr["all"]["output_tokens"])
+            tr["all"]["prompt_tokens"],
+            tr["all"]["cache_read_input_tokens"],
+            tr["all"]["output_tokens"],
+        )
         assert "subagent" in tr["labels"] and len(tr["models"]) == 2  # the subagent ran on its own model
         assert list((trial_dir / "agent" / "sessions").rglob("agent-*.jsonl")), "subagent transcript kept"
         _no_machine_paths(trial_dir, tmp_path)
         # Layer 1 on the transcript path equals the truth
         m = trial_metrics(trials[cond])
         assert (m["total_input_tokens"], m["total_output_tokens"], m["total_cached_tokens"]) == (
-            tr["all"]["prompt_tokens"], tr["all"]["output_tokens"], tr["all"]["cache_read_input_tokens"])
+            tr["all"]["prompt_tokens"],
+            tr["all"]["output_tokens"],
+            tr["all"]["cache_read_input_tokens"],
+        )
         assert m["success"] is True and m["files_edited"] == 1
         assert m["total_cost_usd"] == pytest.approx(ar["cost_usd"]) and ar["cost_usd"] > 0  # Claude Code's own total_cost_usd
         # the stream-json path (fallback) gives the same totals and the same steps
@@ -258,8 +333,18 @@ def test_full_ab_run_as_a_user_would(claude_bin, model, tmp_path):
         assert (fm["total_prompt_tokens"], fm["total_completion_tokens"]) == (tr["all"]["prompt_tokens"], tr["all"]["output_tokens"])
         assert fm["total_steps"] == traj["final_metrics"]["total_steps"]
         ms = trial_metrics(dataclasses.replace(trials[cond], trajectory=parse_trajectory(stream)))
-        for k in ("total_input_tokens", "total_output_tokens", "total_cached_tokens", "total_steps", "steps_to_first_edit",
-                  "tool_calls_count", "mcp_tool_calls", "mcp_discovery_calls", "native_tool_calls", "files_edited"):
+        for k in (
+            "total_input_tokens",
+            "total_output_tokens",
+            "total_cached_tokens",
+            "total_steps",
+            "steps_to_first_edit",
+            "tool_calls_count",
+            "mcp_tool_calls",
+            "mcp_discovery_calls",
+            "native_tool_calls",
+            "files_edited",
+        ):
             assert ms[k] == m[k], (k, ms[k], m[k])  # Layer 1 on stream-json equals Layer 1 on the transcript
         if cond == "codemap":
             assert m["mcp_tool_calls"] == 1 and res["bench"]["mcp_exposed"] is True and res["bench"]["mcp_used"] is True
@@ -272,9 +357,23 @@ def test_full_ab_run_as_a_user_would(claude_bin, model, tmp_path):
     again = _bench(args, env, tmp_path)  # resume: nothing left to run
     assert again.returncode == 0, again.stderr
     assert len(model.server.calls) == n_calls
-    report = subprocess.run([sys.executable, "-m", "analysis_lib", "results", str(tmp_path / "full_run.json"), "--output",
-                             str(tmp_path / "RESULTS.md"), "--no-record"], cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)},
-                            capture_output=True, text=True, timeout=600)
+    report = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis_lib",
+            "results",
+            str(tmp_path / "full_run.json"),
+            "--output",
+            str(tmp_path / "RESULTS.md"),
+            "--no-record",
+        ],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert report.returncode == 0, report.stderr
     assert "codemap" in (tmp_path / "RESULTS.md").read_text()
 
@@ -284,13 +383,30 @@ def test_killed_trial_keeps_exact_tokens_and_the_run_ends_loud(claude_bin, model
     of every answered call; every trial failing makes the run exit non-zero."""
     env = _env(tmp_path, model)
     manifest = _manifest(tmp_path, claude_bin, HANG_INSTRUCTION, timeout=8)
-    proc = _bench(["full", "--manifest", str(manifest), "--runs-per-condition", "1", "--phase-budget-usd", "5", "--seed", "1",
-                   "--runs-dir", str(tmp_path / "runs"), "--output", str(tmp_path / "full_run.json")], env, tmp_path)
+    proc = _bench(
+        [
+            "full",
+            "--manifest",
+            str(manifest),
+            "--runs-per-condition",
+            "1",
+            "--phase-budget-usd",
+            "5",
+            "--seed",
+            "1",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--output",
+            str(tmp_path / "full_run.json"),
+        ],
+        env,
+        tmp_path,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "every trial of condition(s)" in proc.stderr and "agent_timeout: 2" in proc.stdout
     full = json.loads((tmp_path / "full_run.json").read_text())
     truth = model.trials()
-    for row, tr in zip(full["trials"], truth):
+    for row, tr in zip(full["trials"], truth, strict=True):
         assert row["status"] == "agent_timeout"
         assert tr["labels"][-1] == "hang" and tr["completed"]["calls"] == tr["all"]["calls"] - 1
         res = json.loads((tmp_path / "runs" / row["trial_dir"] / "result.json").read_text())
@@ -309,8 +425,21 @@ def test_spike_without_manifest_and_permission_denials(claude_bin, model, tmp_pa
     the MCP tool, which the trial reports and Layer 1 does not count as an MCP use."""
     env = _env(tmp_path, model)
     _manifest(tmp_path, claude_bin, INSTRUCTION)  # the target repo and mcp.json
-    common = ["spike", "--task-id", "fix-main", "--repo-path", "target", "--instruction", INSTRUCTION, "--mcp-config", "mcp.json",
-              "--model", MODEL, "--claude-bin", claude_bin]
+    common = [
+        "spike",
+        "--task-id",
+        "fix-main",
+        "--repo-path",
+        "target",
+        "--instruction",
+        INSTRUCTION,
+        "--mcp-config",
+        "mcp.json",
+        "--model",
+        MODEL,
+        "--claude-bin",
+        claude_bin,
+    ]
     ok = _bench([*common, "--runs-dir", "runs-ok"], env, tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     rows = json.loads((tmp_path / "runs-ok" / "full_run.json").read_text())["trials"]

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from builders import small_runs
 
 from analysis_lib.layer1 import analyse
-
-from builders import small_runs
 
 FILES = ["metrics_detail.csv", "metrics_summary.csv", "aggregate_metrics.json", "errors.csv",
          # with two or more profiles the plan's comparisons and the profile rates are written beside them
@@ -64,7 +63,7 @@ def test_list(runs, tmp_path, run_cli):
     assert proc.returncode == 0
     lines = proc.stdout.strip().splitlines()
     assert lines[0].split() == ["profile", "task", "rep", "outcome", "path"]
-    assert len(lines) == 9 and sum("pass" in l for l in lines) == 4
+    assert len(lines) == 9 and sum("pass" in line for line in lines) == 4
     assert not (tmp_path / "out" / "metrics_detail.csv").exists()
 
 
@@ -139,7 +138,7 @@ def test_repetitions_from_timestamped_folders(tmp_path):
     for ts in ("2026-01-03__10-00-00", "2026-01-01__10-00-00", "2026-01-02__10-00-00"):
         write_trial(tmp_path, f"{ts}__text", "task-a", traj=trajectory([agent_step(1)]))
     df = analyse(tmp_path, cache=False).metrics
-    by_run = dict(zip(df["run_id"], df["repetition"]))
+    by_run = dict(zip(df["run_id"], df["repetition"], strict=True))
     assert by_run == {"2026-01-01__10-00-00__text": 1, "2026-01-02__10-00-00__text": 2, "2026-01-03__10-00-00__text": 3}
 
 

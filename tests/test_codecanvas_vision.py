@@ -8,15 +8,15 @@ import json
 import os
 
 import pytest
+from llm_server import LLMServer, Reply, prompt_text
 from PIL import Image
+from test_codecanvas import HAND_CALLS, HAND_STATE, HAND_TESTS, _trial
 
 from analysis_lib import codecanvas as cc
 from analysis_lib.judge import vision
 from analysis_lib.judge.cache import ResponseCache
 from analysis_lib.judge.client import JudgeClient
 from analysis_lib.trial import InputError
-from llm_server import LLMServer, Reply, prompt_text
-from test_codecanvas import HAND_CALLS, HAND_STATE, HAND_TESTS, _trial
 
 API_KEY = "sk-test-secret-0123456789"
 

@@ -135,7 +135,7 @@ def test_every_rendered_estimate_lies_in_its_interval_and_agrees_with_its_test(t
             checked["report"] += 1
         # Macros: Est / Low / High triplets, as TeX will print them.
         macros = {m.name: m.text for m in r["macros"]}
-        for name, text in macros.items():
+        for name in macros:
             if name.endswith("Est"):
                 stem = name[:-3]
                 est, lo, hi = (_nums(macros[stem + k])[0] for k in ("Est", "Low", "High"))

@@ -172,15 +172,60 @@ def test_missing_subagent_file_is_a_warning(real_fixtures):
 def test_inline_sidechains_become_subagents(tmp_path):
     """Older CLIs kept subagent lines in the session file (isSidechain: true, no agentId)."""
     lines = [
-        {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s", "isSidechain": False, "message": {"role": "user", "content": "go"}},
-        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "s", "isSidechain": False, "requestId": "r1",
-         "message": {"id": "m1", "role": "assistant", "model": "claude-x", "content": [{"type": "tool_use", "id": "t1", "name": "Task", "input": {"prompt": "look"}}],
-                     "usage": {"input_tokens": 10, "output_tokens": 3}}},
-        {"type": "user", "uuid": "su1", "parentUuid": None, "sessionId": "s", "isSidechain": True, "message": {"role": "user", "content": "look"}},
-        {"type": "assistant", "uuid": "sa1", "parentUuid": "su1", "sessionId": "s", "isSidechain": True, "requestId": "r2",
-         "message": {"id": "m2", "role": "assistant", "model": "claude-x", "content": [{"type": "text", "text": "found"}], "usage": {"input_tokens": 7, "output_tokens": 2}}},
-        {"type": "user", "uuid": "u2", "parentUuid": "a1", "sessionId": "s", "isSidechain": False,
-         "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "found"}]}},
+        {
+            "type": "user",
+            "uuid": "u1",
+            "parentUuid": None,
+            "sessionId": "s",
+            "isSidechain": False,
+            "message": {"role": "user", "content": "go"},
+        },
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "parentUuid": "u1",
+            "sessionId": "s",
+            "isSidechain": False,
+            "requestId": "r1",
+            "message": {
+                "id": "m1",
+                "role": "assistant",
+                "model": "claude-x",
+                "content": [{"type": "tool_use", "id": "t1", "name": "Task", "input": {"prompt": "look"}}],
+                "usage": {"input_tokens": 10, "output_tokens": 3},
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "su1",
+            "parentUuid": None,
+            "sessionId": "s",
+            "isSidechain": True,
+            "message": {"role": "user", "content": "look"},
+        },
+        {
+            "type": "assistant",
+            "uuid": "sa1",
+            "parentUuid": "su1",
+            "sessionId": "s",
+            "isSidechain": True,
+            "requestId": "r2",
+            "message": {
+                "id": "m2",
+                "role": "assistant",
+                "model": "claude-x",
+                "content": [{"type": "text", "text": "found"}],
+                "usage": {"input_tokens": 7, "output_tokens": 2},
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "u2",
+            "parentUuid": "a1",
+            "sessionId": "s",
+            "isSidechain": False,
+            "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "found"}]},
+        },
     ]
     p = tmp_path / "old.jsonl"
     p.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
@@ -194,8 +239,13 @@ def test_inline_sidechains_become_subagents(tmp_path):
 
 def test_tool_results_pair_with_calls_and_keep_is_error(real_fixtures):
     traj = transcript_to_atif(real_fixtures / "claude-code-log/edge_cases.jsonl")
-    results = {r["source_call_id"]: (c["function_name"], r) for s in traj["steps"] for c in s.get("tool_calls", [])
-               for r in s.get("observation", {}).get("results", []) if r["source_call_id"] == c["tool_call_id"]}
+    results = {
+        r["source_call_id"]: (c["function_name"], r)
+        for s in traj["steps"]
+        for c in s.get("tool_calls", [])
+        for r in s.get("observation", {}).get("results", [])
+        if r["source_call_id"] == c["tool_call_id"]
+    }
     name, failing = results["tool_edge_001"]
     assert name == "FailingTool"
     assert failing["extra"] == {"is_error": True}
@@ -207,10 +257,17 @@ def test_tool_results_pair_with_calls_and_keep_is_error(real_fixtures):
     assert skipped["malformed_message"] == 1 and skipped["skipped_type:none"] == 1 and skipped["skipped_type:summary"] == 1
 
     rep = transcript_to_atif(real_fixtures / "claude-code-log/representative_messages.jsonl")
-    paired = [(c["function_name"], r["content"][:20]) for s in rep["steps"] for c in s.get("tool_calls", [])
-              for r in s.get("observation", {}).get("results", []) if r["source_call_id"] == c["tool_call_id"]]
+    paired = [
+        (c["function_name"], r["content"][:20])
+        for s in rep["steps"]
+        for c in s.get("tool_calls", [])
+        for r in s.get("observation", {}).get("results", [])
+        if r["source_call_id"] == c["tool_call_id"]
+    ]
     assert ("Edit", "File created success") in paired
-    assert all("extra" not in r or r["extra"] == {"is_error": False} for s in rep["steps"] for r in s.get("observation", {}).get("results", []))
+    assert all(
+        "extra" not in r or r["extra"] == {"is_error": False} for s in rep["steps"] for r in s.get("observation", {}).get("results", [])
+    )
 
 
 def test_rewind_and_compaction_dag(real_fixtures):
@@ -259,7 +316,19 @@ def test_truncated_last_line_is_skipped_and_counted(real_fixtures, tmp_path):
 
 def test_non_utf8_bytes_are_replaced_not_fatal(tmp_path):
     user = b'{"type":"user","sessionId":"s","uuid":"u1","message":{"role":"user","content":"caf\xe9 \xff bytes"}}'
-    asst = json.dumps({"type": "assistant", "uuid": "a1", "requestId": "r", "message": {"id": "m", "role": "assistant", "content": [{"type": "text", "text": "ok"}], "usage": {"input_tokens": 4, "output_tokens": 1}}}).encode()
+    asst = json.dumps(
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "requestId": "r",
+            "message": {
+                "id": "m",
+                "role": "assistant",
+                "content": [{"type": "text", "text": "ok"}],
+                "usage": {"input_tokens": 4, "output_tokens": 1},
+            },
+        }
+    ).encode()
     p = tmp_path / "bytes.jsonl"
     p.write_bytes(user + b"\n" + asst + b"\n")
     traj = convert_file(p)
@@ -267,12 +336,18 @@ def test_non_utf8_bytes_are_replaced_not_fatal(tmp_path):
     assert traj["final_metrics"]["total_prompt_tokens"] == 4
 
 
-@pytest.mark.parametrize("content,message", [
-    (b"", "empty file"),
-    (b"\n  \n", "empty file"),
-    (b'"just a string"\n42\n[1]\n', "no JSON object line"),
-    (b'{"type":"progress","data":{"type":"hook_progress"}}\n{"type":"summary","summary":"x"}\n', "no Claude Code user or assistant message"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"", "empty file"),
+        (b"\n  \n", "empty file"),
+        (b'"just a string"\n42\n[1]\n', "no JSON object line"),
+        (
+            b'{"type":"progress","data":{"type":"hook_progress"}}\n{"type":"summary","summary":"x"}\n',
+            "no Claude Code user or assistant message",
+        ),
+    ],
+)
 def test_unusable_transcripts_give_one_line_errors(tmp_path, content, message):
     p = tmp_path / "bad.jsonl"
     p.write_bytes(content)
@@ -294,6 +369,7 @@ def test_not_a_transcript_is_refused(real_fixtures, tmp_path):
 
 # --- stream-json -------------------------------------------------------------------------
 
+
 def test_stream_json_sample_result_wins_over_step_sums():
     assert detect_transcript_kind(STREAM_SAMPLE) == "claude_stream_json"
     traj = stream_json_to_atif(STREAM_SAMPLE)
@@ -304,7 +380,12 @@ def test_stream_json_sample_result_wins_over_step_sums():
     # Six API calls of the main agent, two of them written as two events each.
     assert len(main) == 6
     assert main[0]["reasoning_content"].startswith("The failing test")
-    assert main[0]["metrics"] == {"prompt_tokens": 3 + 5120, "completion_tokens": 96, "cached_tokens": 0, "extra": main[0]["metrics"]["extra"]}
+    assert main[0]["metrics"] == {
+        "prompt_tokens": 3 + 5120,
+        "completion_tokens": 96,
+        "cached_tokens": 0,
+        "extra": main[0]["metrics"]["extra"],
+    }
     fm = traj["final_metrics"]
     # result.usage: 208 input + 9030 cache writes + 31126 cache reads; it includes a background
     # call that never appears as an event, so it is larger than the steps' sums.
@@ -360,6 +441,7 @@ def test_claude_export(real_fixtures):
 
 # --- Codex ------------------------------------------------------------------------------
 
+
 def test_codex_fixture_uses_last_cumulative_total(real_fixtures):
     traj = rollout_to_atif(real_fixtures / "ccusage/codex/sessions/project-alpha/session-alpha.jsonl")
     fm = traj["final_metrics"]
@@ -377,21 +459,64 @@ def test_codex_rollout_calls_outputs_and_repeated_token_counts(tmp_path):
     usage2 = {"input_tokens": 1100, "cached_input_tokens": 896, "output_tokens": 30, "reasoning_output_tokens": 0, "total_tokens": 1130}
     total2 = {k: usage1[k] + usage2[k] for k in usage1}
     rows = [
-        line("session_meta", {"id": "0199aa00-1111-7222-8333-444455556666", "cwd": "/testbed", "originator": "codex_cli_rs", "cli_version": "0.46.0"}),
+        line(
+            "session_meta",
+            {"id": "0199aa00-1111-7222-8333-444455556666", "cwd": "/testbed", "originator": "codex_cli_rs", "cli_version": "0.46.0"},
+        ),
         line("turn_context", {"cwd": "/testbed", "model": "gpt-5-codex", "approval_policy": "never"}),
-        line("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>\n  <cwd>/testbed</cwd>\n</environment_context>"}]}),
+        line(
+            "response_item",
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "<environment_context>\n  <cwd>/testbed</cwd>\n</environment_context>"}],
+            },
+        ),
         line("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the failing test"}]}),
         line("event_msg", {"type": "user_message", "message": "fix the failing test"}),
-        line("response_item", {"type": "reasoning", "summary": [{"type": "summary_text", "text": "**Running tests**"}], "encrypted_content": "gAAA"}),
-        line("response_item", {"type": "function_call", "name": "shell", "arguments": json.dumps({"command": ["bash", "-lc", "pytest -q"]}), "call_id": "call_A"}),
+        line(
+            "response_item",
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "**Running tests**"}], "encrypted_content": "gAAA"},
+        ),
+        line(
+            "response_item",
+            {
+                "type": "function_call",
+                "name": "shell",
+                "arguments": json.dumps({"command": ["bash", "-lc", "pytest -q"]}),
+                "call_id": "call_A",
+            },
+        ),
         line("event_msg", {"type": "token_count", "info": {"total_token_usage": usage1, "last_token_usage": usage1}}),
         # Codex repeats a token_count without a new call (e.g. a rate-limit update): same total.
         line("event_msg", {"type": "token_count", "info": {"total_token_usage": usage1, "last_token_usage": usage1}}),
-        line("response_item", {"type": "function_call_output", "call_id": "call_A", "output": json.dumps({"output": "1 failed", "metadata": {"exit_code": 1, "duration_seconds": 0.4}})}),
-        line("response_item", {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "The test fails; fixing."}]}),
-        line("response_item", {"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch\n*** End Patch", "call_id": "call_B", "status": "completed"}),
+        line(
+            "response_item",
+            {
+                "type": "function_call_output",
+                "call_id": "call_A",
+                "output": json.dumps({"output": "1 failed", "metadata": {"exit_code": 1, "duration_seconds": 0.4}}),
+            },
+        ),
+        line(
+            "response_item",
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "The test fails; fixing."}]},
+        ),
+        line(
+            "response_item",
+            {
+                "type": "custom_tool_call",
+                "name": "apply_patch",
+                "input": "*** Begin Patch\n*** End Patch",
+                "call_id": "call_B",
+                "status": "completed",
+            },
+        ),
         line("event_msg", {"type": "token_count", "info": {"total_token_usage": total2, "last_token_usage": usage2}}),
-        line("response_item", {"type": "custom_tool_call_output", "call_id": "call_B", "output": "Success. Updated the following files:\nM src/app.py"}),
+        line(
+            "response_item",
+            {"type": "custom_tool_call_output", "call_id": "call_B", "output": "Success. Updated the following files:\nM src/app.py"},
+        ),
         '{"timestamp": "2026-05-13T09:00:09.000Z", "type": "event_msg", "payload": {"type": "token_co',
     ]
     p = tmp_path / "rollout-2026-05-13T09-00-00-0199aa00.jsonl"
@@ -400,13 +525,22 @@ def test_codex_rollout_calls_outputs_and_repeated_token_counts(tmp_path):
     traj = convert_file(p)
     _check_atif_shape(traj)
     assert traj["session_id"] == "0199aa00-1111-7222-8333-444455556666"
-    assert traj["agent"] == {"name": "codex", "version": "0.46.0", "model_name": "gpt-5-codex", "extra": {"cwd": "/testbed", "originator": "codex_cli_rs"}}
+    assert traj["agent"] == {
+        "name": "codex",
+        "version": "0.46.0",
+        "model_name": "gpt-5-codex",
+        "extra": {"cwd": "/testbed", "originator": "codex_cli_rs"},
+    }
     assert [s["source"] for s in traj["steps"]] == ["user", "user", "agent", "agent"]
     assert traj["steps"][0]["extra"] == {"is_meta": True} and "extra" not in traj["steps"][1]
     first, second = traj["steps"][2], traj["steps"][3]
     assert first["reasoning_content"] == "**Running tests**"
     assert first["tool_calls"][0]["arguments"] == {"command": ["bash", "-lc", "pytest -q"]}
-    assert first["observation"]["results"][0] == {"source_call_id": "call_A", "content": "1 failed", "extra": {"exit_code": 1, "is_error": True}}
+    assert first["observation"]["results"][0] == {
+        "source_call_id": "call_A",
+        "content": "1 failed",
+        "extra": {"exit_code": 1, "is_error": True},
+    }
     assert first["metrics"]["prompt_tokens"] == 900
     assert second["message"] == "The test fails; fixing." and second["tool_calls"][0]["function_name"] == "apply_patch"
     assert second["metrics"] == {"prompt_tokens": 1100, "completion_tokens": 30, "cached_tokens": 896, "extra": usage2}
@@ -418,17 +552,22 @@ def test_codex_rollout_calls_outputs_and_repeated_token_counts(tmp_path):
 
 # --- CLI: one real subprocess (exit codes 1 and 0), the rest in process (run_cli) --------
 
+
 def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """The real command: a fresh interpreter, as users start it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "analysis_lib", "convert", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "analysis_lib", "convert", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_converts_good_files_and_names_bad_ones(real_fixtures, tmp_path, run_cli):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     out = tmp_path / "out"
-    proc = run_cli("convert", str(real_fixtures / "claude-code-spotter/short.jsonl"), str(STREAM_SAMPLE), str(empty), "--out-dir", str(out), cwd=ROOT)
+    proc = run_cli(
+        "convert", str(real_fixtures / "claude-code-spotter/short.jsonl"), str(STREAM_SAMPLE), str(empty), "--out-dir", str(out), cwd=ROOT
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "converted 2, failed 1"
     err = proc.stderr.strip().splitlines()
@@ -453,7 +592,15 @@ def test_cli_exit_code_1_when_nothing_converts_and_single_output(tmp_path):
 
 
 def test_cli_folder_skips_subagent_files_and_non_transcripts(real_fixtures, tmp_path, run_cli):
-    proc = run_cli("convert", str(real_fixtures / "claude-code-spotter"), str(real_fixtures / "phoenix-atif-fixtures"), "--out-dir", str(tmp_path), "-q", cwd=tmp_path)
+    proc = run_cli(
+        "convert",
+        str(real_fixtures / "claude-code-spotter"),
+        str(real_fixtures / "phoenix-atif-fixtures"),
+        "--out-dir",
+        str(tmp_path),
+        "-q",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     # subagent.jsonl names a subagent whose transcript was not kept: converted, and said once.
     assert proc.stdout.strip() == "converted 4, failed 0, 1 warning"
@@ -496,7 +643,11 @@ def test_discovery_reads_subagent_files_only_through_their_session(real_fixtures
     sources, errors = discover(folder)
     assert not errors
     assert sorted(Path(s.path).name for s in sources) == [
-        "4d5611e5-241a-462a-8d15-5122611a9569.jsonl", "short.jsonl", "subagent.jsonl", "tool_heavy.jsonl"]
+        "4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
+        "short.jsonl",
+        "subagent.jsonl",
+        "tool_heavy.jsonl",
+    ]
     sub = folder / "4d5611e5-241a-462a-8d15-5122611a9569/subagents/agent-a2898e3.jsonl"
     assert is_subagent_transcript(sub)
     assert not is_subagent_transcript(folder / "short.jsonl")

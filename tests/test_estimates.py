@@ -19,7 +19,6 @@ from scipy import stats as sps
 
 from analysis_lib import stats
 
-
 # R: x <- c(1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30)
 #    y <- c(0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29)
 #    wilcox.test(x, y, paired = TRUE, conf.int = TRUE)  (the ?wilcox.test example)
@@ -30,7 +29,7 @@ Y = [0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29]
 
 def _qsignrank(alpha: float, n: int) -> int:
     """R's qsignrank(alpha, n) by enumerating all 2^n sign patterns (independent of stats._signrank_pmf)."""
-    sums = sorted(sum(r for r, s in zip(range(1, n + 1), signs) if s) for signs in itertools.product((0, 1), repeat=n))
+    sums = sorted(sum(r for r, s in zip(range(1, n + 1), signs, strict=True) if s) for signs in itertools.product((0, 1), repeat=n))
     total = len(sums)
     for q in range(n * (n + 1) // 2 + 1):
         if sum(1 for v in sums if v <= q) / total >= alpha:
@@ -146,7 +145,7 @@ def test_clustered_proportion_variance_is_statsmodels_cluster_variance():
     trials = np.full(15, 3)
     trials[:4] = 2
     wins = np.minimum(wins, trials)
-    y = np.concatenate([[1] * w + [0] * (t - w) for w, t in zip(wins, trials)])
+    y = np.concatenate([[1] * w + [0] * (t - w) for w, t in zip(wins, trials, strict=True)])
     groups = np.repeat(np.arange(15), trials)
     fit = sm.OLS(y, np.ones(len(y))).fit(cov_type="cluster", cov_kwds={"groups": groups})
     row = stats.clustered_proportion(wins, trials).iloc[0]

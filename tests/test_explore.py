@@ -64,7 +64,7 @@ def test_schedule_pair_is_read_from_the_runner_result(tmp_path):
 def test_explorer_widgets_follow_the_grid_and_the_profiles(sample):
     trials, metrics = sample
     app = explore.pair_explorer(trials, metrics, True, "text", "codecanvas")
-    (dd_a, dd_b, dd_sort), grid_holder, (dd_task, dd_rep), _out = (
+    (_dd_a, dd_b, dd_sort), grid_holder, (dd_task, dd_rep), _out = (
         app.children[0].children, app.children[1], app.children[2].children, app.children[3])
     cells = [w for w in grid_holder.children[0].children if "pv-cell" in w._dom_classes]
     assert len(cells) == 24 * 3 * 2

@@ -13,14 +13,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from install_lock import exclusive
 
 from analysis_lib.bench import adapters
 from analysis_lib.bench.manifest import parse_manifest
-from install_lock import exclusive
 
 pytestmark = pytest.mark.slow  # a venv with Harbor on first use, then about 5 s
 
@@ -41,7 +40,12 @@ def _is_312(name: str) -> bool:
     if exe is None:
         return False
     try:
-        return subprocess.run([exe, "-c", "import sys, venv; sys.exit(sys.version_info < (3, 12))"], capture_output=True, timeout=60).returncode == 0
+        return (
+            subprocess.run(
+                [exe, "-c", "import sys, venv; sys.exit(sys.version_info < (3, 12))"], capture_output=True, timeout=60
+            ).returncode
+            == 0
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -58,7 +62,9 @@ def harbor_env() -> Path:
                 # Not a CI failure: Debian stable's python3 is 3.11 and no other interpreter is installed there.
                 pytest.skip("no Python >= 3.12 on PATH (python3.13, python3.12 or python3): Harbor cannot be installed")
             subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
-            proc = subprocess.run([str(bindir / "pip"), "install", "-q", f"harbor=={HARBOR_VERSION}"], capture_output=True, text=True, timeout=900)
+            proc = subprocess.run(
+                [str(bindir / "pip"), "install", "-q", f"harbor=={HARBOR_VERSION}"], capture_output=True, text=True, timeout=900
+            )
             if proc.returncode != 0:
                 _unavailable(f"pip could not install harbor=={HARBOR_VERSION}: {proc.stderr.strip()[-300:]}")
     return bindir
@@ -66,20 +72,38 @@ def harbor_env() -> Path:
 
 def _ctx(tmp: Path, harbor: Path, settings: dict) -> adapters.TrialContext:
     (tmp / "task").mkdir(exist_ok=True)
-    m = parse_manifest({"manifest_version": 2, "environment": {"model": MODEL},
-                        "conditions": [{"name": "mcp", "adapter": "harbor", "settings": {"harbor_bin": str(harbor), **settings}},
-                                       {"name": "text", "adapter": "harbor", "settings": {"harbor_bin": str(harbor)}}],
-                        "tasks": [{"id": "hello-world", "repo": "task", "commit": "HEAD", "instruction": "x"}]}, "<test>", base_dir=str(tmp))
+    m = parse_manifest(
+        {
+            "manifest_version": 2,
+            "environment": {"model": MODEL},
+            "conditions": [
+                {"name": "mcp", "adapter": "harbor", "settings": {"harbor_bin": str(harbor), **settings}},
+                {"name": "text", "adapter": "harbor", "settings": {"harbor_bin": str(harbor)}},
+            ],
+            "tasks": [{"id": "hello-world", "repo": "task", "commit": "HEAD", "instruction": "x"}],
+        },
+        "<test>",
+        base_dir=str(tmp),
+    )
     values = {"condition": "mcp", "pair": "0", "task_id": "hello-world"}
     return adapters.TrialContext(m, m.tasks[0], m.conditions[0], tmp / "trial", None, values, dict(os.environ))
 
 
-@pytest.mark.parametrize("settings", [{}, {"dataset": "terminal-bench@2.0"}, {"extra_args": ["--ak", "max_turns=5", "--n-attempts", "1"]}],
-                         ids=["path", "dataset", "extra-args"])
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"dataset": "terminal-bench@2.0"}, {"extra_args": ["--ak", "max_turns=5", "--n-attempts", "1"]}],
+    ids=["path", "dataset", "extra-args"],
+)
 def test_every_flag_the_adapter_passes_is_accepted_by_harbor(harbor_env, tmp_path, settings):
     argv = adapters.harbor_argv(_ctx(tmp_path, harbor_env / "harbor", settings), tmp_path / "jobs", "mcp__0")
-    proc = subprocess.run([*argv, "--dry-run"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env={**os.environ, "ANTHROPIC_API_KEY": "sk-ant-dummy"})
+    proc = subprocess.run(
+        [*argv, "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "ANTHROPIC_API_KEY": "sk-ant-dummy"},
+    )
     out = proc.stdout + proc.stderr
     # 2 is a usage error of Harbor's parser; past the parser, a dry run stops at the Docker check (or succeeds).
     assert proc.returncode != 2 and "No such option" not in out and "Invalid value" not in out, out[-800:]
@@ -99,8 +123,8 @@ trial = pathlib.Path({str(trial)!r})
 (trial / "agent").mkdir(parents=True)
 (trial / "verifier").mkdir()
 (trial / "verifier" / "reward.txt").write_text("1\\n")
-res = TrialResult(task_name="hello-world", trial_name=trial.name, trial_uri=trial.as_uri(), task_id=LocalTaskId(path=pathlib.Path({str(tmp_path / 'task')!r})),
-                  task_checksum="abc", config=TrialConfig(task=TaskConfig(path=pathlib.Path({str(tmp_path / 'task')!r}))),
+res = TrialResult(task_name="hello-world", trial_name=trial.name, trial_uri=trial.as_uri(), task_id=LocalTaskId(path=pathlib.Path({str(tmp_path / "task")!r})),
+                  task_checksum="abc", config=TrialConfig(task=TaskConfig(path=pathlib.Path({str(tmp_path / "task")!r}))),
                   agent_info=AgentInfo(name="claude-code", version="2.1.197", model_info=ModelInfo(name="claude-sonnet-4-5-20250929", provider="anthropic")),
                   agent_result=AgentContext(n_input_tokens=11368, n_cache_tokens=7364, n_output_tokens=224, cost_usd=0.0179),
                   verifier_result=VerifierResult(rewards={{"reward": 1.0}}))
@@ -120,10 +144,10 @@ res = TrialResult(task_name="hello-world", trial_name=trial.name, trial_uri=tria
 
 def test_the_runners_result_json_is_a_valid_harbor_trial_result(harbor_env, tmp_path, monkeypatch):
     """Our result.json claims Harbor's TrialResult shape: Harbor's own model must accept it."""
+    from bench_support import manifest_obj, setup_bench, write_manifest
+
     from analysis_lib.bench import environment as bench_env
     from analysis_lib.bench.runner import run_full
-
-    from bench_support import manifest_obj, setup_bench, write_manifest
 
     b = setup_bench(tmp_path)
     for k, v in b["env"].items():

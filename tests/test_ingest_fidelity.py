@@ -163,9 +163,11 @@ def test_codex_tokens_sum_over_resumed_segments(tmp_path: Path, resume_header: b
     from analysis_lib.ingest.codex import rollout_to_atif
 
     lines = _codex_session("2026-05-13T09:00:00.000Z")
-    lines += [_token_count("2026-05-13T09:00:05.000Z", (1500, 0, 40), (1500, 0, 40)),
-              _token_count("2026-05-13T09:00:09.000Z", (1578, 1400, 60), (3078, 1400, 100)),
-              _token_count("2026-05-13T09:00:09.500Z", (1578, 1400, 60), (3078, 1400, 100))]  # repeated event
+    lines += [
+        _token_count("2026-05-13T09:00:05.000Z", (1500, 0, 40), (1500, 0, 40)),
+        _token_count("2026-05-13T09:00:09.000Z", (1578, 1400, 60), (3078, 1400, 100)),
+        _token_count("2026-05-13T09:00:09.500Z", (1578, 1400, 60), (3078, 1400, 100)),
+    ]  # repeated event
     if resume_header:
         lines += _codex_session("2026-05-13T10:00:00.000Z")
     lines += [_token_count("2026-05-13T10:00:05.000Z", (3110, 0, 70), (3110, 0, 70))]
@@ -191,12 +193,31 @@ def test_codex_counter_carried_over_a_resume_is_not_counted_twice(tmp_path: Path
 
 # --------------------------------------------------------------------------- convert warnings
 
-_CC_USER = {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s1", "timestamp": "2026-02-10T10:00:00.000Z",
-            "message": {"role": "user", "content": "add a test"}}
-_CC_ASSISTANT = {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "s1", "timestamp": "2026-02-10T10:00:03.000Z",
-                 "requestId": "req_1", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-opus-4-6",
-                 "content": [{"type": "text", "text": "Done — café"}], "stop_reason": "end_turn",
-                 "usage": {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 100}}}
+_CC_USER = {
+    "type": "user",
+    "uuid": "u1",
+    "parentUuid": None,
+    "sessionId": "s1",
+    "timestamp": "2026-02-10T10:00:00.000Z",
+    "message": {"role": "user", "content": "add a test"},
+}
+_CC_ASSISTANT = {
+    "type": "assistant",
+    "uuid": "a1",
+    "parentUuid": "u1",
+    "sessionId": "s1",
+    "timestamp": "2026-02-10T10:00:03.000Z",
+    "requestId": "req_1",
+    "message": {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-opus-4-6",
+        "content": [{"type": "text", "text": "Done — café"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 100},
+    },
+}
 
 
 def _cc_lines() -> list[bytes]:
@@ -283,18 +304,43 @@ def pd_isna(v) -> bool:
 def test_mini_swe_agent_v2_tool_calls(tmp_path: Path) -> None:
     """mini-swe-agent 2.x with a tool-calling model: OpenAI tool_calls and tool messages, one to one."""
     doc = {
-        "info": {"model_stats": {"instance_cost": 0.0, "api_calls": 2}, "mini_version": "2.0.0", "exit_status": "Submitted",
-                 "submission": "", "config": {"model": {"model_name": "openrouter/anthropic/claude-sonnet-4.5"}}},
+        "info": {
+            "model_stats": {"instance_cost": 0.0, "api_calls": 2},
+            "mini_version": "2.0.0",
+            "exit_status": "Submitted",
+            "submission": "",
+            "config": {"model": {"model_name": "openrouter/anthropic/claude-sonnet-4.5"}},
+        },
         "messages": [
             {"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": "Fix the bug."},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"cat /repo/app.py\"}"}}],
-             "extra": {"response": {"usage": {"prompt_tokens": 900, "completion_tokens": 30, "prompt_tokens_details": {"cached_tokens": 800}}}}},
-            {"role": "tool", "tool_call_id": "call_1", "content": "<returncode>1</returncode>\n<output>cat: /repo/app.py: No such file</output>"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "call_2", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"sed -i s/a/b/ /repo/src/app.py\"}"}}],
-             "extra": {"response": {"usage": {"prompt_tokens": 1000, "completion_tokens": 20}}}},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "cat /repo/app.py"}'}}
+                ],
+                "extra": {
+                    "response": {"usage": {"prompt_tokens": 900, "completion_tokens": 30, "prompt_tokens_details": {"cached_tokens": 800}}}
+                },
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "call_1",
+                "content": "<returncode>1</returncode>\n<output>cat: /repo/app.py: No such file</output>",
+            },
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "call_2",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": '{"command": "sed -i s/a/b/ /repo/src/app.py"}'},
+                    }
+                ],
+                "extra": {"response": {"usage": {"prompt_tokens": 1000, "completion_tokens": 20}}},
+            },
             {"role": "tool", "tool_call_id": "call_2", "content": "<returncode>0</returncode>\n<output></output>"},
         ],
         "trajectory_format": "mini-swe-agent-1.1",
@@ -311,30 +357,91 @@ def test_mini_swe_agent_v2_tool_calls(tmp_path: Path) -> None:
 
 def _swe_agent_traj(function_calling: bool) -> dict:
     turns = [
-        {"response": "Let me look.", "thought": "Let me look.", "action": "open src/marshmallow/fields.py",
-         "observation": "[File: /repo/src/marshmallow/fields.py (1985 lines total)]", "execution_time": 0.2,
-         "state": "{\"open_file\": \"/repo/src/marshmallow/fields.py\", \"working_dir\": \"/repo\"}"},
-        {"response": "Search.", "thought": "Search.", "action": "search_dir \"TimeDelta\" src",
-         "observation": "Found 3 matches", "execution_time": 0.1, "state": "{}"},
-        {"response": "Fix.", "thought": "Fix.", "action": "edit 1474:1474\n        return int(round(value.total_seconds() / base_unit.total_seconds()))\nend_of_edit",
-         "observation": "File updated.", "execution_time": 0.3, "state": "{}"},
-        {"response": "Run it.", "thought": "Run it.", "action": "python reproduce.py",
-         "observation": "Traceback (most recent call last):\n  File \"reproduce.py\"", "execution_time": 1.0, "state": "{}"},
-        {"response": "Done.", "thought": "Done.", "action": "submit", "observation": "diff --git a/x b/x", "execution_time": 0.1, "state": "{}"},
+        {
+            "response": "Let me look.",
+            "thought": "Let me look.",
+            "action": "open src/marshmallow/fields.py",
+            "observation": "[File: /repo/src/marshmallow/fields.py (1985 lines total)]",
+            "execution_time": 0.2,
+            "state": '{"open_file": "/repo/src/marshmallow/fields.py", "working_dir": "/repo"}',
+        },
+        {
+            "response": "Search.",
+            "thought": "Search.",
+            "action": 'search_dir "TimeDelta" src',
+            "observation": "Found 3 matches",
+            "execution_time": 0.1,
+            "state": "{}",
+        },
+        {
+            "response": "Fix.",
+            "thought": "Fix.",
+            "action": "edit 1474:1474\n        return int(round(value.total_seconds() / base_unit.total_seconds()))\nend_of_edit",
+            "observation": "File updated.",
+            "execution_time": 0.3,
+            "state": "{}",
+        },
+        {
+            "response": "Run it.",
+            "thought": "Run it.",
+            "action": "python reproduce.py",
+            "observation": 'Traceback (most recent call last):\n  File "reproduce.py"',
+            "execution_time": 1.0,
+            "state": "{}",
+        },
+        {
+            "response": "Done.",
+            "thought": "Done.",
+            "action": "submit",
+            "observation": "diff --git a/x b/x",
+            "execution_time": 0.1,
+            "state": "{}",
+        },
     ]
-    history = [{"role": "system", "content": "SETTING: You are an autonomous programmer.", "agent": "main", "message_type": "system_prompt"},
-               {"role": "user", "content": "We're currently solving the following issue within our repository.", "agent": "main",
-                "message_type": "observation"}]
+    history = [
+        {"role": "system", "content": "SETTING: You are an autonomous programmer.", "agent": "main", "message_type": "system_prompt"},
+        {
+            "role": "user",
+            "content": "We're currently solving the following issue within our repository.",
+            "agent": "main",
+            "message_type": "observation",
+        },
+    ]
     if function_calling:
         for i, t in enumerate(turns):
-            name, args = ("str_replace_editor", {"command": "view", "path": "/repo/src/marshmallow/fields.py"}) if i == 0 else ("bash", {"command": t["action"]})
-            history.append({"role": "assistant", "content": t["thought"], "agent": "main", "message_type": "action",
-                            "tool_calls": [{"id": f"toolu_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]})
-            history.append({"role": "tool", "content": t["observation"], "agent": "main", "message_type": "observation", "tool_call_ids": [f"toolu_{i}"]})
+            name, args = (
+                ("str_replace_editor", {"command": "view", "path": "/repo/src/marshmallow/fields.py"})
+                if i == 0
+                else ("bash", {"command": t["action"]})
+            )
+            history.append(
+                {
+                    "role": "assistant",
+                    "content": t["thought"],
+                    "agent": "main",
+                    "message_type": "action",
+                    "tool_calls": [{"id": f"toolu_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}],
+                }
+            )
+            history.append(
+                {
+                    "role": "tool",
+                    "content": t["observation"],
+                    "agent": "main",
+                    "message_type": "observation",
+                    "tool_call_ids": [f"toolu_{i}"],
+                }
+            )
     return {
-        "environment": "swe_main", "trajectory": turns, "history": history,
-        "info": {"swe_agent_version": "1.0.1", "exit_status": "submitted", "submission": "diff --git a/x b/x",
-                 "model_stats": {"instance_cost": 0.0, "tokens_sent": 48211, "tokens_received": 1312, "api_calls": 5}},
+        "environment": "swe_main",
+        "trajectory": turns,
+        "history": history,
+        "info": {
+            "swe_agent_version": "1.0.1",
+            "exit_status": "submitted",
+            "submission": "diff --git a/x b/x",
+            "model_stats": {"instance_cost": 0.0, "tokens_sent": 48211, "tokens_received": 1312, "api_calls": 5},
+        },
         "replay_config": json.dumps({"agent": {"model": {"name": "vertex_ai/claude-3-5-sonnet-v2@20241022"}}}),
     }
 
@@ -363,28 +470,45 @@ def test_swe_agent_traj(tmp_path: Path, function_calling: bool) -> None:
 
 # --------------------------------------------------------------------------- unread agent logs
 
+
 def test_unread_agent_logs_are_warning_rows(tmp_path: Path) -> None:
     """Beside a readable trial, files that look like agent logs in no format read here give one
     warning row each, named; other JSON files (a config, a CTRF report) do not."""
     lines = _cc_lines()
     (tmp_path / "session.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    (tmp_path / "gemini-session.json").write_text(json.dumps(
-        {"sessionId": "s", "projectHash": "h", "startTime": "t", "messages": [{"type": "user", "content": "hi"}]}))
+    (tmp_path / "gemini-session.json").write_text(
+        json.dumps({"sessionId": "s", "projectHash": "h", "startTime": "t", "messages": [{"type": "user", "content": "hi"}]})
+    )
     (tmp_path / "events.json").write_text(json.dumps([{"id": 1, "source": "agent", "action": "run", "observation": "ok"}]))
     (tmp_path / "broken.traj").write_text(json.dumps({"trajectory": "not a list"}))
     (tmp_path / "settings.json").write_text(json.dumps({"model": "x", "temperature": 0}))
     # An mcpbr task log is read through its run's results file, an ATIF subagent through its parent: no warning.
-    (tmp_path / "astropy__astropy-12907_mcp_20260101_120000.json").write_text(json.dumps(
-        {"instance_id": "astropy__astropy-12907", "run_type": "mcp",
-         "events": [{"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}}]}))
-    (tmp_path / "t.trajectory.summarization-1-summary.json").write_text(json.dumps(
-        {"schema_version": "ATIF-v1.5", "agent": {"name": "x", "version": "1", "extra": {"parent_session_id": "s"}},
-         "steps": [{"step_id": 1, "source": "user", "message": "m", "role": "user"}]}))
+    (tmp_path / "astropy__astropy-12907_mcp_20260101_120000.json").write_text(
+        json.dumps(
+            {
+                "instance_id": "astropy__astropy-12907",
+                "run_type": "mcp",
+                "events": [{"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}}],
+            }
+        )
+    )
+    (tmp_path / "t.trajectory.summarization-1-summary.json").write_text(
+        json.dumps(
+            {
+                "schema_version": "ATIF-v1.5",
+                "agent": {"name": "x", "version": "1", "extra": {"parent_session_id": "s"}},
+                "steps": [{"step_id": 1, "source": "user", "message": "m", "role": "user"}],
+            }
+        )
+    )
     res = trials_table(tmp_path, workers=1)
     assert len(res.frame) == 1
     warned = sorted((Path(e.path).name, e.severity, e.stage) for e in res.errors)
-    assert warned == [("broken.traj", "warning", "discover"), ("events.json", "warning", "discover"),
-                      ("gemini-session.json", "warning", "discover")]
+    assert warned == [
+        ("broken.traj", "warning", "discover"),
+        ("events.json", "warning", "discover"),
+        ("gemini-session.json", "warning", "discover"),
+    ]
     assert all("not analysed" in e.message for e in res.errors)
 
 
@@ -397,8 +521,13 @@ def test_summary_line_counts_unread_logs(tmp_path: Path) -> None:
     (runs / "session.jsonl").write_bytes(b"\n".join(_cc_lines()) + b"\n")
     (runs / "events.json").write_text(json.dumps([{"id": 1, "action": "run", "observation": "ok"}]))
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "analysis_lib", str(runs), "--no-llm", "-o", str(tmp_path / "out")],
-                          cwd=root, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "analysis_lib", str(runs), "--no-llm", "-o", str(tmp_path / "out")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "1 warnings (see errors.csv)" in proc.stdout
     errors_csv = (tmp_path / "out" / "errors.csv").read_text()
@@ -407,18 +536,22 @@ def test_summary_line_counts_unread_logs(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- identifiers
 
-@pytest.mark.parametrize("raw", [
-    "claude-sonnet-4-20250514",  # Anthropic
-    "anthropic/claude-sonnet-4-20250514",  # litellm
-    "us.anthropic.claude-sonnet-4-20250514-v1:0",  # Bedrock cross-region inference profile
-    "bedrock/anthropic.claude-sonnet-4-20250514-v1:0",  # Bedrock through litellm
-    "claude-sonnet-4@20250514",  # Vertex
-    "vertex_ai/claude-sonnet-4@20250514",
-    "anthropic/claude-sonnet-4",  # OpenRouter
-    "openrouter/anthropic/claude-sonnet-4",
-    "openai/neulab/claude-sonnet-4-20250514",  # a router in front (TB1's OpenHands run)
-    "claude-sonnet-4-0",  # Anthropic's alias
-])
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "claude-sonnet-4-20250514",  # Anthropic
+        "anthropic/claude-sonnet-4-20250514",  # litellm
+        "us.anthropic.claude-sonnet-4-20250514-v1:0",  # Bedrock cross-region inference profile
+        "bedrock/anthropic.claude-sonnet-4-20250514-v1:0",  # Bedrock through litellm
+        "claude-sonnet-4@20250514",  # Vertex
+        "vertex_ai/claude-sonnet-4@20250514",
+        "anthropic/claude-sonnet-4",  # OpenRouter
+        "openrouter/anthropic/claude-sonnet-4",
+        "openai/neulab/claude-sonnet-4-20250514",  # a router in front (TB1's OpenHands run)
+        "claude-sonnet-4-0",  # Anthropic's alias
+    ],
+)
 def test_one_name_per_claude_model_across_providers(raw: str) -> None:
     from analysis_lib.ingest.identity import canonical_model
 
@@ -444,12 +577,20 @@ def _harbor_trial(root: Path, name: str, task_name: str, model: str) -> None:
     d = root / "job" / name
     (d / "verifier").mkdir(parents=True)
     (d / "verifier" / "reward.txt").write_text("1\n")
-    (d / "result.json").write_text(json.dumps({
-        "id": "0b5d2c4e-3f1a-4c1e-9a57-9b7e2b0c1d2e", "task_name": task_name, "trial_name": name,
-        "agent_info": {"name": "claude-code", "version": "2.0.1", "model_info": {"name": model, "provider": "bedrock"}},
-        "config": {"agent": {"name": "claude-code", "model_name": model}},
-        "verifier_result": {"rewards": {"reward": 1.0}},
-        "started_at": "2026-03-01T10:00:00Z", "finished_at": "2026-03-01T10:05:00Z"}))
+    (d / "result.json").write_text(
+        json.dumps(
+            {
+                "id": "0b5d2c4e-3f1a-4c1e-9a57-9b7e2b0c1d2e",
+                "task_name": task_name,
+                "trial_name": name,
+                "agent_info": {"name": "claude-code", "version": "2.0.1", "model_info": {"name": model, "provider": "bedrock"}},
+                "config": {"agent": {"name": "claude-code", "model_name": model}},
+                "verifier_result": {"rewards": {"reward": 1.0}},
+                "started_at": "2026-03-01T10:00:00Z",
+                "finished_at": "2026-03-01T10:05:00Z",
+            }
+        )
+    )
 
 
 def test_task_prefix_kept_in_a_column_and_profiles_agree_across_providers(tmp_path: Path) -> None:
@@ -469,10 +610,19 @@ def _atif(agent: dict, steps: list[dict], **extra) -> dict:
 
 
 def test_loose_atif_profile_is_agent_at_model(tmp_path: Path) -> None:
-    steps = [{"step_id": 1, "source": "user", "message": "go"},
-             {"step_id": 2, "source": "agent", "message": "ok", "model_name": "gpt-4o",
-              "metrics": {"prompt_tokens": 10, "completion_tokens": 2}}]
-    (tmp_path / "fix-git.trajectory.json").write_text(json.dumps(_atif({"name": "terminus-2", "version": "1", "model_name": "openai/gpt-4o"}, steps)))
+    steps = [
+        {"step_id": 1, "source": "user", "message": "go"},
+        {
+            "step_id": 2,
+            "source": "agent",
+            "message": "ok",
+            "model_name": "gpt-4o",
+            "metrics": {"prompt_tokens": 10, "completion_tokens": 2},
+        },
+    ]
+    (tmp_path / "fix-git.trajectory.json").write_text(
+        json.dumps(_atif({"name": "terminus-2", "version": "1", "model_name": "openai/gpt-4o"}, steps))
+    )
     res = trials_table(tmp_path, workers=1)
     (row,) = res.frame.to_dict("records")
     assert (row["profile"], row["task_id"]) == ("terminus-2@gpt-4o", "fix-git")
@@ -482,15 +632,28 @@ def test_failed_read_of_a_directory_is_not_a_file_read(tmp_path: Path) -> None:
     """Claude Code's Read of a directory fails with EISDIR: a call, an error, but no file read."""
     steps = [
         {"step_id": 1, "source": "user", "message": "go"},
-        {"step_id": 2, "source": "agent", "message": "", "tool_calls": [
-            {"tool_call_id": "t1", "function_name": "Read", "arguments": {"file_path": "/repo/src"}}],
-         "observation": {"results": [{"source_call_id": "t1", "content": "EISDIR: illegal operation on a directory, read",
-                                      "extra": {"is_error": True}}]}},
-        {"step_id": 3, "source": "agent", "message": "", "tool_calls": [
-            {"tool_call_id": "t2", "function_name": "Read", "arguments": {"file_path": "/repo/src/app.py"}}],
-         "observation": {"results": [{"source_call_id": "t2", "content": "1\tprint('hi')"}]}},
+        {
+            "step_id": 2,
+            "source": "agent",
+            "message": "",
+            "tool_calls": [{"tool_call_id": "t1", "function_name": "Read", "arguments": {"file_path": "/repo/src"}}],
+            "observation": {
+                "results": [
+                    {"source_call_id": "t1", "content": "EISDIR: illegal operation on a directory, read", "extra": {"is_error": True}}
+                ]
+            },
+        },
+        {
+            "step_id": 3,
+            "source": "agent",
+            "message": "",
+            "tool_calls": [{"tool_call_id": "t2", "function_name": "Read", "arguments": {"file_path": "/repo/src/app.py"}}],
+            "observation": {"results": [{"source_call_id": "t2", "content": "1\tprint('hi')"}]},
+        },
     ]
-    (tmp_path / "task.trajectory.json").write_text(json.dumps(_atif({"name": "claude-code", "version": "2", "model_name": "claude-opus-4-6"}, steps)))
+    (tmp_path / "task.trajectory.json").write_text(
+        json.dumps(_atif({"name": "claude-code", "version": "2", "model_name": "claude-opus-4-6"}, steps))
+    )
     (row,) = trials_table(tmp_path, workers=1).frame.to_dict("records")
     assert (row["tool_calls_count"], row["tool_error_count"], row["calls_read"]) == (2, 1, 2)
     assert (row["files_read"], row["exploration_breadth"]) == (1, 1)
@@ -503,31 +666,46 @@ def test_subagent_calls_priced_at_their_own_models_rate(tmp_path: Path) -> None:
 
     if pricing.model_prices("claude-sonnet-4-5-20250929") is None or pricing.model_prices("claude-haiku-4-5-20251001") is None:
         pytest.skip("litellm's price map is not installed")
-    sub = _atif({"name": "claude-code", "version": "2", "model_name": "claude-haiku-4-5-20251001"},
-                [{"step_id": 1, "source": "user", "message": "find it"},
-                 {"step_id": 2, "source": "agent", "message": "found", "metrics": {"prompt_tokens": 400_000, "completion_tokens": 20_000}}],
-                trajectory_id="sub-1")
-    root = _atif({"name": "claude-code", "version": "2", "model_name": "claude-sonnet-4-5-20250929"},
-                 [{"step_id": 1, "source": "user", "message": "go"},
-                  {"step_id": 2, "source": "agent", "message": "delegating",
-                   "metrics": {"prompt_tokens": 100_000, "completion_tokens": 5_000},
-                   "tool_calls": [{"tool_call_id": "t1", "function_name": "Task", "arguments": {"prompt": "find it"}}],
-                   "observation": {"results": [{"source_call_id": "t1", "content": "found",
-                                                "subagent_trajectory_ref": [{"trajectory_id": "sub-1"}]}]}}],
-                 subagent_trajectories=[sub])
+    sub = _atif(
+        {"name": "claude-code", "version": "2", "model_name": "claude-haiku-4-5-20251001"},
+        [
+            {"step_id": 1, "source": "user", "message": "find it"},
+            {"step_id": 2, "source": "agent", "message": "found", "metrics": {"prompt_tokens": 400_000, "completion_tokens": 20_000}},
+        ],
+        trajectory_id="sub-1",
+    )
+    root = _atif(
+        {"name": "claude-code", "version": "2", "model_name": "claude-sonnet-4-5-20250929"},
+        [
+            {"step_id": 1, "source": "user", "message": "go"},
+            {
+                "step_id": 2,
+                "source": "agent",
+                "message": "delegating",
+                "metrics": {"prompt_tokens": 100_000, "completion_tokens": 5_000},
+                "tool_calls": [{"tool_call_id": "t1", "function_name": "Task", "arguments": {"prompt": "find it"}}],
+                "observation": {
+                    "results": [{"source_call_id": "t1", "content": "found", "subagent_trajectory_ref": [{"trajectory_id": "sub-1"}]}]
+                },
+            },
+        ],
+        subagent_trajectories=[sub],
+    )
     root["schema_version"] = sub["schema_version"] = "ATIF-v1.7"
     (tmp_path / "task.trajectory.json").write_text(json.dumps(root))
     (row,) = trials_table(tmp_path, workers=1).frame.to_dict("records")
     assert (row["total_input_tokens"], row["total_output_tokens"]) == (500_000, 25_000)
     assert row["cost_estimated"]
-    expected = (pricing.estimate_cost("claude-sonnet-4-5-20250929", 100_000, 5_000)
-                + pricing.estimate_cost("claude-haiku-4-5-20251001", 400_000, 20_000))
+    expected = pricing.estimate_cost("claude-sonnet-4-5-20250929", 100_000, 5_000) + pricing.estimate_cost(
+        "claude-haiku-4-5-20251001", 400_000, 20_000
+    )
     assert row["total_cost_usd"] == pytest.approx(expected)
     assert row["total_cost_usd"] < pricing.estimate_cost("claude-sonnet-4-5-20250929", 500_000, 25_000)
     assert pricing.model_prices("vertex_ai/claude-sonnet-4-5@20250929") == pricing.model_prices("claude-sonnet-4-5-20250929")
 
 
 # --------------------------------------------------------------------------- inputs stay as they were
+
 
 def _tree_digest(root: Path) -> dict[str, str]:
     import hashlib
@@ -555,8 +733,13 @@ def test_analysis_leaves_every_real_fixture_byte_identical(real_fixtures: Path, 
     shutil.copytree(real_fixtures, runs, symlinks=True)
     before = _tree_digest(runs)
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "analysis_lib", str(runs), "--no-llm", "-o", str(tmp_path / "out")],
-                          cwd=root, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "analysis_lib", str(runs), "--no-llm", "-o", str(tmp_path / "out")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert (tmp_path / "out" / "errors.csv").is_file(), proc.stderr[-2000:]
     after = _tree_digest(runs)
     added = sorted(set(after) - set(before))
@@ -568,16 +751,19 @@ def test_tb1_runs_of_one_profile_numbered_apart(tmp_path: Path) -> None:
     """A leaderboard submission of run1/, run2/ ... each holding <task>.1-of-1 trials: one repetition per run."""
     from analysis_lib.layer1 import analyse
 
-    runs = [("run1_2025-08-10__05-27-18", "2025-08-10T05:30:00+00:00", False),
-            ("run2_2025-08-10__21-53-39", "2025-08-10T22:00:00+00:00", True),
-            ("run3_2025-08-09__01-00-00", "2025-08-09T01:05:00+00:00", False)]
+    runs = [
+        ("run1_2025-08-10__05-27-18", "2025-08-10T05:30:00+00:00", False),
+        ("run2_2025-08-10__21-53-39", "2025-08-10T22:00:00+00:00", True),
+        ("run3_2025-08-09__01-00-00", "2025-08-09T01:05:00+00:00", False),
+    ]
     for folder, started, resolved in runs:
         stamp = folder.split("_", 1)[1]
         rec = _tb1_record("fix-git", f"fix-git.1-of-1.{stamp}", resolved)
         rec["trial_started_at"] = started
         run = _tb1_run(tmp_path, [rec], {}, name=folder)
-        (run / "run_metadata.json").write_text(json.dumps({"run_id": stamp, "agent_name": "cursor-cli",
-                                                           "model_name": "anthropic/claude-sonnet-4-20250514"}))
+        (run / "run_metadata.json").write_text(
+            json.dumps({"run_id": stamp, "agent_name": "cursor-cli", "model_name": "anthropic/claude-sonnet-4-20250514"})
+        )
     df = analyse(tmp_path, None, cache=False, workers=1).metrics.sort_values("repetition")
     assert df["repetition"].tolist() == [1, 2, 3]
     # In the order of the runs' start: run3 (Aug 9), run1, run2 (the resolved one).

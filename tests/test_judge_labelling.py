@@ -13,18 +13,38 @@ import subprocess
 import sys
 
 import pytest
+from judge_fakes import answer_for
 
 from analysis_lib.ingest.load import load_trials
 from analysis_lib.judge.analyses import trial_id
 from analysis_lib.judge.labelling import LABEL_CLASSES, draw_sample, labelling_report, make_items, outcome_of
 from analysis_lib.judge.run import run_layer2
-from judge_fakes import answer_for
 
 
 def label(runs, csv_path, rater, answers, *extra):
     return subprocess.run(
-        [sys.executable, "-m", "analysis_lib", "label", str(runs), "--rater", rater, "--labels", str(csv_path), "--per-stratum", "1", "--max-chars", "800", *extra],
-        input=answers, capture_output=True, text=True, timeout=120, cwd=csv_path.parent, env={**os.environ, "PYTHONPATH": os.getcwd()},
+        [
+            sys.executable,
+            "-m",
+            "analysis_lib",
+            "label",
+            str(runs),
+            "--rater",
+            rater,
+            "--labels",
+            str(csv_path),
+            "--per-stratum",
+            "1",
+            "--max-chars",
+            "800",
+            *extra,
+        ],
+        input=answers,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=csv_path.parent,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
     )
 
 
@@ -50,8 +70,13 @@ def test_two_raters_label_a_blinded_stratified_sample_in_the_terminal(sample_run
     assert {x["trial_id"] for x in by_rater["ann"]} == {x["trial_id"] for x in by_rater["bob"]}
     again = label(sample_runs, labels, "ann", "1\n" * 40)
     assert "0 labels recorded" in again.stdout
-    report = subprocess.run([sys.executable, "-m", "analysis_lib", "label", str(sample_runs), "--labels", str(labels), "--report"],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    report = subprocess.run(
+        [sys.executable, "-m", "analysis_lib", "label", str(sample_runs), "--labels", str(labels), "--report"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert report.returncode == 0, report.stderr
     assert "| strategy (primary_strategy) | human ann vs human bob (ceiling) |" in report.stdout
 
@@ -81,7 +106,11 @@ def test_sample_is_stratified_seeded_and_report_puts_the_ceiling_before_the_judg
     run_layer2(sample, None, tmp_path / "llm", opts)
     md = labelling_report(path, tmp_path / "llm", reps=200)
     lines = [line for line in md.splitlines() if line.startswith("| strategy")]
-    assert [line.split("|")[2].strip() for line in lines] == ["human ann vs human bob (ceiling)", "judge vs human ann", "judge vs human bob"]
+    assert [line.split("|")[2].strip() for line in lines] == [
+        "human ann vs human bob (ceiling)",
+        "judge vs human ann",
+        "judge vs human bob",
+    ]
     assert lines[0].split("|")[5].strip() == "0.917"  # 11 of 12
     assert lines[1].split("|")[5].strip() == "1.000"
 
@@ -89,13 +118,23 @@ def test_sample_is_stratified_seeded_and_report_puts_the_ceiling_before_the_judg
 def test_a_malformed_label_csv_is_a_one_line_error_naming_the_file(sample_runs, tmp_path):
     bad = tmp_path / "mine.csv"
     bad.write_text("who,what\n1,2\n")
-    r = subprocess.run([sys.executable, "-m", "analysis_lib", "label", str(sample_runs), "--labels", str(bad), "--report"],
-                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "analysis_lib", "label", str(sample_runs), "--labels", str(bad), "--report"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert r.returncode == 2 and "mine.csv" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_a_missing_runs_folder_is_a_one_line_error(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "analysis_lib", "label", str(tmp_path / "nope"), "--rater", "x", "--labels", str(tmp_path / "l.csv")],
-                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "analysis_lib", "label", str(tmp_path / "nope"), "--rater", "x", "--labels", str(tmp_path / "l.csv")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'nope'}: no such folder"
     assert not (tmp_path / "l.csv").exists()

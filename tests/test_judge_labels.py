@@ -11,16 +11,21 @@ import argparse
 import json
 
 import pytest
+from judge_fakes import FAILURE, answer_for
 
 from analysis_lib.fileio import read_json
 from analysis_lib.judge.analyses import trial_id
 from analysis_lib.judge.labels import (
-    TRAIL_TO_ROOT_CAUSE, load_human_labels_csv, load_trail, load_who_and_when, normalise_trail_category, trail_root_cause,
+    TRAIL_TO_ROOT_CAUSE,
+    load_human_labels_csv,
+    load_trail,
+    load_who_and_when,
+    normalise_trail_category,
+    trail_root_cause,
 )
-from analysis_lib.judge.schemas import FailureAnalysis
 from analysis_lib.judge.run import run_layer2
+from analysis_lib.judge.schemas import FailureAnalysis
 from analysis_lib.trial import InputError
-from judge_fakes import FAILURE, answer_for
 
 pytestmark = pytest.mark.real_fixtures
 

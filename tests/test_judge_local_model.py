@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from judge_fakes import make_trials
 
 from analysis_lib.judge.local_model import LITELLM_MODEL, missing_packages, start_server
 from analysis_lib.judge.run import load_layer2_outputs, run_layer2
 from analysis_lib.judge.schemas import FailureAnalysis
-from judge_fakes import make_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,11 +99,13 @@ def test_real_small_model_on_human_labelled_traces_gives_an_agreement_row(smollm
     items = sorted(load_who_and_when(judge_labels / "who-and-when"), key=lambda i: len(i.trial.trajectory.steps))[:2]
     trials = [i.trial for i in items]
     jobs = [blind_job(j, vocabulary(trials)) for j in failure_jobs(trials, {}, max_chars=600)]
-    client = JudgeClient(LITELLM_MODEL, api_base=smollm2, api_key="no-key", concurrency=1, max_tokens=300, max_string_chars=30, max_list_items=1)
+    client = JudgeClient(
+        LITELLM_MODEL, api_base=smollm2, api_key="no-key", concurrency=1, max_tokens=300, max_string_chars=30, max_list_items=1
+    )
     results = client.judge_many([lambda j=j: client.judge(j.template, j.variables, j.schema) for j in jobs])
     judge = [r.data["root_cause"] if r.ok else None for r in results]
     human = {trial_id(i.trial): i.human_root_cause for i in items}
     row = agreement_row("failure (root_cause)", "judge vs human labels", judge, [human[j.unit_id] for j in jobs], reps=200)
     assert row["units"] + row["missing_a"] == 2
-    assert all(lab is None or lab in j.class_order for lab, j in zip(judge, jobs))
+    assert all(lab is None or lab in j.class_order for lab, j in zip(judge, jobs, strict=True))
     assert "judge vs human labels" in format_agreement_md([row])

@@ -14,12 +14,14 @@ from analysis_lib.judge.ppi import arm_contrasts, format_contrasts_md, ppi_mean
 def simulate(rng, n_units=400, n_labelled=80, p=(0.5, 0.2), sens=0.6, fpr=0.2):
     """Two arms; the judge says 'c' for 60 % of true c and 20 % of the rest (so it shrinks differences)."""
     rows = []
-    for arm, prev in zip(("mcp", "base"), p):
+    for arm, prev in zip(("mcp", "base"), p, strict=True):
         truth = rng.random(n_units) < prev
         says = np.where(truth, rng.random(n_units) < sens, rng.random(n_units) < fpr)
         labelled = set(rng.choice(n_units, n_labelled, replace=False).tolist())
         for i in range(n_units):
-            rows.append({"arm": arm, "judge": "c" if says[i] else "other", "human": ("c" if truth[i] else "other") if i in labelled else None})
+            rows.append(
+                {"arm": arm, "judge": "c" if says[i] else "other", "human": ("c" if truth[i] else "other") if i in labelled else None}
+            )
     return pd.DataFrame(rows)
 
 
@@ -57,7 +59,13 @@ def test_ppi_mean_by_hand_and_failed_judgements_are_counted():
     est = ppi_mean([1, 1, 0], [1, 0, 0], [1, 0, 1, 0])
     assert est.value == pytest.approx(0.5 + 1 / 3)
     assert est.se == pytest.approx(math.sqrt(np.var([1, 0, 1, 0], ddof=1) / 4 + np.var([0, 1, 0], ddof=1) / 3))
-    df = pd.DataFrame({"arm": ["a"] * 4 + ["b"] * 4, "judge": ["c", None, "c", "d", "c", "d", "d", None], "human": ["c", "c", None, "d", "c", "c", None, None]})
+    df = pd.DataFrame(
+        {
+            "arm": ["a"] * 4 + ["b"] * 4,
+            "judge": ["c", None, "c", "d", "c", "d", "d", None],
+            "human": ["c", "c", None, "d", "c", "c", None, None],
+        }
+    )
     row = arm_contrasts(df, baseline="a", classes=["c"]).iloc[0]
     assert row["failed"] == 2 and row["n_arm"] == 3 and row["labelled_arm"] == 2
     with pytest.raises(ValueError, match="baseline arm 'zz'"):

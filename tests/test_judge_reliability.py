@@ -13,14 +13,22 @@ import re
 
 import numpy as np
 import pytest
+from judge_fakes import FAILURE, answer_for, make_trial
 
-from analysis_lib.judge.agreement import bootstrap_ci, cohen_kappa, confusion_matrix, gwet_ac1, krippendorff_alpha_nominal, majority_label, pair_reliability
+from analysis_lib.judge.agreement import (
+    bootstrap_ci,
+    cohen_kappa,
+    confusion_matrix,
+    gwet_ac1,
+    krippendorff_alpha_nominal,
+    majority_label,
+    pair_reliability,
+)
 from analysis_lib.judge.blind import Blinder, split_tool, vocabulary
 from analysis_lib.judge.cache import default_cache_dir
 from analysis_lib.judge.class_order import CLASSES, class_order
 from analysis_lib.judge.run import run_layer2
 from analysis_lib.trial import Step, ToolCall
-from judge_fakes import FAILURE, answer_for, make_trial
 
 
 def options(url: str, **kw) -> argparse.Namespace:
@@ -38,8 +46,15 @@ def arm_trials():
     for task, (ok_plain, ok_mcp) in {"task-0": (False, True), "task-1": (False, False)}.items():
         trials.append(make_trial("plainarm", task, 0, success=ok_plain))
         t = make_trial("graphmcp", task, 0, success=ok_mcp, mcp=True)
-        t.trajectory.steps.insert(2, Step(step_id=2, source="agent", message="The codegraph server (graphmcp setup) has codegraph__search_code: use Codegraph.",
-                                          tool_calls=[ToolCall(step_id=2, name="mcp__codegraph__search_code", arguments={"q": "parse"}, output="src/parse.py")]))
+        t.trajectory.steps.insert(
+            2,
+            Step(
+                step_id=2,
+                source="agent",
+                message="The codegraph server (graphmcp setup) has codegraph__search_code: use Codegraph.",
+                tool_calls=[ToolCall(step_id=2, name="mcp__codegraph__search_code", arguments={"q": "parse"}, output="src/parse.py")],
+            ),
+        )
         trials.append(t)
     # The baseline's task prompt also names the server: blinded there too.
     trials[0].trajectory.steps[0].message += " (no codegraph here)"
@@ -130,7 +145,12 @@ def test_reported_label_is_the_majority_of_k_samples_all_at_one_temperature(llm_
         return answer_for(body)
 
     llm_server.default = answer
-    run_layer2([make_trial("text", "task-0", 0, success=False)], None, tmp_path / "out", options(llm_server.url, judge_samples=3, judge_temperature=0.7))
+    run_layer2(
+        [make_trial("text", "task-0", 0, success=False)],
+        None,
+        tmp_path / "out",
+        options(llm_server.url, judge_samples=3, judge_temperature=0.7),
+    )
     assert {b["temperature"] for b in llm_server.requests if b["response_format"]["json_schema"]["name"] != "Synthesis"} == {0.7}
     rec = json.loads((tmp_path / "out" / "failure_analyses.json").read_text())["records"][0]
     assert [s["label"] for s in rec["samples"]] == ["tool_misuse", "knowledge_gap", "knowledge_gap"]
@@ -166,8 +186,18 @@ def test_default_cache_location(monkeypatch, tmp_path):
 # irrCAC's cac.raw4raters (Gwet 2014): 12 units, 4 raters, None = not rated. The R package's
 # documentation gives AC1 = 0.7754 (p_a 0.8182, p_e 0.1903).
 RAW_4RATERS = [
-    [1, 1, None, 1], [2, 2, 3, 2], [3, 3, 3, 3], [3, 3, 3, 3], [2, 2, 2, 2], [1, 2, 3, 4],
-    [4, 4, 4, 4], [1, 1, 2, 1], [2, 2, 2, 2], [None, 5, 5, 5], [None, None, 1, 1], [None, None, 3, None],
+    [1, 1, None, 1],
+    [2, 2, 3, 2],
+    [3, 3, 3, 3],
+    [3, 3, 3, 3],
+    [2, 2, 2, 2],
+    [1, 2, 3, 4],
+    [4, 4, 4, 4],
+    [1, 1, 2, 1],
+    [2, 2, 2, 2],
+    [None, 5, 5, 5],
+    [None, None, 1, 1],
+    [None, None, 3, None],
 ]
 
 
@@ -180,10 +210,10 @@ def test_gwet_ac1_two_raters_equals_the_two_rater_formula():
     rng = np.random.default_rng(3)
     a = list(rng.choice(["x", "y", "z"], 60, p=[0.7, 0.2, 0.1]))
     b = [v if rng.random() < 0.7 else rng.choice(["x", "y", "z"]) for v in a]
-    p_o = np.mean([x == y for x, y in zip(a, b)])
+    p_o = np.mean([x == y for x, y in zip(a, b, strict=True)])
     pi = {k: (a.count(k) + b.count(k)) / 120 for k in "xyz"}
     p_e = sum(p * (1 - p) for p in pi.values()) / 2
-    assert gwet_ac1([[x, y] for x, y in zip(a, b)]) == pytest.approx((p_o - p_e) / (1 - p_e))
+    assert gwet_ac1([[x, y] for x, y in zip(a, b, strict=True)]) == pytest.approx((p_o - p_e) / (1 - p_e))
 
 
 def test_gwet_ac1_matches_the_irrcac_package_when_installed():
@@ -202,10 +232,12 @@ def test_kappa_and_alpha_match_statsmodels_and_krippendorff():
     a = list(rng.integers(0, 4, 80))
     b = [v if rng.random() < 0.6 else int(rng.integers(0, 4)) for v in a]
     table = confusion_matrix(a, b).to_numpy()
-    assert table.sum() == 80 and np.trace(table) == sum(x == y for x, y in zip(a, b))
+    assert table.sum() == 80 and np.trace(table) == sum(x == y for x, y in zip(a, b, strict=True))
     assert cohen_kappa(a, b) == pytest.approx(cohens_kappa(table).kappa)
     kd = pytest.importorskip("krippendorff", reason="krippendorff not installed (optional cross-check)")
-    assert krippendorff_alpha_nominal([[x, y] for x, y in zip(a, b)]) == pytest.approx(kd.alpha(reliability_data=[a, b], level_of_measurement="nominal"))
+    assert krippendorff_alpha_nominal([[x, y] for x, y in zip(a, b, strict=True)]) == pytest.approx(
+        kd.alpha(reliability_data=[a, b], level_of_measurement="nominal")
+    )
 
 
 def test_bootstrap_intervals_hold_the_estimate_narrow_with_n_and_failed_are_counted():
@@ -239,7 +271,10 @@ def test_human_labels_give_a_contrast_table_beside_the_agreement_table(llm_serve
     llm_server.default = answer
     trials = [make_trial(p, t, 0, success=False) for p in ("plainarm", "graphmcp") for t in causes]
     labels = tmp_path / "human.csv"
-    labels.write_text("trial_id,label,analysis\n" + "".join(f"{p}/{t}/0,{c},failure\n" for p in ("plainarm", "graphmcp") for t, c in list(causes.items())[:3]))
+    labels.write_text(
+        "trial_id,label,analysis\n"
+        + "".join(f"{p}/{t}/0,{c},failure\n" for p in ("plainarm", "graphmcp") for t, c in list(causes.items())[:3])
+    )
     run_layer2(trials, None, tmp_path / "out", options(llm_server.url, human_labels=str(labels), baseline="plainarm"))
     md = (tmp_path / "out" / "judge_contrasts.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("| graphmcp - plainarm | tool_misuse")]
@@ -251,7 +286,9 @@ def test_cli_flags_reach_the_options_and_bad_unblind_names_are_refused():
     from analysis_lib.cli import build_parser
     from analysis_lib.judge.run import Layer2Options, plan_jobs
 
-    ns = build_parser().parse_args(["runs", "--judge-temperature", "0.5", "--no-blind", "--unblind-mcp", "--no-shuffle-classes", "--judge-samples", "3"])
+    ns = build_parser().parse_args(
+        ["runs", "--judge-temperature", "0.5", "--no-blind", "--unblind-mcp", "--no-shuffle-classes", "--judge-samples", "3"]
+    )
     opts = Layer2Options.from_namespace(ns)
     assert (opts.judge_temperature, opts.blind, opts.unblind, opts.shuffle_classes, opts.judge_samples) == (0.5, False, ["mcp"], False, 3)
     defaults = Layer2Options.from_namespace(build_parser().parse_args(["runs"]))
@@ -264,5 +301,7 @@ def test_a_two_rater_label_csv_feeds_the_judge_with_the_first_rater(tmp_path):
     from analysis_lib.judge.labels import load_human_labels_csv
 
     p = tmp_path / "labels.csv"
-    p.write_text("trial_id,analysis,rater,label\na/t/0,failure,ann,tool_misuse\na/t/0,failure,bob,knowledge_gap\na/u/0,strategy,bob,chaotic\n")
+    p.write_text(
+        "trial_id,analysis,rater,label\na/t/0,failure,ann,tool_misuse\na/t/0,failure,bob,knowledge_gap\na/u/0,strategy,bob,chaotic\n"
+    )
     assert load_human_labels_csv(p) == {("failure", "a/t/0"): "tool_misuse"}

@@ -9,14 +9,14 @@ import time
 from pathlib import Path
 
 import pytest
-
-from analysis_lib.judge.client import JudgeClient, Ledger
-from analysis_lib.judge.cache import ResponseCache
-from analysis_lib.pricing import register_price
-from analysis_lib.judge.run import layer2_frames, load_layer2_outputs, records_df, run_layer2
-from analysis_lib.judge.schemas import FailureAnalysis, StrategyAnalysis
 from judge_fakes import FAILURE, STRATEGY, answer_for, make_trials
 from llm_server import Fail, Raw, Reply
+
+from analysis_lib.judge.cache import ResponseCache
+from analysis_lib.judge.client import JudgeClient
+from analysis_lib.judge.run import layer2_frames, load_layer2_outputs, records_df, run_layer2
+from analysis_lib.judge.schemas import StrategyAnalysis
+from analysis_lib.pricing import register_price
 
 STABLE_OUTPUTS = [
     "strategy_analysis.json", "failure_analyses.json", "mcp_utilization.json",
@@ -116,7 +116,15 @@ def _client(url, tmp_path, **kw) -> JudgeClient:
 
 
 def _one(client, schema=StrategyAnalysis, sample=0):
-    variables = {"task_id": "t", "profile": "p", "outcome": "failure", "trajectory": "[step 1] agent", "shown_steps": 1, "total_steps": 1, "classes": "- a: b"}
+    variables = {
+        "task_id": "t",
+        "profile": "p",
+        "outcome": "failure",
+        "trajectory": "[step 1] agent",
+        "shown_steps": 1,
+        "total_steps": 1,
+        "classes": "- a: b",
+    }
     tpl = "strategy" if schema is StrategyAnalysis else "failure"
     return client.judge_many([lambda: client.judge(tpl, variables, schema, sample)])[0]
 
@@ -254,7 +262,11 @@ def test_samples_second_judge_and_human_labels_give_agreement_table(llm_server, 
     summary = run_layer2(make_trials(3), None, tmp_path, opts)
     assert summary["failed_analyses"] == []
     md = (tmp_path / "judge_agreement.md").read_text()
-    rows = {tuple(c.strip() for c in line.split("|")[1:3]): [c.strip() for c in line.split("|")[3:-1]] for line in md.splitlines() if line.startswith("| failure")}
+    rows = {
+        tuple(c.strip() for c in line.split("|")[1:3]): [c.strip() for c in line.split("|")[3:-1]]
+        for line in md.splitlines()
+        if line.startswith("| failure")
+    }
     # Self: 3 failed trials, 2 of 3 with both samples equal; both samples at temperature 0.
     self_row = rows[("failure (root_cause)", "self, 2 samples at temperature 0")]
     assert self_row[0] == "3" and self_row[1] == "0 / -" and self_row[2] == "0.667"

@@ -6,15 +6,14 @@ import math
 
 import numpy as np
 import pytest
+from judge_fakes import make_trial
 
 from analysis_lib.judge.agreement import cohen_kappa, fleiss_kappa, krippendorff_alpha_nominal, percent_agreement, self_agreement_row
 from analysis_lib.judge.cache import ResponseCache, cache_key
 from analysis_lib.judge.condense import condense, naive_dump
-from analysis_lib.pricing import cost_usd, model_prices
 from analysis_lib.judge.schemas import FailureAnalysis, StrategyAnalysis, comparative_model
 from analysis_lib.judge.templates import load_template, parse_template
-from judge_fakes import make_trial
-
+from analysis_lib.pricing import cost_usd, model_prices
 
 # -- agreement ------------------------------------------------------------------------------
 
@@ -64,10 +63,10 @@ def test_krippendorff_alpha_published_examples():
     B = [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3]
     C = [None, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, None]
     D = [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, None]
-    assert krippendorff_alpha_nominal(list(zip(A, B, C, D))) == pytest.approx(0.743, abs=5e-4)
+    assert krippendorff_alpha_nominal(list(zip(A, B, C, D, strict=True))) == pytest.approx(0.743, abs=5e-4)
     # Wikipedia "Krippendorff's alpha" example: 3 coders x 15 units, nominal alpha = 0.691.
     rows = ["* * * * * 3 4 1 2 1 1 3 3 * 3", "1 * 2 1 3 3 4 3 * * * * * * *", "* * 2 1 3 4 4 * 2 1 1 3 3 * 4"]
-    units = [[None if v == "*" else v for v in u] for u in zip(*(r.split() for r in rows))]
+    units = [[None if v == "*" else v for v in u] for u in zip(*(r.split() for r in rows), strict=True)]
     assert krippendorff_alpha_nominal(units) == pytest.approx(0.691, abs=5e-4)
 
 
@@ -75,7 +74,7 @@ def test_alpha_and_kappa_agree_in_the_large_sample_limit():
     # For two coders and no missing data, alpha = 1 - (n-1)/n * (1 - pi): close to kappa when marginals match.
     a = ["p", "q"] * 500
     b = ["p", "q"] * 450 + ["q", "p"] * 50
-    assert krippendorff_alpha_nominal(list(zip(a, b))) == pytest.approx(cohen_kappa(a, b), abs=2e-3)
+    assert krippendorff_alpha_nominal(list(zip(a, b, strict=True))) == pytest.approx(cohen_kappa(a, b), abs=2e-3)
 
 
 def test_self_agreement_row_counts_units_where_all_samples_agree():

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
+from builders import agent_step, trajectory
 
 from analysis_lib.ingest.atif import parse_trajectory
 from analysis_lib.metrics import METRIC_COLUMNS, MetricsConfig, trial_metrics
 from analysis_lib.trial import TestResult, Timing, Trial
-
-from builders import agent_step, trajectory
 
 
 def _trial(traj_doc=None, *, reward=1.0, tests=None, timing=None, exception=None, metadata=None, carried=None):
@@ -74,10 +73,17 @@ def test_tool_discovery_and_refused_mcp_calls_are_not_uses():
     calls = [("ToolSearch", {"query": "select:mcp__codemap__lookup", "max_results": 5}), ("ToolSearch", {"query": "notebook"}),
              ("mcp__codemap__lookup", {"symbol": "main"}), ("mcp__codemap__lookup", {"symbol": "other"}), ("Read", {"file_path": "a.py"}),
              ("Edit", {"file_path": "a.py", "old_string": "1", "new_string": "2"})]
-    results = [{"content": "loaded"}, {"content": "none"},
-               {"content": "Claude requested permissions to use mcp__codemap__lookup, but you haven't granted it yet.", "extra": {"is_error": True}},
-               {"content": "main is defined in src/app.py"}, {"content": "x"},
-               {"content": "Claude requested permissions to write to /w/a.py, but you haven't granted it yet.", "extra": {"is_error": True}}]
+    results = [
+        {"content": "loaded"},
+        {"content": "none"},
+        {
+            "content": "Claude requested permissions to use mcp__codemap__lookup, but you haven't granted it yet.",
+            "extra": {"is_error": True},
+        },
+        {"content": "main is defined in src/app.py"},
+        {"content": "x"},
+        {"content": "Claude requested permissions to write to /w/a.py, but you haven't granted it yet.", "extra": {"is_error": True}},
+    ]
     m = trial_metrics(_trial(trajectory([agent_step(1, calls, prompt=10, completion=1, results=results)])))
     assert m["mcp_discovery_calls"] == 1
     assert m["mcp_tool_calls"] == 1 and m["mcp_tools_used"] == 1 and m["calls_mcp"] == 1
@@ -89,8 +95,12 @@ def test_tool_discovery_and_refused_mcp_calls_are_not_uses():
 def test_estimated_cost_prices_cache_writes_at_their_rate():
     """No cost in the trajectory: tokens priced from the price map, the cache writes (known from a Claude
     Code conversion's final_metrics.extra) at the cache-write rate, not as plain input."""
-    fm = {"total_prompt_tokens": 1000, "total_completion_tokens": 10, "total_cached_tokens": 500,
-          "extra": {"total_cache_creation_input_tokens": 400}}
+    fm = {
+        "total_prompt_tokens": 1000,
+        "total_completion_tokens": 10,
+        "total_cached_tokens": 500,
+        "extra": {"total_cache_creation_input_tokens": 400},
+    }
     steps = [agent_step(1, prompt=1000, completion=10, cached=500)]
     m = trial_metrics(_trial(trajectory(steps, final_metrics=fm, model="claude-sonnet-4-5-20250929")))
     assert m["cost_estimated"] is True
@@ -159,9 +169,10 @@ def test_tests_counts_and_ratio():
 
 
 def test_elapsed_prefers_agent_execution_then_trial_then_steps():
-    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    agent = Timing(started_at=t0, finished_at=t0.replace(minute=10), agent_started_at=t0.replace(minute=1),
-                   agent_finished_at=t0.replace(minute=4))
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    agent = Timing(
+        started_at=t0, finished_at=t0.replace(minute=10), agent_started_at=t0.replace(minute=1), agent_finished_at=t0.replace(minute=4)
+    )
     assert trial_metrics(_trial(_session(), timing=agent))["elapsed_sec"] == 180
     trial_only = Timing(started_at=t0, finished_at=t0.replace(minute=10))
     assert trial_metrics(_trial(_session(), timing=trial_only))["elapsed_sec"] == 600
@@ -204,8 +215,14 @@ def test_grep_before_edit_false_and_empty():
 
 
 def test_carried_metrics_for_formats_without_trajectory():
-    carried = {"success": True, "total_input_tokens": 1000, "total_output_tokens": 50, "tool_calls_count": 7,
-               "tool_distribution": {"bash": 5, "edit": 2}, "elapsed_sec": 60.0}
+    carried = {
+        "success": True,
+        "total_input_tokens": 1000,
+        "total_output_tokens": 50,
+        "tool_calls_count": 7,
+        "tool_distribution": {"bash": 5, "edit": 2},
+        "elapsed_sec": 60.0,
+    }
     m = trial_metrics(_trial(None, reward=None, carried=carried))
     assert m["success"] is True and m["total_tokens"] == 1050 and m["tool_calls_count"] == 7
     assert m["unique_tools"] == 2 and m["elapsed_sec"] == 60.0
@@ -228,13 +245,19 @@ def test_tool_misuse_of_carried_metrics_uses_the_configured_threshold():
 #                                                                    duplicate; b.py and the sed re-read are
 EXPLORE = [
     ([("Read", {"file_path": "a.py"}), ("Read", {"file_path": "b.py"})], "2026-01-01T00:00:10Z"),
-    ([("Read", {"file_path": "./a.py"}), ("Bash", {"command": "cat b.py"}),
-      ("mcp__codegraph__search_code", {"query": "x"})], "2026-01-01T00:00:30Z"),
-    ([("Edit", {"file_path": "a.py", "old_string": "x", "new_string": "y"}),
-      ("mcp__codegraph__search_code", {"query": "y"}), ("mcp__codecanvas__canvas", {"action": "read"})],
-     "2026-01-01T00:01:40Z"),
-    ([("Read", {"file_path": "a.py"}), ("Read", {"file_path": "b.py"}), ("Bash", {"command": "sed -n 1,5p a.py"})],
-     "2026-01-01T00:02:00Z"),
+    (
+        [("Read", {"file_path": "./a.py"}), ("Bash", {"command": "cat b.py"}), ("mcp__codegraph__search_code", {"query": "x"})],
+        "2026-01-01T00:00:30Z",
+    ),
+    (
+        [
+            ("Edit", {"file_path": "a.py", "old_string": "x", "new_string": "y"}),
+            ("mcp__codegraph__search_code", {"query": "y"}),
+            ("mcp__codecanvas__canvas", {"action": "read"}),
+        ],
+        "2026-01-01T00:01:40Z",
+    ),
+    ([("Read", {"file_path": "a.py"}), ("Read", {"file_path": "b.py"}), ("Bash", {"command": "sed -n 1,5p a.py"})], "2026-01-01T00:02:00Z"),
 ]
 
 
@@ -269,12 +292,11 @@ def test_first_edit_and_duplicate_reads_edge_cases():
     assert m["steps_to_first_edit"] == 2 and m["time_to_first_edit_sec"] is None
     # Formats without a trajectory leave every exploratory metric empty.
     m = trial_metrics(_trial(None, reward=1.0, carried={"tool_calls_count": 3}))
-    assert all(m[k] is None for k in ("mcp_calls_by_tool", "time_to_first_edit_sec", "steps_to_first_edit",
-                                      "duplicate_reads"))
+    assert all(m[k] is None for k in ("mcp_calls_by_tool", "time_to_first_edit_sec", "steps_to_first_edit", "duplicate_reads"))
 
 
 def test_mcp_tool_columns_are_zero_for_trials_that_did_not_call_them():
-    from analysis_lib.metrics import metrics_frame, mcp_column
+    from analysis_lib.metrics import mcp_column, metrics_frame
 
     assert mcp_column("mcp__code-graph__Search.Code") == "mcp_calls__code_graph__search_code"
     with_mcp = trial_metrics(_trial(_explore_doc()))

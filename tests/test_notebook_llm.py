@@ -3,15 +3,14 @@ outputs land in the output folder, and the API key never reaches the executed no
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import papermill
 import pytest
+from judge_fakes import answer_for
 
 from analysis_lib import pipeline
 from analysis_lib.report import outputs
-from judge_fakes import answer_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-do-not-leak-0123456789"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis_lib import pipeline
-from analysis_lib.report import figures, paper, tables
+from analysis_lib.report import figures, paper
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from analysis_lib import comparisons, plan as P, stats
+from analysis_lib import comparisons, stats
+from analysis_lib import plan as P
 from analysis_lib.report.comparison_report import write_comparisons
-from analysis_lib.simulate import Effects, simulate_metrics
+from analysis_lib.simulate import simulate_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "params" / "analysis_plan.yaml"
@@ -203,12 +205,12 @@ def test_record_once_in_the_output_folder_then_detect_a_changed_plan_with_its_di
 
 
 def test_preregistration_is_dated_against_the_first_trial(tmp_path):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     runs = tmp_path / "runs"
     runs.mkdir()
     plan = P.load_plan(PLAN)
-    fixed = datetime(2026, 3, 1, 8, 0, tzinfo=timezone.utc)
+    fixed = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
     assert P.write_preregistration(runs, plan, "params/analysis_plan.yaml", now=fixed) == runs / P.LOCK_NAME
     assert P.write_preregistration(runs, plan, "params/analysis_plan.yaml") is None  # a resumed run keeps its date
     check = P.check_plan(runs, plan, out_dir=tmp_path / "out")
@@ -253,9 +255,9 @@ def test_committed_sample_is_preregistered_with_the_current_plan(sample_runs):
 
 
 def test_layer1_and_comparisons_carry_the_hash_and_flag_a_changed_plan(tmp_path):
-    from analysis_lib.layer1 import analyse
-
     from builders import small_runs
+
+    from analysis_lib.layer1 import analyse
 
     runs = small_runs(tmp_path / "runs", n_tasks=4)
     d = _plan_dict()

@@ -17,7 +17,7 @@ def _metrics() -> pd.DataFrame:
     rows = []
     for profile, tokens, succ in (("a", [100, 300, 200, 200], [True, False, True, True]),
                                   ("b", [50, 150, 100, 300], [True, True, None, False])):
-        for i, (t, s) in enumerate(zip(tokens, succ)):
+        for i, (t, s) in enumerate(zip(tokens, succ, strict=True)):
             rows.append({"profile": profile, "task_id": f"t{i // 2}", "repetition": i % 2 + 1, "success": s,
                          "total_tokens": t, "total_cost_usd": t / 1000, "calls_read": 2, "calls_edit": 1,
                          "calls_mcp": 3 if profile == "b" else 0,

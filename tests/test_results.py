@@ -155,10 +155,10 @@ def test_simulate_cli_writes_a_full_run_that_results_reads(tmp_path):
 @pytest.mark.slow  # a full run of scripted agents as real processes: ~6 s
 def test_real_runner_output_with_scripted_agents(tmp_path, monkeypatch, capsys):
     """The runner's own full_run.json (scripted claude, real subprocesses): found, checked, reported, not simulated."""
+    from bench_support import manifest_obj, setup_bench, write_manifest
+
     from analysis_lib.bench import environment as bench_env
     from analysis_lib.bench.runner import run_full
-
-    from bench_support import manifest_obj, setup_bench, write_manifest
 
     b = setup_bench(tmp_path)
     for k, v in b["env"].items():

@@ -94,7 +94,7 @@ def test_injected_effects_visible_and_match_true_effects():
 
 def test_true_effects_null_is_zero():
     truth = true_effects(Effects.null())
-    for prof, vals in truth.items():
+    for vals in truth.values():
         assert vals["success_diff_points"] == pytest.approx(0, abs=1e-9)
         assert vals["token_ratio"] == 1 and vals["log_odds_shift"] == 0
 
@@ -167,7 +167,7 @@ def _json_diffs(a, b, where: str) -> list[str]:
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return [f"{where}: {len(a)} != {len(b)} items"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _json_diffs(x, y, f"{where}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=False)) for d in _json_diffs(x, y, f"{where}[{i}]")]
     numbers = (int, float)
     if (isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool)
             and isinstance(a, float) == isinstance(b, float)):
@@ -256,7 +256,7 @@ def _trials(root: Path):
 
 def test_every_trajectory_is_valid_atif(sample_runs):
     n = 0
-    for run, task, d in _trials(sample_runs):
+    for run, _task, d in _trials(sample_runs):
         tpath = d / "agent" / "trajectory.json"
         if not tpath.exists():
             continue
@@ -293,7 +293,7 @@ def test_every_trajectory_is_valid_atif(sample_runs):
 
 def test_results_ctrf_and_rewards_agree(sample_runs):
     kinds = []
-    for run, task, d in _trials(sample_runs):
+    for _run, task, d in _trials(sample_runs):
         res = json.loads((d / "result.json").read_text())
         assert res["task_name"] == task and res["agent_info"]["name"] == "claude-code"
         exc = res["exception_info"]
@@ -329,7 +329,7 @@ def test_canvas_state_ids_resolve_and_edits_mostly_in_blast_radius(sample_runs):
     inside = total = 0
     variants = set()
     n_states = 0
-    for run, task, d in _trials(sample_runs):
+    for run, _task, d in _trials(sample_runs):
         cdir = d / "agent" / "sessions" / "codecanvas"
         if run["profile"] != "codecanvas":
             assert not cdir.exists()

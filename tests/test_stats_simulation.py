@@ -61,9 +61,9 @@ def test_type_one_error_of_mcnemar_and_wilcoxon_under_no_effect():
     ta, tb = _per_task(seeds, null, "total_tokens")
     ca, cb = _per_task(seeds, null, "tool_calls_count")  # integer counts: ties and zeros
     mcnemar = np.mean([stats.mcnemar_from_table(stats.mcnemar_table(a > 0.5, b > 0.5).to_numpy())["p_val"].iloc[0] < ALPHA
-                       for a, b in zip(sa, sb)])
-    wil_tokens = np.mean([stats._wilcoxon_core(b - a)["p_val"] < ALPHA for a, b in zip(ta, tb)])
-    wil_calls = np.mean([stats._wilcoxon_core(b - a)["p_val"] < ALPHA for a, b in zip(ca, cb)])
+                       for a, b in zip(sa, sb, strict=True)])
+    wil_tokens = np.mean([stats._wilcoxon_core(b - a)["p_val"] < ALPHA for a, b in zip(ta, tb, strict=True)])
+    wil_calls = np.mean([stats._wilcoxon_core(b - a)["p_val"] < ALPHA for a, b in zip(ca, cb, strict=True)])
     for rate in (mcnemar, wil_tokens, wil_calls):
         assert _mc_se(ALPHA, len(seeds)) < 0.01  # the 2-point margin is over 2 Monte-Carlo SEs
         assert rate <= ALPHA + 0.02, (mcnemar, wil_tokens, wil_calls)
@@ -86,7 +86,7 @@ def test_bootstrap_median_difference_covers_the_true_value(true_median_differenc
     seeds = np.arange(400)
     ta, tb = _per_task(seeds, Effects(), "total_tokens")
     covered = []
-    for s, a, b in zip(seeds, ta, tb):
+    for s, a, b in zip(seeds, ta, tb, strict=True):
         r = stats.bootstrap_paired(a, b, statistics=("median_diff",), n_boot=2000, seed=int(s)).iloc[0]
         covered.append(r["ci_low"] <= true_median_difference <= r["ci_high"])
     rate = float(np.mean(covered))
@@ -104,7 +104,7 @@ def test_bootstrap_relative_change_covers_the_true_token_reduction():
     seeds = np.arange(400)
     ta, tb = _per_task(seeds, Effects(), "total_tokens", n_tasks=60)
     covered = []
-    for s, a, b in zip(seeds, ta, tb):
+    for s, a, b in zip(seeds, ta, tb, strict=True):
         r = stats.bootstrap_paired(a, b, statistics=("median_ratio_pct",), n_boot=2000, seed=int(s)).iloc[0]
         covered.append(r["ci_low"] <= truth <= r["ci_high"])
     rate = float(np.mean(covered))

@@ -18,7 +18,7 @@ def _trials(effects: dict[str, float], tasks_per_group: int = 6, seed: int = 0) 
             groups[tid] = gname
             base = rng.uniform(0.2, 0.7)
             for prof, p in (("a", base), ("b", min(base + lift, 1.0))):
-                for rep in range(3):
+                for _rep in range(3):
                     rows.append({"profile": prof, "task_id": tid, "infra_error": False, "success": bool(rng.random() < p)})
     return pd.DataFrame(rows), pd.Series(groups)
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..fileio import atomic_write_bytes, atomic_write_json, iter_jsonl, read_json
 from ..ingest.claude_code import model_usage_totals, stream_json_to_atif, transcript_to_atif
@@ -77,6 +78,7 @@ class AgentOutcome:
 
 # -- Claude Code stream-json --------------------------------------------------------------------
 
+
 def stream_summary(path: str | os.PathLike) -> dict[str, Any]:
     """Init and result facts of a Claude Code stream-json file (model, version, cost, usage)."""
     out: dict[str, Any] = {}
@@ -94,7 +96,9 @@ def stream_summary(path: str | os.PathLike) -> dict[str, Any]:
                 # Background work (a subagent finishing later) adds results; the last is cumulative.
                 out["result"] = ev
                 for d in ev.get("permission_denials") or []:
-                    if isinstance(d, dict) and d.get("tool_use_id") not in {x.get("tool_use_id") for x in out.setdefault("permission_denials", [])}:
+                    if isinstance(d, dict) and d.get("tool_use_id") not in {
+                        x.get("tool_use_id") for x in out.setdefault("permission_denials", [])
+                    }:
                         out["permission_denials"].append(d)
     except InputError as exc:
         out["error"] = str(exc)
@@ -124,8 +128,10 @@ def _apply_stream_summary(outcome: AgentOutcome, summary: dict[str, Any]) -> Non
     denials = summary.get("permission_denials") or []
     outcome.permission_denials = [str(d.get("tool_name")) for d in denials]
     if denials:
-        outcome.warnings.append(f"Claude Code denied {len(denials)} tool call(s) for lack of permission ({', '.join(sorted(set(outcome.permission_denials)))}): "
-                                "set the condition's permission_mode or allowed_tools")
+        outcome.warnings.append(
+            f"Claude Code denied {len(denials)} tool call(s) for lack of permission ({', '.join(sorted(set(outcome.permission_denials)))}): "
+            "set the condition's permission_mode or allowed_tools"
+        )
     if res.get("is_error"):
         outcome.warnings.append(f"agent reported an error result ({res.get('subtype')})")
     if "result" not in summary:
@@ -202,8 +208,14 @@ def _normalise_paths(path: Path, workdir: Path | None, config_dir: Path | None =
 STDERR_TAIL_CHARS = 2000
 
 
-def _run_streaming_agent(argv: list[str], ctx: TrialContext, outcome: AgentOutcome, stdout_name: str, env: dict[str, str] | None = None,
-                         config_dir: Path | None = None) -> Path:
+def _run_streaming_agent(
+    argv: list[str],
+    ctx: TrialContext,
+    outcome: AgentOutcome,
+    stdout_name: str,
+    env: dict[str, str] | None = None,
+    config_dir: Path | None = None,
+) -> Path:
     agent_dir = ctx.trial_dir / "agent"
     agent_dir.mkdir(parents=True, exist_ok=True)
     out_path = agent_dir / stdout_name
@@ -265,7 +277,16 @@ def permission_mode(s: ClaudeCodeSettings) -> str | None:
 def claude_argv(ctx: TrialContext) -> list[str]:
     """``claude -p`` with the fixed flags, the condition's MCP config, permissions and extra args."""
     s = ctx.condition.settings
-    argv = [s.claude_bin, "-p", ctx.task.instruction, "--output-format", "stream-json", "--verbose", "--model", ctx.manifest.environment.model]
+    argv = [
+        s.claude_bin,
+        "-p",
+        ctx.task.instruction,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--model",
+        ctx.manifest.environment.model,
+    ]
     # --strict-mcp-config on both sides: the baseline gets no MCP server at all, not the user's defaults.
     argv.append("--strict-mcp-config")
     if s.mcp_config:
@@ -309,10 +330,15 @@ def _mcp_exposure(outcome: AgentOutcome, summary: dict[str, Any], atif: dict | N
     if atif is not None:
         for t in (atif, *atif.get("subagent_trajectories", [])):
             for step in t.get("steps", []):
-                denied = {r.get("source_call_id") for r in (step.get("observation") or {}).get("results", [])
-                          if (r.get("extra") or {}).get("permission_denied")}
-                used = used or any(str(c.get("function_name", "")).startswith("mcp__") and c.get("tool_call_id") not in denied
-                                   for c in step.get("tool_calls") or [])
+                denied = {
+                    r.get("source_call_id")
+                    for r in (step.get("observation") or {}).get("results", [])
+                    if (r.get("extra") or {}).get("permission_denied")
+                }
+                used = used or any(
+                    str(c.get("function_name", "")).startswith("mcp__") and c.get("tool_call_id") not in denied
+                    for c in step.get("tool_calls") or []
+                )
     outcome.mcp_used = used
     outcome.mcp_exposed = bool(offered) or any(s.get("status") == "connected" for s in servers) or used
     for srv in servers:
@@ -334,8 +360,13 @@ def _estimate_cost(atif: dict) -> float | None:
             if step.get("source") != "agent" or not m:
                 continue
             extra = m.get("extra") or {}
-            c = estimate_cost(step.get("model_name") or default_model, m.get("prompt_tokens") or 0, m.get("completion_tokens") or 0,
-                              m.get("cached_tokens") or 0, int(extra.get("cache_creation_input_tokens") or 0))
+            c = estimate_cost(
+                step.get("model_name") or default_model,
+                m.get("prompt_tokens") or 0,
+                m.get("completion_tokens") or 0,
+                m.get("cached_tokens") or 0,
+                int(extra.get("cache_creation_input_tokens") or 0),
+            )
             if c is None:
                 return None
             total += c
@@ -367,14 +398,19 @@ def run_claude_code(ctx: TrialContext) -> AgentOutcome:
                 fm = atif.get("final_metrics") or {}
                 extra = fm.get("extra") or {}
                 if "total_prompt_tokens" in fm:
-                    usage = {"input_tokens": extra.get("total_input_tokens", 0), "cache_read_input_tokens": fm.get("total_cached_tokens", 0),
-                             "cache_creation_input_tokens": extra.get("total_cache_creation_input_tokens", 0),
-                             "output_tokens": fm.get("total_completion_tokens", 0)}
+                    usage = {
+                        "input_tokens": extra.get("total_input_tokens", 0),
+                        "cache_read_input_tokens": fm.get("total_cached_tokens", 0),
+                        "cache_creation_input_tokens": extra.get("total_cache_creation_input_tokens", 0),
+                        "output_tokens": fm.get("total_completion_tokens", 0),
+                    }
                     reported = outcome.n_input_tokens, outcome.n_output_tokens
                     _set_tokens(outcome, usage, "transcript")
                     if reported[0] is not None and reported != (outcome.n_input_tokens, outcome.n_output_tokens) and summary.get("result"):
-                        outcome.warnings.append(f"tokens: transcript {outcome.n_input_tokens} in / {outcome.n_output_tokens} out, "
-                                                f"result event {reported[0]} in / {reported[1]} out (the transcript is used)")
+                        outcome.warnings.append(
+                            f"tokens: transcript {outcome.n_input_tokens} in / {outcome.n_output_tokens} out, "
+                            f"result event {reported[0]} in / {reported[1]} out (the transcript is used)"
+                        )
         if atif is None and outcome.error is None and stream.stat().st_size:
             atif = convert_stream(stream, traj_path, outcome, prompt=ctx.task.instruction)
         if atif is not None:
@@ -383,7 +419,9 @@ def run_claude_code(ctx: TrialContext) -> AgentOutcome:
                 outcome.cost_usd = _estimate_cost(atif)
                 if outcome.cost_usd is not None:
                     outcome.cost_source = "estimate"
-                    outcome.warnings.append(f"no cost reported by the agent: ${outcome.cost_usd:.4f} estimated from the {outcome.token_source} tokens")
+                    outcome.warnings.append(
+                        f"no cost reported by the agent: ${outcome.cost_usd:.4f} estimated from the {outcome.token_source} tokens"
+                    )
         if s.mcp_config and outcome.error is None:
             _mcp_exposure(outcome, summary, atif)
     finally:
@@ -410,7 +448,7 @@ def run_command(ctx: TrialContext) -> AgentOutcome:
         if traj.exists():
             outcome.trajectory = True
             try:
-                fm = (read_json(traj, stage="agent").get("final_metrics") or {})
+                fm = read_json(traj, stage="agent").get("final_metrics") or {}
                 cost = fm.get("total_cost_usd")
                 outcome.cost_usd = float(cost) if isinstance(cost, (int, float)) else None
                 outcome.n_input_tokens = fm.get("total_prompt_tokens")
@@ -432,8 +470,20 @@ def harbor_argv(ctx: TrialContext, jobs_dir: Path, job_name: str) -> list[str]:
         where = ["--dataset", s.dataset, "--include-task-name", ctx.task.id]
     else:
         where = ["--path", os.path.abspath(ctx.manifest.resolve(ctx.task.repo))]
-    return [s.harbor_bin, "run", *where, "--agent", s.agent, "--model", ctx.manifest.environment.model,
-            "--job-name", job_name, "--jobs-dir", str(jobs_dir), *substitute(s.extra_args, ctx.values)]
+    return [
+        s.harbor_bin,
+        "run",
+        *where,
+        "--agent",
+        s.agent,
+        "--model",
+        ctx.manifest.environment.model,
+        "--job-name",
+        job_name,
+        "--jobs-dir",
+        str(jobs_dir),
+        *substitute(s.extra_args, ctx.values),
+    ]
 
 
 def run_harbor(ctx: TrialContext) -> AgentOutcome:

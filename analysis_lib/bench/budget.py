@@ -79,7 +79,9 @@ class BudgetGuard:
         }
 
 
-def project_spend(n_trials: int, n_conditions: int, cost_per_trial_usd: float, phase_budget_usd: float, stop_fraction: float = STOP_FRACTION) -> dict:
+def project_spend(
+    n_trials: int, n_conditions: int, cost_per_trial_usd: float, phase_budget_usd: float, stop_fraction: float = STOP_FRACTION
+) -> dict:
     """Spend projection for a plan: total, the guardrail limit and how many pairs fit under it."""
     pair_cost = n_conditions * cost_per_trial_usd
     limit = stop_fraction * phase_budget_usd

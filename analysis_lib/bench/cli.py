@@ -24,19 +24,26 @@ def _sigterm_to_interrupt(signum, frame):  # pragma: no cover - exercised throug
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m analysis_lib bench", description="Run blocked, randomized, paired A/B benchmarks of coding agents.")
+    p = argparse.ArgumentParser(
+        prog="python -m analysis_lib bench", description="Run blocked, randomized, paired A/B benchmarks of coding agents."
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     f = sub.add_parser("full", help="the whole manifest: tasks x conditions x runs, resumable")
     f.add_argument("--manifest", required=True, metavar="FILE", help="benchmark manifest (manifest_version 2)")
     f.add_argument("--runs-per-condition", type=int, default=3, metavar="N", help="repetitions of each task per condition (default 3)")
-    f.add_argument("--phase-budget-usd", type=float, required=True, metavar="USD", help="no pair starts whose projected cost passes 90%% of this")
+    f.add_argument(
+        "--phase-budget-usd", type=float, required=True, metavar="USD", help="no pair starts whose projected cost passes 90%% of this"
+    )
     f.add_argument("--seed", type=int, required=True, help="seed of the schedule (recorded in the output)")
     f.add_argument("--output", default="results/full_run.json", metavar="FILE", help="plan/results JSON (default results/full_run.json)")
     f.add_argument("--runs-dir", metavar="DIR", help="run layout to write (default runs/bench-<manifest name>)")
     f.add_argument("--dry-run", action="store_true", help="print the schedule and spend projection, write the plan, run nothing")
-    f.add_argument("--analysis-plan", metavar="YAML", help="analysis plan recorded in the runs folder before the first "
-                   "trial, the pre-registration (default params/analysis_plan.yaml)")
+    f.add_argument(
+        "--analysis-plan",
+        metavar="YAML",
+        help="analysis plan recorded in the runs folder before the first trial, the pre-registration (default params/analysis_plan.yaml)",
+    )
     f.add_argument("-q", "--quiet", action="store_true", help="no per-trial progress lines")
 
     s = sub.add_parser("spike", help="one task under every condition once (smoke test)")
@@ -47,10 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--mcp-config", metavar="FILE", help="MCP config of the treatment (required without --manifest)")
     s.add_argument("--model", help="exact model id (default: the manifest's, else a pinned Sonnet id)")
     s.add_argument("--claude-bin", default="claude", help="Claude Code executable (default: claude on PATH)")
-    s.add_argument("--permission-mode", default="bypassPermissions",
-                   choices=["bypassPermissions", "acceptEdits", "auto", "default", "dontAsk", "plan"],
-                   help="Claude Code permission mode without --manifest (default bypassPermissions; IS_SANDBOX=1 is set under root)")
-    s.add_argument("--allowed-tools", nargs="+", default=[], metavar="TOOL", help="tools allowed without asking (--allowedTools), without --manifest")
+    s.add_argument(
+        "--permission-mode",
+        default="bypassPermissions",
+        choices=["bypassPermissions", "acceptEdits", "auto", "default", "dontAsk", "plan"],
+        help="Claude Code permission mode without --manifest (default bypassPermissions; IS_SANDBOX=1 is set under root)",
+    )
+    s.add_argument(
+        "--allowed-tools", nargs="+", default=[], metavar="TOOL", help="tools allowed without asking (--allowedTools), without --manifest"
+    )
     s.add_argument("--runs-dir", metavar="DIR", help="default runs/spike-<task id>")
     s.add_argument("--output", metavar="FILE", help="also write the spike's full_run.json here")
     s.add_argument("--phase-budget-usd", type=float, default=50.0, metavar="USD")
@@ -77,12 +89,33 @@ def cli(argv: list[str]) -> int:
                 atomic_write_json(args.output, obj)
                 print(f"plan written to {args.output} (nothing ran)")
                 return 0
-            res = runner.run_full(args.manifest, args.runs_per_condition, args.seed, args.phase_budget_usd, args.output, args.runs_dir, quiet=args.quiet,
-                                  analysis_plan=args.analysis_plan)
+            res = runner.run_full(
+                args.manifest,
+                args.runs_per_condition,
+                args.seed,
+                args.phase_budget_usd,
+                args.output,
+                args.runs_dir,
+                quiet=args.quiet,
+                analysis_plan=args.analysis_plan,
+            )
         elif args.command == "spike":
-            res = runner.run_spike(args.task_id, args.repo_path, args.manifest, args.instruction, args.model, args.mcp_config,
-                                   args.runs_dir, args.output, args.seed, args.phase_budget_usd, args.claude_bin, args.quiet,
-                                   permission_mode=args.permission_mode, allowed_tools=args.allowed_tools)
+            res = runner.run_spike(
+                args.task_id,
+                args.repo_path,
+                args.manifest,
+                args.instruction,
+                args.model,
+                args.mcp_config,
+                args.runs_dir,
+                args.output,
+                args.seed,
+                args.phase_budget_usd,
+                args.claude_bin,
+                args.quiet,
+                permission_mode=args.permission_mode,
+                allowed_tools=args.allowed_tools,
+            )
         else:
             trials, errors = import_mcpbr(args.results)
             for e in errors:
@@ -112,7 +145,10 @@ def cli(argv: list[str]) -> int:
         print(f"  {status}: {n}")
     failed = s.get("failed_conditions") or []
     if failed:
-        print(f"error: every trial of condition(s) {', '.join(failed)} failed (agent, setup or evaluation error): "
-              "nothing was measured; see the trials' warnings and agent.stderr_tail in full_run.json", file=sys.stderr)
+        print(
+            f"error: every trial of condition(s) {', '.join(failed)} failed (agent, setup or evaluation error): "
+            "nothing was measured; see the trials' warnings and agent.stderr_tail in full_run.json",
+            file=sys.stderr,
+        )
         return 1
     return 0

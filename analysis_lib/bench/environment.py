@@ -9,7 +9,8 @@ whose sides differ so that the analysis can say so (or drop them) instead of tru
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..fileio import read_json
 from ..trial import InputError

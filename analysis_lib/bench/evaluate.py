@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 

@@ -11,12 +11,12 @@ import hashlib
 import os
 import shlex
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..fileio import read_bytes, loads_lenient
+from ..fileio import loads_lenient, read_bytes
 from ..trial import InputError
 
 MANIFEST_VERSION = 2
@@ -119,7 +119,7 @@ class HarborCondition(_ConditionBase):
     settings: HarborSettings = Field(default_factory=HarborSettings)
 
 
-Condition = Annotated[Union[ClaudeCodeCondition, CommandCondition, HarborCondition], Field(discriminator="adapter")]
+Condition = Annotated[ClaudeCodeCondition | CommandCondition | HarborCondition, Field(discriminator="adapter")]
 
 
 class PinnedEnvironment(_Strict):
@@ -150,7 +150,7 @@ class Manifest(_Strict):
     base_dir: str | None = Field(None, exclude=True)
 
     @model_validator(mode="after")
-    def _unique(self) -> "Manifest":
+    def _unique(self) -> Manifest:
         for what, names in (("conditions", [c.name for c in self.conditions]), ("tasks", [t.id for t in self.tasks])):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:

@@ -10,12 +10,13 @@ import ctypes
 import os
 import re
 import signal
-import sys
 import subprocess
+import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Mapping, Sequence
+from typing import IO
 
 # Grace period between SIGTERM and SIGKILL when a program must stop.
 KILL_GRACE_SEC = 3.0

@@ -27,10 +27,11 @@ import sys
 import tempfile
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
@@ -77,7 +78,9 @@ class Plan:
     def spend(self):
         """Projected spend per condition and in total (DataFrame), from the per-trial cost prior."""
         cost = self.projection["cost_per_trial_usd"]
-        rows = [{"condition": c.name, "trials": sum(1 for e in self._entries if e["condition"] == c.name)} for c in self.manifest.conditions]
+        rows = [
+            {"condition": c.name, "trials": sum(1 for e in self._entries if e["condition"] == c.name)} for c in self.manifest.conditions
+        ]
         rows.append({"condition": "total", "trials": len(self._entries)})
         df = pd.DataFrame(rows)
         df["cost_per_trial_usd"] = cost
@@ -106,7 +109,10 @@ class Plan:
     def describe(self) -> str:
         """The schedule and the projection as plain text (what ``--dry-run`` prints)."""
         p = self.projection
-        lines = [f"plan: {len(self._entries)} trials = {len(self.manifest.tasks)} tasks x {len(self.manifest.conditions)} conditions x {self.runs_per_condition} runs, seed {self.seed}"]
+        lines = [
+            f"plan: {len(self._entries)} trials = {len(self.manifest.tasks)} tasks x {len(self.manifest.conditions)} conditions"
+            f" x {self.runs_per_condition} runs, seed {self.seed}"
+        ]
         lines.append(f"{'#':>4} {'pair':>4} {'run':>3} {'pos':>3}  condition        task_id")
         for i, e in enumerate(self._entries):
             lines.append(f"{i:>4} {e['pair']:>4} {e['run']:>3} {e['position']:>3}  {e['condition']:<16} {e['task_id']}")
@@ -136,8 +142,9 @@ def plan(manifest_path: str | os.PathLike, runs_per_condition: int, seed: int, p
 
 # -- one trial ------------------------------------------------------------------------------------
 
+
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -210,13 +217,19 @@ def _agent_status(outcome: _adapters.AgentOutcome) -> str:
     return "completed"
 
 
-def _exception_info(status: str, outcome: _adapters.AgentOutcome | None, evaluation: EvaluationResult | None, setup_error: str | None, at: str) -> dict | None:
+def _exception_info(
+    status: str, outcome: _adapters.AgentOutcome | None, evaluation: EvaluationResult | None, setup_error: str | None, at: str
+) -> dict | None:
     if setup_error:
         typ, msg = "SetupError", setup_error
     elif status == "agent_timeout":
         typ, msg = "AgentTimeoutError", f"agent exceeded its time limit ({outcome.duration_sec} s)"
     elif status == "agent_error":
-        typ, msg = ("AgentStartError", outcome.error) if outcome.error else ("NonZeroAgentExitCodeError", f"agent exited with code {outcome.exit_code}")
+        typ, msg = (
+            ("AgentStartError", outcome.error)
+            if outcome.error
+            else ("NonZeroAgentExitCodeError", f"agent exited with code {outcome.exit_code}")
+        )
     elif evaluation is not None and evaluation.status == "error":
         typ, msg = "EvaluationError", evaluation.error
     else:
@@ -261,13 +274,24 @@ def run_trial(rc: _RunContext, entry: dict) -> dict:
         else:
             target_commit = task.commit  # Harbor builds its own environment from the task folder
         values = {
-            "task_id": task.id, "condition": cond.name, "run": str(entry["run"]), "pair": str(entry["pair"]),
+            "task_id": task.id,
+            "condition": cond.name,
+            "run": str(entry["run"]),
+            "pair": str(entry["pair"]),
             "repo_path": str(workdir if workdir is not None else os.path.abspath(m.resolve(task.repo))),
-            "trial_dir": str(staging.resolve()), "instruction": task.instruction, "model": m.environment.model,
+            "trial_dir": str(staging.resolve()),
+            "instruction": task.instruction,
+            "model": m.environment.model,
             "manifest_dir": os.path.abspath(m.base_dir or "."),
         }
-        env = {**os.environ, "BENCH_TASK_ID": task.id, "BENCH_CONDITION": cond.name, "BENCH_RUN": str(entry["run"]),
-               "BENCH_PAIR": str(entry["pair"]), "BENCH_TRIAL_DIR": values["trial_dir"]}
+        env = {
+            **os.environ,
+            "BENCH_TASK_ID": task.id,
+            "BENCH_CONDITION": cond.name,
+            "BENCH_RUN": str(entry["run"]),
+            "BENCH_PAIR": str(entry["pair"]),
+            "BENCH_TRIAL_DIR": values["trial_dir"],
+        }
         if setup_error is None:
             ctx = _adapters.TrialContext(m, task, cond, staging, workdir, values, env)
             outcome = _adapters.ADAPTER_RUNNERS[cond.adapter](ctx)
@@ -288,7 +312,11 @@ def run_trial(rc: _RunContext, entry: dict) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
     finished = _now()
     status = "setup_error" if setup_error else _agent_status(outcome)
-    verdict = "not_evaluated" if evaluation is None else ("evaluation_error" if evaluation.status == "error" else ("passed" if evaluation.passed else "failed"))
+    verdict = (
+        "not_evaluated"
+        if evaluation is None
+        else ("evaluation_error" if evaluation.status == "error" else ("passed" if evaluation.passed else "failed"))
+    )
     if cond.adapter == "harbor" and evaluation is not None and evaluation.status == "ok":
         pass  # Harbor already wrote verifier/reward.txt (copied with its verifier folder)
     elif evaluation is not None and evaluation.status == "ok":
@@ -305,21 +333,34 @@ def run_trial(rc: _RunContext, entry: dict) -> dict:
     if outcome and outcome.model_reported and not same_model(outcome.model_reported, m.environment.model):
         warnings.append(f"agent reported model {outcome.model_reported}, manifest pins {m.environment.model}")
     record = {
-        **entry, "key": key, "status": status, "outcome": verdict,
+        **entry,
+        "key": key,
+        "status": status,
+        "outcome": verdict,
         "evaluation": evaluation.to_json() if evaluation else None,
         "cost_usd": outcome.cost_usd if outcome else None,
         "trial_dir": rel_dir.as_posix(),
         "environment": environment,
-        "agent": None if outcome is None else {
-            "exit_code": outcome.exit_code, "timed_out": outcome.timed_out, "error": outcome.error,
-            "duration_sec": outcome.duration_sec, "trajectory": outcome.trajectory, "mcp_servers": outcome.mcp_servers,
-            "mcp_exposed": outcome.mcp_exposed, "mcp_used": outcome.mcp_used, "permission_denials": outcome.permission_denials,
-            "token_source": outcome.token_source, "cost_source": outcome.cost_source,
+        "agent": None
+        if outcome is None
+        else {
+            "exit_code": outcome.exit_code,
+            "timed_out": outcome.timed_out,
+            "error": outcome.error,
+            "duration_sec": outcome.duration_sec,
+            "trajectory": outcome.trajectory,
+            "mcp_servers": outcome.mcp_servers,
+            "mcp_exposed": outcome.mcp_exposed,
+            "mcp_used": outcome.mcp_used,
+            "permission_denials": outcome.permission_denials,
+            "token_source": outcome.token_source,
+            "cost_source": outcome.cost_source,
             **({"stderr_tail": outcome.stderr_tail} if outcome.stderr_tail else {}),
         },
         "setup_error": setup_error,
         "warnings": warnings,
-        "started_at": _iso(started), "finished_at": _iso(finished),
+        "started_at": _iso(started),
+        "finished_at": _iso(finished),
     }
     result = _result_json(rc, entry, record, outcome, evaluation, setup_error, started, finished)
     atomic_write_json(staging / "result.json", result)
@@ -340,29 +381,47 @@ def _result_json(rc: _RunContext, entry: dict, record: dict, outcome, evaluation
     cond = m.condition(entry["condition"])
     base = dict(outcome.harbor_result) if outcome is not None and outcome.harbor_result else {}
     agent_name = {"claude_code": "claude-code", "command": cond.name}.get(cond.adapter, getattr(cond.settings, "agent", cond.adapter))
-    base.update({
-        "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{rc.plan.manifest_sha256}/{rc.started_at}/{record['key']}")),
-        "task_name": entry["task_id"],
-        "trial_name": f"{entry['task_id']}__{cond.name}__r{entry['run']}",
-        "source": m.name,
-        "started_at": _iso(started),
-        "finished_at": _iso(finished),
-    })
+    base.update(
+        {
+            "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{rc.plan.manifest_sha256}/{rc.started_at}/{record['key']}")),
+            "task_name": entry["task_id"],
+            "trial_name": f"{entry['task_id']}__{cond.name}__r{entry['run']}",
+            "source": m.name,
+            "started_at": _iso(started),
+            "finished_at": _iso(finished),
+        }
+    )
     task = m.task(entry["task_id"])
     base.setdefault("task_id", {"path": task.repo})
     # Fields Harbor's TrialResult model requires, without machine paths: the trial folder relative to
     # the runs folder, a checksum of what the task is (repo, commit, instruction), the job as a UUID.
     base.setdefault("trial_uri", record["trial_dir"])
     base.setdefault("task_checksum", hashlib.sha256(f"{task.repo}\n{task.commit}\n{task.instruction}".encode()).hexdigest())
-    base.setdefault("config", {"task": {"path": task.repo},
-                               "agent": {"name": agent_name, "model_name": m.environment.model, "kwargs": cond.settings.model_dump(mode="json", exclude_none=True)},
-                               "job_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{rc.plan.manifest_sha256}/{rc.started_at}"))})
+    base.setdefault(
+        "config",
+        {
+            "task": {"path": task.repo},
+            "agent": {
+                "name": agent_name,
+                "model_name": m.environment.model,
+                "kwargs": cond.settings.model_dump(mode="json", exclude_none=True),
+            },
+            "job_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{rc.plan.manifest_sha256}/{rc.started_at}")),
+        },
+    )
     if "agent_info" not in base:
-        base["agent_info"] = {"name": agent_name, "version": (outcome.adapter_version if outcome else "unknown"),
-                              "model_info": {"name": record["environment"]["model"], "provider": "anthropic" if cond.adapter == "claude_code" else None}}
+        base["agent_info"] = {
+            "name": agent_name,
+            "version": (outcome.adapter_version if outcome else "unknown"),
+            "model_info": {"name": record["environment"]["model"], "provider": "anthropic" if cond.adapter == "claude_code" else None},
+        }
     if outcome is not None and "agent_result" not in base:
-        base["agent_result"] = {"n_input_tokens": outcome.n_input_tokens, "n_cache_tokens": outcome.n_cache_tokens,
-                                "n_output_tokens": outcome.n_output_tokens, "cost_usd": outcome.cost_usd}
+        base["agent_result"] = {
+            "n_input_tokens": outcome.n_input_tokens,
+            "n_cache_tokens": outcome.n_cache_tokens,
+            "n_output_tokens": outcome.n_output_tokens,
+            "cost_usd": outcome.cost_usd,
+        }
     if "verifier_result" not in base:
         ok = evaluation is not None and evaluation.status == "ok"
         base["verifier_result"] = {"rewards": {"reward": 1.0 if evaluation.passed else 0.0}} if ok else None
@@ -371,8 +430,12 @@ def _result_json(rc: _RunContext, entry: dict, record: dict, outcome, evaluation
         base["exception_info"] = exc
     base.setdefault("exception_info", None)
     if outcome is not None and outcome.duration_sec is not None:
-        base.setdefault("agent_execution", {"started_at": _iso(started), "finished_at": _iso(started + timedelta(seconds=outcome.duration_sec))})
-    base["bench"] = {k: record[k] for k in ("pair", "run", "condition", "position", "status", "outcome", "evaluation", "environment", "warnings")}
+        base.setdefault(
+            "agent_execution", {"started_at": _iso(started), "finished_at": _iso(started + timedelta(seconds=outcome.duration_sec))}
+        )
+    base["bench"] = {
+        k: record[k] for k in ("pair", "run", "condition", "position", "status", "outcome", "evaluation", "environment", "warnings")
+    }
     if outcome is not None:
         # Where the tokens came from: the session transcript (exact), modelUsage or usage of the result event.
         base["bench"].update({k: getattr(outcome, k) for k in ("token_source", "cost_source", "mcp_exposed", "mcp_used")})
@@ -382,6 +445,7 @@ def _result_json(rc: _RunContext, entry: dict, record: dict, outcome, evaluation
 
 # -- the whole run -------------------------------------------------------------------------------
 
+
 def _trial_rows(plan_: Plan, done: dict[str, dict], guard: BudgetGuard) -> list[dict]:
     rows = []
     for e in plan_._entries:
@@ -390,8 +454,18 @@ def _trial_rows(plan_: Plan, done: dict[str, dict], guard: BudgetGuard) -> list[
             rows.append(done[k])
         else:
             skipped = guard.stopped and guard.stopped_before_pair is not None and e["pair"] >= guard.stopped_before_pair
-            rows.append({**e, "key": k, "status": "skipped_budget" if skipped else "pending", "outcome": None,
-                         "evaluation": None, "cost_usd": None, "trial_dir": None, "environment": None})
+            rows.append(
+                {
+                    **e,
+                    "key": k,
+                    "status": "skipped_budget" if skipped else "pending",
+                    "outcome": None,
+                    "evaluation": None,
+                    "cost_usd": None,
+                    "trial_dir": None,
+                    "environment": None,
+                }
+            )
     return rows
 
 
@@ -434,8 +508,11 @@ def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, s
         "status": status,
         "started_at": rc.started_at,
         "updated_at": _iso(_now()),
-        "environment": {"pinned": rc.plan.manifest.environment.model_dump(mode="json", exclude_none=True),
-                        "tool_commit": rc.tool_commit, "warnings": rc.env_warnings},
+        "environment": {
+            "pinned": rc.plan.manifest.environment.model_dump(mode="json", exclude_none=True),
+            "tool_commit": rc.tool_commit,
+            "warnings": rc.env_warnings,
+        },
         "environment_warnings": warnings,
         "budget": guard.state(),
         "trials": rows,
@@ -450,18 +527,28 @@ def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, s
             rel = None
         atomic_write_json(output, {**obj, "runs_dir": rel} if rel else obj)
     runs = sorted({(r["condition"], r["run"]) for r in rows})
-    atomic_write_json(rc.runs_dir / "index.json", {
-        "simulated": False,
-        "generator": GENERATOR,
-        "seed": rc.plan.seed,
-        "manifest": rc.plan.manifest.name,
-        "profiles": [c.name for c in rc.plan.manifest.conditions],
-        "tasks": [t.id for t in rc.plan.manifest.tasks],
-        "runs": [{"run_id": run_dir_name(rc.started_at, r, c), "profile": c, "repetition": r,
-                  "started_at": _iso(datetime.fromisoformat(rc.started_at.replace("Z", "+00:00")) + timedelta(seconds=r - 1))} for c, r in runs],
-        "full_run": "full_run.json",
-        "note": "real agent runs made by the benchmark runner",
-    })
+    atomic_write_json(
+        rc.runs_dir / "index.json",
+        {
+            "simulated": False,
+            "generator": GENERATOR,
+            "seed": rc.plan.seed,
+            "manifest": rc.plan.manifest.name,
+            "profiles": [c.name for c in rc.plan.manifest.conditions],
+            "tasks": [t.id for t in rc.plan.manifest.tasks],
+            "runs": [
+                {
+                    "run_id": run_dir_name(rc.started_at, r, c),
+                    "profile": c,
+                    "repetition": r,
+                    "started_at": _iso(datetime.fromisoformat(rc.started_at.replace("Z", "+00:00")) + timedelta(seconds=r - 1)),
+                }
+                for c, r in runs
+            ],
+            "full_run": "full_run.json",
+            "note": "real agent runs made by the benchmark runner",
+        },
+    )
     return obj
 
 
@@ -469,8 +556,13 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def run_plan(plan_: Plan, runs_dir: str | os.PathLike, output: str | os.PathLike | None = None, quiet: bool = False,
-             analysis_plan: str | os.PathLike | None = None) -> dict:
+def run_plan(
+    plan_: Plan,
+    runs_dir: str | os.PathLike,
+    output: str | os.PathLike | None = None,
+    quiet: bool = False,
+    analysis_plan: str | os.PathLike | None = None,
+) -> dict:
     """Run (or resume) a plan into ``runs_dir``; returns the ``full_run.json`` object.
 
     Raises :class:`~analysis_lib.bench.journal.PlanMismatchError` when ``runs_dir`` holds a run
@@ -495,8 +587,10 @@ def run_plan(plan_: Plan, runs_dir: str | os.PathLike, output: str | os.PathLike
     if stored is None:
         journal.save_plan({**requested, "started_at": started_at})
     if plan_mod.write_preregistration(runs_path, a_plan, plan_mod.display_path(a_path)) is not None:
-        log(f"analysis plan {plan_mod.display_path(a_path)} (sha256 {plan_mod.plan_hash(a_plan)[:12]}) recorded "
-            f"in {plan_mod.display_path(plan_mod.lock_path(runs_path))} before the first trial")
+        log(
+            f"analysis plan {plan_mod.display_path(a_path)} (sha256 {plan_mod.plan_hash(a_plan)[:12]}) recorded "
+            f"in {plan_mod.display_path(plan_mod.lock_path(runs_path))} before the first trial"
+        )
     m = plan_.manifest
     tcommit, tool_warnings = tool_commit(m.environment.tool_commit, m.resolve(m.environment.tool_repo) if m.environment.tool_repo else None)
     for w in tool_warnings:
@@ -525,8 +619,14 @@ def run_plan(plan_: Plan, runs_dir: str | os.PathLike, output: str | os.PathLike
                 journal.write(rec["key"], rec)
                 done[rec["key"]] = rec
                 cost = "cost unknown" if rec.get("cost_usd") is None else f"${rec['cost_usd']:.4f}"
-                log(f"[{len(done)}/{n_total}] pair {e['pair']} run {e['run']} {e['condition']} {e['task_id']}: {rec['status']}, {rec['outcome']} ({cost})")
-                why = (rec.get("agent") or {}).get("error") or ((rec.get("agent") or {}).get("stderr_tail") or "").splitlines()[-1:] or rec.get("setup_error")
+                log(
+                    f"[{len(done)}/{n_total}] pair {e['pair']} run {e['run']} {e['condition']} {e['task_id']}: {rec['status']}, {rec['outcome']} ({cost})"
+                )
+                why = (
+                    (rec.get("agent") or {}).get("error")
+                    or ((rec.get("agent") or {}).get("stderr_tail") or "").splitlines()[-1:]
+                    or rec.get("setup_error")
+                )
                 if rec["status"] != "completed" and why:
                     log(f"    {why if isinstance(why, str) else why[0]}")
                 elif rec.get("outcome") == "evaluation_error":
@@ -585,14 +685,21 @@ def run_full(
         if output is not None:
             atomic_write_json(output, obj)
         return obj
-    return run_plan(p, runs_dir if runs_dir is not None else default_runs_dir(p.manifest), output, quiet=quiet,
-                    analysis_plan=analysis_plan)
+    return run_plan(p, runs_dir if runs_dir is not None else default_runs_dir(p.manifest), output, quiet=quiet, analysis_plan=analysis_plan)
 
 
-def spike_manifest(task_id: str, repo_path: str, manifest_path: str | None = None, instruction: str | None = None,
-                   model: str | None = None, mcp_config: str | None = None, claude_bin: str = "claude",
-                   evaluation: list[str] | None = None, permission_mode: str | None = "bypassPermissions",
-                   allowed_tools: list[str] | None = None) -> Manifest:
+def spike_manifest(
+    task_id: str,
+    repo_path: str,
+    manifest_path: str | None = None,
+    instruction: str | None = None,
+    model: str | None = None,
+    mcp_config: str | None = None,
+    claude_bin: str = "claude",
+    evaluation: list[str] | None = None,
+    permission_mode: str | None = "bypassPermissions",
+    allowed_tools: list[str] | None = None,
+) -> Manifest:
     """A one-task manifest for a spike: the task from ``manifest_path`` (if given) at ``repo_path``'s HEAD.
 
     Without a manifest: two Claude Code conditions, ``baseline`` (no MCP) and ``mcp`` (``mcp_config``).
@@ -606,8 +713,14 @@ def spike_manifest(task_id: str, repo_path: str, manifest_path: str | None = Non
         m = load_manifest(manifest_path)
         t = m.task(task_id)
         obj = m.to_json()
-        obj["tasks"] = [{**t.model_dump(mode="json", exclude_none=True), "repo": repo, "commit": head,
-                         **({"instruction": instruction} if instruction else {})}]
+        obj["tasks"] = [
+            {
+                **t.model_dump(mode="json", exclude_none=True),
+                "repo": repo,
+                "commit": head,
+                **({"instruction": instruction} if instruction else {}),
+            }
+        ]
         if model:
             obj["environment"]["model"] = model
         # Re-anchor relative paths (mcp configs, tool_repo) to the original manifest's folder.
@@ -621,7 +734,8 @@ def spike_manifest(task_id: str, repo_path: str, manifest_path: str | None = Non
         task["evaluation"] = {"type": "command_json", "command": evaluation}
     common = {"claude_bin": claude_bin, "permission_mode": permission_mode, "allowed_tools": list(allowed_tools or [])}
     obj = {
-        "manifest_version": 2, "name": "spike",
+        "manifest_version": 2,
+        "name": "spike",
         "environment": {"model": model or DEFAULT_MODEL},
         "conditions": [
             {"name": "baseline", "adapter": "claude_code", "settings": common},
@@ -632,13 +746,33 @@ def spike_manifest(task_id: str, repo_path: str, manifest_path: str | None = Non
     return parse_manifest(obj, "<spike>", base_dir=None)
 
 
-def run_spike(task_id: str, repo_path: str, manifest_path: str | None = None, instruction: str | None = None,
-              model: str | None = None, mcp_config: str | None = None, runs_dir: str | os.PathLike | None = None,
-              output: str | os.PathLike | None = None, seed: int = 0, phase_budget_usd: float = 50.0,
-              claude_bin: str = "claude", quiet: bool = False, permission_mode: str | None = "bypassPermissions",
-              allowed_tools: list[str] | None = None) -> dict:
+def run_spike(
+    task_id: str,
+    repo_path: str,
+    manifest_path: str | None = None,
+    instruction: str | None = None,
+    model: str | None = None,
+    mcp_config: str | None = None,
+    runs_dir: str | os.PathLike | None = None,
+    output: str | os.PathLike | None = None,
+    seed: int = 0,
+    phase_budget_usd: float = 50.0,
+    claude_bin: str = "claude",
+    quiet: bool = False,
+    permission_mode: str | None = "bypassPermissions",
+    allowed_tools: list[str] | None = None,
+) -> dict:
     """One task, every condition, one run each: the smoke test before spending on a full run."""
-    m = spike_manifest(task_id, repo_path, manifest_path, instruction, model, mcp_config, claude_bin,
-                       permission_mode=permission_mode, allowed_tools=allowed_tools)
+    m = spike_manifest(
+        task_id,
+        repo_path,
+        manifest_path,
+        instruction,
+        model,
+        mcp_config,
+        claude_bin,
+        permission_mode=permission_mode,
+        allowed_tools=allowed_tools,
+    )
     rd = Path(runs_dir) if runs_dir is not None else Path("runs") / f"spike-{task_id}"
     return run_plan(make_plan(m, 1, seed, phase_budget_usd, manifest_path), rd, output, quiet=quiet)

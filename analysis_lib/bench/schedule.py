@@ -11,7 +11,7 @@ runs rather than all repetitions of a few tasks.
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 SCHEDULE_KEYS = ("pair", "task_id", "run", "condition", "position")
 

@@ -9,7 +9,8 @@ path matching, test-to-file mapping) the docstrings say so.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 

@@ -14,7 +14,6 @@ from ..trial import IngestError, InputError, Trial
 from .metrics import IDENTITY_COLUMNS, INTEGER_METRICS, METRIC_COLUMNS, codecanvas_table
 from .state import STAGE
 
-
 SIMULATED_BANNER = (
     "> **SIMULATED DATA — not findings.** These runs come from the seeded simulator; "
     "the numbers only exercise the pipeline."
@@ -83,7 +82,7 @@ def comparison_markdown(table, *, simulated: bool) -> str:
             digits = 1 if col == "deliberation_depth" else 3
             cells += [_fmt(row[f"{col}_mean"], digits), _fmt(row[f"{col}_median"], digits)]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "## Evidence board (means)", "", "| Profile | " + " | ".join(l for _c, l in BOARD_METRICS) + " |"]
+    lines += ["", "## Evidence board (means)", "", "| Profile | " + " | ".join(label for _c, label in BOARD_METRICS) + " |"]
     lines.append("|---|" + "---:|" * len(BOARD_METRICS))
     for row in summary:
         cells = [row["profile"]] + [
@@ -239,8 +238,10 @@ def _definitions() -> dict[str, str]:
         "blast_radius": "files (through symbol_files) of every analysis' target and affected symbols",
         "blast_radius_edit_rate": "edits_in_blast_radius / distinct edited files; null when nothing was edited",
         "systematic_progress": "(total_addressed_symbols + total_skipped_symbols) / total_affected_symbols",
-        "anticipated_failure_rate": "failed tests in the blast radius (by file, tested module or a name word naming a blast module/symbol) / failed tests; null when none failed",
+        "anticipated_failure_rate": "failed tests in the blast radius (by file, tested module or a name word naming a blast "
+        "module/symbol) / failed tests; null when none failed",
         "deliberation_depth": "claims_count + plans_count",
         "reasoning_density": "claims_count / evidence_count",
-        "informed_editing_score": "0.4*blast_radius_edit_rate + 0.3*anticipated_failure_rate + 0.3*min(1, deliberation_depth/3); null rates count 0",
+        "informed_editing_score": "0.4*blast_radius_edit_rate + 0.3*anticipated_failure_rate + 0.3*min(1, deliberation_depth/3); "
+        "null rates count 0",
     }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..tools import files_touched
 from ..trial import Trial

@@ -7,7 +7,7 @@ them into the Layer 1 metric ids of :attr:`analysis_lib.trial.Trial.carried_metr
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..trial import TestResult
@@ -29,7 +29,7 @@ def parse_time(value: Any) -> datetime | None:
         dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
-    return dt.astimezone(timezone.utc) if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(UTC) if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def seconds_between(start: datetime | None, end: datetime | None) -> float | None:

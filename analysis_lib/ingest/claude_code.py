@@ -32,15 +32,15 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-
-from .atif import decode_arguments
-from ..tools import is_permission_denial
 from ..fileio import loads_lenient, read_bytes, read_json
+from ..tools import is_permission_denial
 from ..trial import InputError
+from .atif import decode_arguments
 from .jsonl_lines import LineStats, lines_to_objects, read_jsonl_objects
 
 ATIF_VERSION = "ATIF-v1.6"
@@ -203,7 +203,12 @@ class _Builder:
                 step["model_name"] = model
                 if model not in self.models:
                     self.models.append(model)
-            extra = {"message_id": mid if isinstance(mid, str) else None, "request_id": line.get("requestId"), "uuid": line.get("uuid"), "parent_uuid": line.get("parentUuid")}
+            extra = {
+                "message_id": mid if isinstance(mid, str) else None,
+                "request_id": line.get("requestId"),
+                "uuid": line.get("uuid"),
+                "parent_uuid": line.get("parentUuid"),
+            }
             step["extra"] = {k: v for k, v in extra.items() if isinstance(v, str)}
             if line.get("isSidechain") is True:
                 step["extra"]["is_sidechain"] = True
@@ -239,7 +244,11 @@ class _Builder:
                 step["_thinking"].append(str(block.get("thinking") or ""))
             elif btype in ("tool_use", "server_tool_use"):
                 tid = block.get("id")
-                tc = {"tool_call_id": str(tid) if tid is not None else f"line{lineno}-{len(step.get('tool_calls', []))}", "function_name": str(block.get("name") or "unknown"), "arguments": decode_arguments(block.get("input"))}
+                tc = {
+                    "tool_call_id": str(tid) if tid is not None else f"line{lineno}-{len(step.get('tool_calls', []))}",
+                    "function_name": str(block.get("name") or "unknown"),
+                    "arguments": decode_arguments(block.get("input")),
+                }
                 if tc["tool_call_id"] in self.tool_steps:
                     self.counts["duplicate_tool_use"] += 1
                     continue
@@ -356,7 +365,7 @@ def _abandoned_uuids(lines: list[tuple[int, dict]]) -> set[str]:
             if is_prompt:
                 prompts[parent].append(uid)
     abandoned: set[str] = set()
-    for parent, kids in prompts.items():
+    for kids in prompts.values():
         for root in kids[:-1]:
             stack = [root]
             while stack:
@@ -395,7 +404,9 @@ def _sum_calls(calls: Iterable[tuple[dict[str, Any] | None, float | None]]) -> d
     return out
 
 
-def _assemble(b: _Builder, *, trajectory_id: str | None = None, version: str = ATIF_VERSION, agent_extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def _assemble(
+    b: _Builder, *, trajectory_id: str | None = None, version: str = ATIF_VERSION, agent_extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """One ATIF trajectory dict from a finished builder (step ids from 1, own final_metrics)."""
     steps = b.steps
     for i, step in enumerate(steps, start=1):
@@ -506,7 +517,9 @@ def _combine(
     unlinked += [t["trajectory_id"] for t in sub_trajs if t["trajectory_id"] not in sub_refs.values()]
     known = {s.agent_extra.get("agent_id") for s in subs}
     for aid in sorted(set(linked) - known):
-        warnings.append(f"subagent {aid} ran (call {linked[aid]}) but its transcript agent-{aid}.jsonl is missing; its usage is not counted")
+        warnings.append(
+            f"subagent {aid} ran (call {linked[aid]}) but its transcript agent-{aid}.jsonl is missing; its usage is not counted"
+        )
     traj = _assemble(root, trajectory_id="main" if sub_trajs else None, version=ATIF_VERSION_EMBEDDED if sub_trajs else ATIF_VERSION)
     if sub_trajs:
         # Root totals: every API call once, main and subagents (a call seen twice counts once).
@@ -574,7 +587,7 @@ def transcript_to_atif(path: str | os.PathLike, *, include_subagents: bool = Tru
             except InputError as exc:
                 warnings.append(f"subagent {f.name}: {exc.error.message}")
                 continue
-            aid = f.stem[len("agent-"):]
+            aid = f.stem[len("agent-") :]
             aextra: dict[str, Any] = {"agent_id": aid, "source_file": f"{p.stem}/subagents/{f.name}"}
             meta_path = f.with_suffix(".meta.json")
             tool_use_id = None
@@ -596,7 +609,7 @@ def transcript_to_atif(path: str | os.PathLike, *, include_subagents: bool = Tru
                 continue  # the subagent file holds the same conversation
             aextra = {"inline_sidechain": True}
             if key.startswith("agent-"):
-                aextra["agent_id"] = key[len("agent-"):]
+                aextra["agent_id"] = key[len("agent-") :]
             subs.append(_SubSpec(trajectory_id=key, lines=group_lines, agent_extra=aextra))
     elif inline:
         warnings.append(f"{sum(len(v) for v in inline.values())} inline sidechain lines left out (include_subagents=False)")
@@ -722,7 +735,10 @@ def stream_json_to_atif(path_or_lines: Any, prompt: str | None = None) -> dict[s
         if isinstance(first.get("timestamp"), str):
             echo["timestamp"] = first["timestamp"]
         main.insert(0, (0, echo))
-    subs = [_SubSpec(trajectory_id=f"subagent-{tid}", lines=ls, tool_use_id=tid, agent_extra={"parent_tool_use_id": tid}) for tid, ls in by_parent.items()]
+    subs = [
+        _SubSpec(trajectory_id=f"subagent-{tid}", lines=ls, tool_use_id=tid, agent_extra={"parent_tool_use_id": tid})
+        for tid, ls in by_parent.items()
+    ]
     warnings = stats.warnings() if stats is not None else []
     try:
         traj = _combine(main, subs, source_format="claude_stream_json", stats=stats, warnings=warnings)
@@ -769,7 +785,11 @@ def stream_json_to_atif(path_or_lines: Any, prompt: str | None = None) -> dict[s
         if cost is not None:
             fm["total_cost_usd"] = cost
         fm["extra"]["source"] = "result_event"
-        traj["extra"]["result"] = {k: result[k] for k in ("subtype", "is_error", "duration_ms", "duration_api_ms", "num_turns", "modelUsage", "permission_denials") if k in result}
+        traj["extra"]["result"] = {
+            k: result[k]
+            for k in ("subtype", "is_error", "duration_ms", "duration_api_ms", "num_turns", "modelUsage", "permission_denials")
+            if k in result
+        }
         if isinstance(result.get("session_id"), str) and traj["session_id"] == "unknown":
             traj["session_id"] = result["session_id"]
     if denied:
@@ -780,14 +800,20 @@ def stream_json_to_atif(path_or_lines: Any, prompt: str | None = None) -> dict[s
 def _notification_line(notice: dict[str, Any] | None, init: dict[str, Any]) -> dict[str, Any]:
     """The user step that starts a later turn, from the task_notification event before it."""
     n = notice or {}
-    text = f"<task-notification> task {n.get('task_id')} ({n.get('tool_use_id')}) {n.get('status')}: {n.get('summary')}" if n else "<task-notification>"
+    text = (
+        f"<task-notification> task {n.get('task_id')} ({n.get('tool_use_id')}) {n.get('status')}: {n.get('summary')}"
+        if n
+        else "<task-notification>"
+    )
     line: dict[str, Any] = {"type": "user", "message": {"role": "user", "content": text}, "session_id": init.get("session_id")}
     return line
 
 
 def _is_prompt_line(ev: dict[str, Any]) -> bool:
     content = (ev.get("message") or {}).get("content")
-    return isinstance(content, str) or (isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
+    return isinstance(content, str) or (
+        isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )
 
 
 def _mark_denied(traj: dict[str, Any], denied: set[str]) -> None:

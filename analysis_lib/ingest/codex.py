@@ -29,8 +29,8 @@ from typing import Any
 
 import orjson
 
-from .atif import decode_arguments
 from ..trial import InputError
+from .atif import decode_arguments
 from .claude_code import content_text
 from .jsonl_lines import read_jsonl_objects
 
@@ -140,7 +140,9 @@ def rollout_to_atif(path: str | os.PathLike) -> dict[str, Any]:
         recognised += 1
         if kind == "session_meta":
             resumed = resumed or last_total is not None  # a resumed session appends its own header
-            meta.update({k: v for k, v in payload.items() if k in ("id", "cwd", "originator", "cli_version", "source", "model_provider", "git")})
+            meta.update(
+                {k: v for k, v in payload.items() if k in ("id", "cwd", "originator", "cli_version", "source", "model_provider", "git")}
+            )
         elif kind == "turn_context":
             if isinstance(payload.get("model"), str) and (not models or models[-1] != payload["model"]):
                 models.append(payload["model"])
@@ -160,7 +162,9 @@ def rollout_to_atif(path: str | os.PathLike) -> dict[str, Any]:
                 continue
             last = info.get("last_token_usage")
             if isinstance(total, dict):
-                if last_total is not None and (_restarted(last_total, total, last) or (resumed and not _continues(last_total, total, last))):
+                if last_total is not None and (
+                    _restarted(last_total, total, last) or (resumed and not _continues(last_total, total, last))
+                ):
                     closed.update({k: _int(v) for k, v in last_total.items()})
                     segments += 1
                     counts["token_counter_segments"] = segments
@@ -178,7 +182,11 @@ def rollout_to_atif(path: str | os.PathLike) -> dict[str, Any]:
             ptype = payload.get("type")
             if ptype == "message":
                 role = payload.get("role")
-                text = content_text([{"type": "text", "text": b.get("text")} if isinstance(b, dict) and "text" in b else b for b in payload["content"]] if isinstance(payload.get("content"), list) else payload.get("content"))
+                text = content_text(
+                    [{"type": "text", "text": b.get("text")} if isinstance(b, dict) and "text" in b else b for b in payload["content"]]
+                    if isinstance(payload.get("content"), list)
+                    else payload.get("content")
+                )
                 if role == "assistant":
                     open_step = open_step or new_agent_step(ts)
                     open_step["_text"].append(text)
@@ -196,7 +204,11 @@ def rollout_to_atif(path: str | os.PathLike) -> dict[str, Any]:
             elif ptype == "reasoning":
                 open_step = open_step or new_agent_step(ts)
                 summary = payload.get("summary")
-                texts = [b.get("text") for b in summary if isinstance(b, dict) and isinstance(b.get("text"), str)] if isinstance(summary, list) else []
+                texts = (
+                    [b.get("text") for b in summary if isinstance(b, dict) and isinstance(b.get("text"), str)]
+                    if isinstance(summary, list)
+                    else []
+                )
                 open_step["_reasoning"].extend(texts)
             elif ptype in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call"):
                 open_step = open_step or new_agent_step(ts)
@@ -252,12 +264,24 @@ def rollout_to_atif(path: str | os.PathLike) -> dict[str, Any]:
         for k, v in last_total.items():
             summed[k] = summed.get(k, 0) + _int(v)
         m = usage_to_atif(summed)
-        final = {"total_prompt_tokens": m["prompt_tokens"], "total_completion_tokens": m["completion_tokens"], "total_cached_tokens": m["cached_tokens"]}
+        final = {
+            "total_prompt_tokens": m["prompt_tokens"],
+            "total_completion_tokens": m["completion_tokens"],
+            "total_cached_tokens": m["cached_tokens"],
+        }
         final["extra"] = {k: summed[k] for k in ("total_tokens", "reasoning_output_tokens") if k in last_total}
-        final["extra"]["source"] = ("last total_token_usage (cumulative)" if segments == 1 else
-                                    f"sum of the last total_token_usage of {segments} segments (resumed or reset counter)")
+        final["extra"]["source"] = (
+            "last total_token_usage (cumulative)"
+            if segments == 1
+            else f"sum of the last total_token_usage of {segments} segments (resumed or reset counter)"
+        )
     final["total_steps"] = len(steps)
-    conv: dict[str, Any] = {"name": CONVERTER, "source_format": "codex_rollout", "skipped": dict(sorted(counts.items())), "lines": stats.as_dict()}
+    conv: dict[str, Any] = {
+        "name": CONVERTER,
+        "source_format": "codex_rollout",
+        "skipped": dict(sorted(counts.items())),
+        "lines": stats.as_dict(),
+    }
     if stats.warnings():
         conv["warnings"] = stats.warnings()
     return {

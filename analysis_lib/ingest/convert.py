@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
 from ..fileio import atomic_write_json, loads_lenient, read_bytes
 from ..trial import InputError
 from . import claude_code, codex

@@ -35,10 +35,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from .atif import decode_arguments
 from ..fileio import MAX_JSON_BYTES, loads_lenient, read_json
 from ..trial import FinalMetrics, IngestError, InputError, Step, Timing, ToolCall, Trajectory, Trial
 from ._carried import as_float, as_int, one_line, parse_time, seconds_between, short_model
+from .atif import decode_arguments
 
 STAGE = "import"
 SOURCE_FORMAT = "inspect"
@@ -95,7 +95,9 @@ def read_inspect_log(path: str | os.PathLike) -> tuple[list[Trial], list[IngestE
         errors.append(IngestError(str(p), STAGE, f"no samples in the log (status {log.get('status')!r}; written with log_samples=False?)"))
 
     if log.get("status") not in (None, "success"):
-        errors.append(IngestError(str(p), STAGE, f"the eval log has status {log.get('status')!r}: samples may be missing or partial", "warning"))
+        errors.append(
+            IngestError(str(p), STAGE, f"the eval log has status {log.get('status')!r}: samples may be missing or partial", "warning")
+        )
     ctx = _LogContext(p, log, eval_)
     trials: list[Trial] = []
     for where, sample in samples:
@@ -271,8 +273,14 @@ def messages_to_trajectory(messages: list[Any], model: str | None = None, agent_
             if call is None or step is None:
                 # A result without its call still shows that a call ran; group such orphans on one synthetic step.
                 if not steps or not steps[-1].extra.get("synthetic"):
-                    steps.append(Step(step_id=len(steps) + 1, source="agent", model_name=model,
-                                      extra={"synthetic": "tool results without an assistant tool call"}))
+                    steps.append(
+                        Step(
+                            step_id=len(steps) + 1,
+                            source="agent",
+                            model_name=model,
+                            extra={"synthetic": "tool results without an assistant tool call"},
+                        )
+                    )
                 step = steps[-1]
                 call = ToolCall(step_id=step.step_id, name=str(msg.get("function") or "unknown"), arguments={}, call_id=call_id)
                 step.tool_calls.append(call)

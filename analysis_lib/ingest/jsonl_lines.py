@@ -57,7 +57,9 @@ def read_jsonl_objects(path: str | os.PathLike, stage: str = "convert") -> tuple
     return lines_to_objects(data.splitlines(), path, stage)
 
 
-def lines_to_objects(raw_lines: list[bytes | str], path: str | os.PathLike = "<memory>", stage: str = "convert") -> tuple[list[tuple[int, dict]], LineStats]:
+def lines_to_objects(
+    raw_lines: list[bytes | str], path: str | os.PathLike = "<memory>", stage: str = "convert"
+) -> tuple[list[tuple[int, dict]], LineStats]:
     """Parse already-split lines (see :func:`read_jsonl_objects`)."""
     stats = LineStats()
     out: list[tuple[int, dict]] = []

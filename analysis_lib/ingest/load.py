@@ -31,7 +31,7 @@ def load_trials(runs_dir: str | os.PathLike) -> tuple[list[Trial], list[IngestEr
 def number_repetitions(trials: list[Trial]) -> None:
     """Number the repetitions of ``trials`` in place (see :func:`repetition_numbers`)."""
     keys = [(t.profile, t.task_id, t.repetition, t.run_id, str(t.timing.started_at or ""), t.trial_path) for t in trials]
-    for t, rep in zip(trials, repetition_numbers(keys)):
+    for t, rep in zip(trials, repetition_numbers(keys), strict=True):
         t.repetition = rep
 
 
@@ -73,7 +73,7 @@ def _separate_runs(rows: list[tuple]) -> dict[int, int]:
     if not clashing:
         return {}
     run_start: dict[tuple, str] = {}
-    for profile, task, _, run, started, _ in rows:
+    for profile, _task, _, run, started, _ in rows:
         if started:
             key = (profile, run)
             run_start[key] = min(run_start.get(key, started), started)

@@ -11,8 +11,8 @@ from .claude_code import stream_json_to_atif
 from .convert import convert_file
 from .ctrf import read_ctrf
 from .discover import TrialSource
-from .identity import split_task_id
 from .harbor import profile_from_agent, read_reward_json, read_reward_txt, trial_result_fields
+from .identity import split_task_id
 from .inspect_log import read_inspect_log
 from .mcpbr import read_mcpbr_results
 from .tb1 import read_tb1_run

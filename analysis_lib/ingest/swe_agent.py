@@ -34,6 +34,7 @@ from ..trial import InputError
 from .atif import decode_arguments
 from .claude_code import content_text
 from .mini_swe_agent import agent_log_document
+
 AGENT_NAME = "swe-agent"
 STAGE = "convert"
 SOURCE_FORMAT = "swe_agent"
@@ -67,7 +68,11 @@ def _call(action: str, tool_call: dict[str, Any] | None, cid: str, open_file: st
     if head == "str_replace_editor" and len(words) >= 3:
         return {"tool_call_id": cid, "function_name": head, "arguments": {"command": words[1], "path": words[2]}}
     if head in _PATH_COMMANDS and len(words) >= 2:
-        return {"tool_call_id": cid, "function_name": head, "arguments": {"path": words[-1] if head != "find_file" else words[1], "command": text}}
+        return {
+            "tool_call_id": cid,
+            "function_name": head,
+            "arguments": {"path": words[-1] if head != "find_file" else words[1], "command": text},
+        }
     if head in ("edit", "insert") and open_file:
         # SWE-agent edits the file it has open (the state after the previous turn says which).
         return {"tool_call_id": cid, "function_name": head, "arguments": {"path": open_file, "command": text}}
@@ -140,7 +145,12 @@ def trajectory_to_atif(path: str | os.PathLike, doc: dict[str, Any] | None = Non
     for src, dst in (("tokens_sent", "total_prompt_tokens"), ("tokens_received", "total_completion_tokens")):
         if isinstance(stats.get(src), int) and not isinstance(stats.get(src), bool):
             final[dst] = stats[src]
-    if isinstance(stats.get("instance_cost"), (int, float)) and not isinstance(stats.get("instance_cost"), bool) and stats["instance_cost"] > 0:
+    if (
+        isinstance(stats.get("instance_cost"), (int, float))
+        and not isinstance(stats.get("instance_cost"), bool)
+        and stats["instance_cost"] > 0
+    ):
         final["total_cost_usd"] = float(stats["instance_cost"])
-    return agent_log_document(p, AGENT_NAME, info.get("swe_agent_version"), model, info, stats, steps, final,
-                              {"name": __name__, "source_format": SOURCE_FORMAT})
+    return agent_log_document(
+        p, AGENT_NAME, info.get("swe_agent_version"), model, info, stats, steps, final, {"name": __name__, "source_format": SOURCE_FORMAT}
+    )

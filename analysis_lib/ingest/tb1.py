@@ -49,8 +49,8 @@ from typing import Any
 
 from ..fileio import read_json
 from ..trial import IngestError, InputError, TestResult, Timing, Trial
-from .harbor import profile_from_agent
 from ._carried import one_line, parse_time, seconds_between, short_model, test_counts, test_status
+from .harbor import profile_from_agent
 
 STAGE = "import"
 RUN_METADATA = "run_metadata.json"

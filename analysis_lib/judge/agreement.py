@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Hashable, Sequence
 from itertools import permutations
-from typing import Hashable, Sequence
 
 import numpy as np
 import pandas as pd
-from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa as _fleiss
+from statsmodels.stats.inter_rater import aggregate_raters
+from statsmodels.stats.inter_rater import fleiss_kappa as _fleiss
 
 
 def percent_agreement(a: Sequence[Hashable | None], b: Sequence[Hashable | None]) -> float | None:
@@ -98,7 +99,9 @@ def agreement_row(name: str, comparison: str, a: Sequence, b: Sequence, reps: in
     return {"analysis": name, "comparison": comparison, **pair_reliability(a, b, reps, seed), "fleiss_kappa": None}
 
 
-def self_agreement_row(name: str, samples: Sequence[Sequence[Hashable | None]], temperature: float | None = None, reps: int = 1000, seed: int = 0) -> dict:
+def self_agreement_row(
+    name: str, samples: Sequence[Sequence[Hashable | None]], temperature: float | None = None, reps: int = 1000, seed: int = 0
+) -> dict:
     """Agreement of one judge with itself: ``samples[u]`` = the K labels of unit u (all at one temperature)."""
     pairable = [u for u in samples if sum(v is not None for v in u) >= 2]
     k = max((len(u) for u in samples), default=0)

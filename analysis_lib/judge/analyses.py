@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel
@@ -23,9 +24,12 @@ from .condense import Condensed, condense
 from .schemas import ComparativeNarrative, FailureAnalysis, MCPUtilization, StrategyAnalysis, Synthesis, comparative_model
 
 try:  # the lead's tool taxonomy; the fallback keeps the same rule (mcp__ prefix or known MCP names)
-    from ..tools import DEFAULT_MCP_TOOLS, is_mcp as _is_mcp
+    from ..tools import DEFAULT_MCP_TOOLS
+    from ..tools import is_mcp as _is_mcp
 except ImportError:  # pragma: no cover - only before analysis_lib.tools lands
-    DEFAULT_MCP_TOOLS = frozenset({"canvas", "init_repository", "get_dependencies", "search_code", "list_entrypoints", "show_call_graph_neighborhood"})
+    DEFAULT_MCP_TOOLS = frozenset(
+        {"canvas", "init_repository", "get_dependencies", "search_code", "list_entrypoints", "show_call_graph_neighborhood"}
+    )
 
     def _is_mcp(name: str, mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS) -> bool:
         return name.startswith("mcp__") or name.split("__")[-1] in set(mcp_tools)
@@ -58,7 +62,13 @@ def trial_id(trial: Trial) -> str:
 
 
 def _identity(trial: Trial) -> dict[str, Any]:
-    return {"trial_id": trial_id(trial), "profile": trial.profile, "task_id": trial.task_id, "repetition": trial.repetition, "run_id": trial.run_id}
+    return {
+        "trial_id": trial_id(trial),
+        "profile": trial.profile,
+        "task_id": trial.task_id,
+        "repetition": trial.repetition,
+        "run_id": trial.run_id,
+    }
 
 
 def metrics_lookup(metrics: pd.DataFrame | None) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -142,7 +152,9 @@ def strategy_jobs(trials: list[Trial], lookup: dict, max_chars: int = 12_000, se
             continue
         row = lookup.get((t.profile, t.task_id, t.repetition))
         tv, c = _trajectory_vars(t, max_chars)
-        variables, order = _classified("strategy", t, {"task_id": t.task_id, "profile": t.profile, "outcome": outcome_text(t, row), **tv}, seed, shuffle_classes)
+        variables, order = _classified(
+            "strategy", t, {"task_id": t.task_id, "profile": t.profile, "outcome": outcome_text(t, row), **tv}, seed, shuffle_classes
+        )
         jobs.append(Job("strategy", trial_id(t), _identity(t), "strategy", variables, StrategyAnalysis, [c], order))
     return jobs
 
@@ -155,7 +167,9 @@ def failure_jobs(trials: list[Trial], lookup: dict, max_chars: int = 12_000, see
         if t.trajectory is None or not t.trajectory.steps or trial_success(t, row) is not False:
             continue
         tv, c = _trajectory_vars(t, max_chars)
-        variables, order = _classified("failure", t, {"task_id": t.task_id, "profile": t.profile, "outcome": outcome_text(t, row), **tv}, seed, shuffle_classes)
+        variables, order = _classified(
+            "failure", t, {"task_id": t.task_id, "profile": t.profile, "outcome": outcome_text(t, row), **tv}, seed, shuffle_classes
+        )
         jobs.append(Job("failure", trial_id(t), _identity(t), "failure", variables, FailureAnalysis, [c], order))
     return jobs
 
@@ -197,23 +211,31 @@ def profile_rows(trials: list[Trial], lookup: dict) -> dict[str, dict[str, Any]]
     for profile in sorted(groups):
         ts = groups[profile]
         rows = [lookup.get((t.profile, t.task_id, t.repetition)) for t in ts]
-        outcomes = [trial_success(t, r) for t, r in zip(ts, rows)]
+        outcomes = [trial_success(t, r) for t, r in zip(ts, rows, strict=True)]
         known = [o for o in outcomes if o is not None]
         out[profile] = {
             "trials": len(ts),
             "successes": sum(known),
             "success_rate": (sum(known) / len(known)) if known else None,
-            "mean_steps": _mean([_val(r, "total_steps") if r else (len(t.trajectory.steps) if t.trajectory else None) for t, r in zip(ts, rows)]),
+            "mean_steps": _mean(
+                [
+                    _val(r, "total_steps") if r else (len(t.trajectory.steps) if t.trajectory else None)
+                    for t, r in zip(ts, rows, strict=True)
+                ]
+            ),
             "mean_tokens": _mean([_val(r, "total_tokens") for r in rows]),
             "mean_cost_usd": _mean([_val(r, "total_cost_usd") for r in rows]),
-            "mean_mcp_calls": _mean([_val(r, "mcp_tool_calls") if r else len(mcp_calls(t)) for t, r in zip(ts, rows)]),
+            "mean_mcp_calls": _mean([_val(r, "mcp_tool_calls") if r else len(mcp_calls(t)) for t, r in zip(ts, rows, strict=True)]),
         }
     return out
 
 
 def profile_table(rows: dict[str, dict[str, Any]]) -> str:
     """Markdown table of :func:`profile_rows`."""
-    lines = ["| profile | trials | successes | success rate | mean steps | mean tokens | mean cost USD | mean MCP calls |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| profile | trials | successes | success rate | mean steps | mean tokens | mean cost USD | mean MCP calls |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for p, r in rows.items():
         lines.append(
             f"| {p} | {r['trials']} | {r['successes']} | {_fmt(r['success_rate'])} | {_fmt(r['mean_steps'], 1)} | "
@@ -222,7 +244,9 @@ def profile_table(rows: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def comparative_jobs(trials: list[Trial], lookup: dict, max_chars: int = 16_000, vocab: Vocabulary | None = None, seed: int = 0) -> list[Job]:
+def comparative_jobs(
+    trials: list[Trial], lookup: dict, max_chars: int = 16_000, vocab: Vocabulary | None = None, seed: int = 0
+) -> list[Job]:
     """One comparison per task attempted by two or more profiles; one trajectory per profile.
 
     The trajectory shown for a profile is its lowest repetition with a trajectory (deterministic).
@@ -249,7 +273,9 @@ def comparative_jobs(trials: list[Trial], lookup: dict, max_chars: int = 16_000,
         per_chars = max(2_000, max_chars // len(profiles))
         blocks, condensed = [], []
         for p in profiles:
-            cands = sorted((t for t in ts if t.profile == p and t.trajectory is not None and t.trajectory.steps), key=lambda t: t.repetition)
+            cands = sorted(
+                (t for t in ts if t.profile == p and t.trajectory is not None and t.trajectory.steps), key=lambda t: t.repetition
+            )
             if not cands:
                 blocks.append(f"### {name(p)}\n(no trajectory recorded)")
                 continue
@@ -258,7 +284,9 @@ def comparative_jobs(trials: list[Trial], lookup: dict, max_chars: int = 16_000,
             condensed.append(c)
             row = lookup.get((t.profile, t.task_id, t.repetition))
             text = b.text(c.text) if b else c.text
-            blocks.append(f"### {name(p)} (repetition {t.repetition}: {outcome_text(t, row)}; {c.shown_steps} of {c.total_steps} steps shown)\n{text}")
+            blocks.append(
+                f"### {name(p)} (repetition {t.repetition}: {outcome_text(t, row)}; {c.shown_steps} of {c.total_steps} steps shown)\n{text}"
+            )
         table = profile_table({name(p): r for p, r in profile_rows(ts, lookup).items()})
         variables = {
             "task_id": task_id,
@@ -272,7 +300,6 @@ def comparative_jobs(trials: list[Trial], lookup: dict, max_chars: int = 16_000,
         schema = comparative_model([name(p) for p in profiles])
         jobs.append(Job("comparative", task_id, identity, "comparative", variables, schema, condensed, None, b.mapping if b else None))
     return jobs
-
 
 
 def task_table(trials: list[Trial], lookup: dict, limit: int = 60) -> str:
@@ -322,7 +349,9 @@ def judge_findings(results: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines) or "(none)"
 
 
-def synthesis_job(trials: list[Trial], lookup: dict, results: dict[str, list[dict[str, Any]]], baseline: str | None, simulated: bool) -> Job:
+def synthesis_job(
+    trials: list[Trial], lookup: dict, results: dict[str, list[dict[str, Any]]], baseline: str | None, simulated: bool
+) -> Job:
     """The single synthesis judgement over everything, given the other analyses' results."""
     profiles = sorted({t.profile for t in trials})
     base = baseline if baseline in profiles else (profiles[0] if profiles else "n/a")
@@ -343,7 +372,20 @@ def synthesis_job(trials: list[Trial], lookup: dict, results: dict[str, list[dic
 
 # Exported for type hints elsewhere.
 __all__ = [
-    "ANALYSES", "EXPECTED_OUTPUT_TOKENS", "Job", "trial_id", "metrics_lookup", "trial_success", "outcome_text", "mcp_calls",
-    "strategy_jobs", "failure_jobs", "mcp_jobs", "comparative_jobs", "synthesis_job", "profile_rows", "profile_table",
+    "ANALYSES",
+    "EXPECTED_OUTPUT_TOKENS",
+    "Job",
+    "trial_id",
+    "metrics_lookup",
+    "trial_success",
+    "outcome_text",
+    "mcp_calls",
+    "strategy_jobs",
+    "failure_jobs",
+    "mcp_jobs",
+    "comparative_jobs",
+    "synthesis_job",
+    "profile_rows",
+    "profile_table",
     "ComparativeNarrative",
 ]

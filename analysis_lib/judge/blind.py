@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ..trial import Trial
 
@@ -109,7 +110,7 @@ class Blinder:
         taken: list[tuple[int, int]] = []
         # Any server__tool or mcp__server__tool spelling, also of a tool this run never called.
         servers = "|".join(re.escape(x) for x in sorted(self.vocab.servers, key=len, reverse=True))
-        full = rf"mcp__[A-Za-z0-9-]+__[A-Za-z0-9_]+" + (rf"|(?:{servers})__[A-Za-z0-9_]+" if servers else "")
+        full = r"mcp__[A-Za-z0-9-]+__[A-Za-z0-9_]+" + (rf"|(?:{servers})__[A-Za-z0-9_]+" if servers else "")
         for m in re.finditer(rf"(?<![A-Za-z0-9])(?:{full})", s, re.IGNORECASE):
             taken.append((m.start(), m.end()))
             found.append((m.start(), m.end(), "tool", m.group(0)))

@@ -8,8 +8,6 @@ malformed answer gets one repair turn, then becomes a failed result with the rea
 
 from __future__ import annotations
 
-from . import DEFAULT_MODEL
-
 import asyncio
 import concurrent.futures
 import json
@@ -18,14 +16,16 @@ import os
 import random
 import threading
 import warnings
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 import litellm
 from pydantic import BaseModel, ValidationError
 
-from .cache import ResponseCache, cache_key
 from ..pricing import cost_usd
+from . import DEFAULT_MODEL
+from .cache import ResponseCache, cache_key
 from .templates import PromptTemplate, load_template
 
 litellm.suppress_debug_info = True
@@ -251,7 +251,12 @@ class JudgeClient:
             except BudgetStop:
                 self.ledger.add(budget_stopped=1)
                 cap = self.ledger.cap_usd
-                return JudgeResult(ok=False, skipped=True, error=f"budget stop: spent {self.ledger.spent_usd:.4f} USD, cap 90% of {self.ledger.budget_usd} USD = {cap:.4f} USD", **base)
+                return JudgeResult(
+                    ok=False,
+                    skipped=True,
+                    error=f"budget stop: spent {self.ledger.spent_usd:.4f} USD, cap 90% of {self.ledger.budget_usd} USD = {cap:.4f} USD",
+                    **base,
+                )
             except RuntimeError as exc:
                 self.ledger.add(failures=1)
                 return JudgeResult(ok=False, error=f"request failed: {exc}", **base)
@@ -259,11 +264,22 @@ class JudgeClient:
             self.ledger.add(failures=1)
         if self.cache is not None:
             # Failed validations are cached too: a re-run reproduces them at no cost (--refresh re-asks).
-            self.cache.put(key, {
-                "model": self.model, "template": tpl.name, "version": tpl.version, "sample": sample,
-                "ok": result.ok, "data": result.data, "error": result.error, "repaired": result.repaired,
-                "cost_usd": result.cost_usd, "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
-            })
+            self.cache.put(
+                key,
+                {
+                    "model": self.model,
+                    "template": tpl.name,
+                    "version": tpl.version,
+                    "sample": sample,
+                    "ok": result.ok,
+                    "data": result.data,
+                    "error": result.error,
+                    "repaired": result.repaired,
+                    "cost_usd": result.cost_usd,
+                    "prompt_tokens": result.prompt_tokens,
+                    "completion_tokens": result.completion_tokens,
+                },
+            )
         return result
 
     async def _ask(self, messages: list[dict], schema: type[BaseModel], sample: int, base: dict) -> JudgeResult:
@@ -284,10 +300,14 @@ class JudgeClient:
         cost2 = cost_usd(self.model, pt_total, ct_total)
         try:
             data = schema.model_validate_json(_strip_fences(content2)).model_dump(mode="json")
-            return JudgeResult(ok=True, data=data, repaired=True, cost_usd=cost2, prompt_tokens=pt_total, completion_tokens=ct_total, **base)
+            return JudgeResult(
+                ok=True, data=data, repaired=True, cost_usd=cost2, prompt_tokens=pt_total, completion_tokens=ct_total, **base
+            )
         except ValidationError as exc:
             reason = f"schema validation failed after one repair attempt: {_validation_reason(exc)} (first answer: {first_error})"
-            return JudgeResult(ok=False, error=reason, repaired=True, cost_usd=cost2, prompt_tokens=pt_total, completion_tokens=ct_total, **base)
+            return JudgeResult(
+                ok=False, error=reason, repaired=True, cost_usd=cost2, prompt_tokens=pt_total, completion_tokens=ct_total, **base
+            )
 
     # -- many judgements -------------------------------------------------------------------
     def judge_many(self, jobs: list[Callable[[], Awaitable[T]]]) -> list[T]:

@@ -7,15 +7,14 @@ from litellm's offline map (:mod:`analysis_lib.pricing`). An unknown price makes
 
 from __future__ import annotations
 
-from . import DEFAULT_MODEL
-
 import json
 from dataclasses import dataclass
 
 import litellm
 
-from .analyses import EXPECTED_OUTPUT_TOKENS, Job
 from ..pricing import model_prices
+from . import DEFAULT_MODEL
+from .analyses import EXPECTED_OUTPUT_TOKENS, Job
 from .templates import load_template
 
 

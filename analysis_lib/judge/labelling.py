@@ -15,15 +15,15 @@ import csv
 import random
 import sys
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 import pandas as pd
 
 from ..ingest.load import load_trials
 from ..trial import InputError, Trial
-from .agreement import format_agreement_md, agreement_row
+from .agreement import agreement_row, format_agreement_md
 from .analyses import mcp_calls, outcome_text, trial_id, trial_success
 from .blind import Blinder, vocabulary
 from .class_order import CLASSES, class_order, seeded_shuffle
@@ -206,9 +206,13 @@ def labelling_report(csv_path: str | Path, layer2_dir: str | Path | None = None,
 
 def cli(argv: list[str] | None = None) -> int:
     """``python -m analysis_lib label RUNS_DIR --rater NAME --labels labels.csv``: label a blinded sample in the terminal."""
-    p = argparse.ArgumentParser(prog="python -m analysis_lib label", description=(
-        "Label a stratified (profile x outcome), seeded, arm-blinded sample of trials in the terminal; "
-        "with --report, print inter-human and judge-vs-human agreement instead."))
+    p = argparse.ArgumentParser(
+        prog="python -m analysis_lib label",
+        description=(
+            "Label a stratified (profile x outcome), seeded, arm-blinded sample of trials in the terminal; "
+            "with --report, print inter-human and judge-vs-human agreement instead."
+        ),
+    )
     p.add_argument("runs_dir", metavar="RUNS_DIR")
     p.add_argument("--rater", help="your name or initials, recorded with every label")
     p.add_argument("--labels", default="human_labels.csv", help="label CSV to append to (default human_labels.csv)")

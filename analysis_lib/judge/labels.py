@@ -151,7 +151,16 @@ def trail_trace_to_trial(path: str | Path) -> Trial:
     task_match = re.search(r"\b([\w.-]+__[\w.-]+-\d+)\b", task)
     task_id = task_match.group(1) if task_match else trace_id[:8]
     traj = Trajectory(schema_version="TRAIL-openinference", agent_name="smolagents-CodeAgent", steps=steps, source_path=str(path))
-    return Trial(profile="trail", task_id=task_id, repetition=0, run_id=trace_id, trial_path=str(path), source_format="trail", trajectory=traj, reward=0.0)
+    return Trial(
+        profile="trail",
+        task_id=task_id,
+        repetition=0,
+        run_id=trace_id,
+        trial_path=str(path),
+        source_format="trail",
+        trajectory=traj,
+        reward=0.0,
+    )
 
 
 def load_trail(root: str | Path) -> list[LabelledTrace]:
@@ -183,7 +192,16 @@ def who_and_when_to_trial(path: str | Path) -> Trial:
     p = Path(path)
     rel = f"{p.parent.name}/{p.name}"
     traj = Trajectory(schema_version="who-and-when", steps=steps, source_path=str(path))
-    return Trial(profile="who-and-when", task_id=rel, repetition=0, run_id=str(obj.get("question_ID", rel)), trial_path=str(path), source_format="who_and_when", trajectory=traj, reward=0.0)
+    return Trial(
+        profile="who-and-when",
+        task_id=rel,
+        repetition=0,
+        run_id=str(obj.get("question_ID", rel)),
+        trial_path=str(path),
+        source_format="who_and_when",
+        trajectory=traj,
+        reward=0.0,
+    )
 
 
 def load_who_and_when(root: str | Path) -> list[LabelledTrace]:

@@ -72,7 +72,9 @@ def start_server(port: int = 0, n_ctx: int = 8192, threads: int = 2, quiet: bool
 
 
 def cli(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis_lib.judge.local_model", description="Serve SmolLM2-135M on 127.0.0.1 for Layer 2 without an account.")
+    p = argparse.ArgumentParser(
+        prog="python -m analysis_lib.judge.local_model", description="Serve SmolLM2-135M on 127.0.0.1 for Layer 2 without an account."
+    )
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--ctx", type=int, default=8192, help="context window in tokens")
     args = p.parse_args(argv)

@@ -15,9 +15,9 @@ errs more in one arm, or confuses classes, that interval is centred on the wrong
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Hashable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -70,7 +70,9 @@ def difference(a: Estimate, b: Estimate, level: float = 0.95) -> Estimate:
     return Estimate(value, se, value - z * se, value + z * se)
 
 
-def arm_estimates(judge: Sequence[Hashable | None], human: Sequence[Hashable | None], cls: Hashable, level: float = 0.95) -> tuple[Estimate, Estimate]:
+def arm_estimates(
+    judge: Sequence[Hashable | None], human: Sequence[Hashable | None], cls: Hashable, level: float = 0.95
+) -> tuple[Estimate, Estimate]:
     """(judge-only, PPI) prevalence of ``cls`` in one arm; units without a judge label are left out."""
     units = [(j, h) for j, h in zip(judge, human, strict=True) if j is not None]
     f_all = [float(j == cls) for j, _ in units]
@@ -89,7 +91,11 @@ def arm_contrasts(frame: pd.DataFrame, baseline: str, level: float = 0.95, class
     arms = sorted(set(frame["arm"]))
     if baseline not in arms:
         raise ValueError(f"baseline arm {baseline!r} not among {arms}")
-    cats = list(classes) if classes is not None else sorted({v for v in frame["judge"].tolist() + frame["human"].tolist() if v is not None and v == v}, key=str)
+    cats = (
+        list(classes)
+        if classes is not None
+        else sorted({v for v in frame["judge"].tolist() + frame["human"].tolist() if v is not None and v == v}, key=str)
+    )
     rows = []
     for arm in arms:
         if arm == baseline:
@@ -108,11 +114,14 @@ def arm_contrasts(frame: pd.DataFrame, baseline: str, level: float = 0.95, class
                     est[name] = (arm_estimates_raw(j, c, level), None)
             raw = difference(est[arm][0], est[baseline][0], level)
             row.update(
-                n_arm=sum(v is not None for v in parts[arm][0]), n_baseline=sum(v is not None for v in parts[baseline][0]),
-                labelled_arm=sum(1 for a, b in zip(*parts[arm]) if a is not None and b is not None),
-                labelled_baseline=sum(1 for a, b in zip(*parts[baseline]) if a is not None and b is not None),
+                n_arm=sum(v is not None for v in parts[arm][0]),
+                n_baseline=sum(v is not None for v in parts[baseline][0]),
+                labelled_arm=sum(1 for a, b in zip(*parts[arm], strict=True) if a is not None and b is not None),
+                labelled_baseline=sum(1 for a, b in zip(*parts[baseline], strict=True) if a is not None and b is not None),
                 failed=sum(v is None for v in parts[arm][0]) + sum(v is None for v in parts[baseline][0]),
-                judge_diff=raw.value, judge_lo=raw.lo, judge_hi=raw.hi,
+                judge_diff=raw.value,
+                judge_lo=raw.lo,
+                judge_hi=raw.hi,
             )
             if est[arm][1] is not None and est[baseline][1] is not None:
                 ppi = difference(est[arm][1], est[baseline][1], level)

@@ -11,8 +11,6 @@ repeated from the cache.
 
 from __future__ import annotations
 
-from . import DEFAULT_MODEL
-
 import asyncio
 import sys
 from dataclasses import dataclass
@@ -27,9 +25,11 @@ from tqdm.auto import tqdm
 from ..fileio import atomic_write_json, atomic_write_text, read_json
 from ..tools import DEFAULT_MCP_TOOLS
 from ..trial import InputError, Trial
+from . import DEFAULT_MODEL
 from .agreement import agreement_row, confusion_matrix, format_agreement_md, format_confusion_md, majority_label, self_agreement_row
 from .analyses import Job, blind_job, comparative_jobs, failure_jobs, mcp_jobs, metrics_lookup, strategy_jobs, synthesis_job
-from .blind import unblind as unblind_value, vocabulary
+from .blind import unblind as unblind_value
+from .blind import vocabulary
 from .cache import ResponseCache, default_cache_dir
 from .client import JudgeClient, JudgeResult, Ledger, run_sync
 from .estimate import estimate_jobs, format_estimate, total_row
@@ -83,7 +83,7 @@ class Layer2Options:
     max_list_items: int | None = None  # lower maxItems sent for lists (small local models)
 
     @classmethod
-    def from_namespace(cls, ns: Any) -> "Layer2Options":
+    def from_namespace(cls, ns: Any) -> Layer2Options:
         kw = {}
         for name in cls.__dataclass_fields__:
             v = getattr(ns, name, None)
@@ -178,10 +178,21 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
     lookup = metrics_lookup(metrics)
     report = condensation_report(jobs)
     summary: dict[str, Any] = {
-        "model": opts.model, "judge_model_b": opts.judge_model_b, "simulated": bool(opts.simulated), "seed": opts.seed,
-        "judgements_planned": len(jobs) * opts.judge_samples + 1, "requests": 0, "cache_hits": 0, "spent_usd": 0.0,
-        "spend_complete": True, "budget_usd": opts.budget_usd, "budget_stopped": 0, "failed_analyses": [],
-        "skipped": None, "condensation": report, "outputs": [],
+        "model": opts.model,
+        "judge_model_b": opts.judge_model_b,
+        "simulated": bool(opts.simulated),
+        "seed": opts.seed,
+        "judgements_planned": len(jobs) * opts.judge_samples + 1,
+        "requests": 0,
+        "cache_hits": 0,
+        "spent_usd": 0.0,
+        "spend_complete": True,
+        "budget_usd": opts.budget_usd,
+        "budget_stopped": 0,
+        "failed_analyses": [],
+        "skipped": None,
+        "condensation": report,
+        "outputs": [],
     }
 
     if opts.estimate_cost:
@@ -224,7 +235,18 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
     ledger = Ledger(budget_usd=opts.budget_usd)
     cache = ResponseCache(opts.cache_dir or default_cache_dir())
     k = opts.judge_samples
-    common = dict(max_tokens=opts.max_tokens, max_string_chars=opts.max_string_chars, max_list_items=opts.max_list_items, api_base=opts.api_base, api_key=api_key, cache=cache, ledger=ledger, concurrency=opts.concurrency, refresh=opts.refresh, seed=opts.seed)
+    common = dict(
+        max_tokens=opts.max_tokens,
+        max_string_chars=opts.max_string_chars,
+        max_list_items=opts.max_list_items,
+        api_base=opts.api_base,
+        api_key=api_key,
+        cache=cache,
+        ledger=ledger,
+        concurrency=opts.concurrency,
+        refresh=opts.refresh,
+        seed=opts.seed,
+    )
     # All K samples at one temperature: the self-agreement then describes the judge that gave the
     # reported (majority) label. At temperature 0 samples differ only by their seed.
     client = JudgeClient(opts.model, temperature=opts.judge_temperature, **common)
@@ -253,7 +275,7 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
 
     records: dict[str, list[dict[str, Any]]] = {"strategy": [], "failure": [], "mcp": [], "comparative": []}
     costs: dict[str, list[float | None]] = {name: [] for name in [*records, "synthesis"]}
-    for job, rs, rb in zip(jobs, results_a, results_b):
+    for job, rs, rb in zip(jobs, results_a, results_b, strict=True):
         label_field = LABEL_FIELDS.get(job.analysis)
         labels = [unblind_value((r.data or {}).get(label_field), job.mapping or {}) if r.ok else None for r in rs]
         _, pick = majority_label(labels) if label_field else (None, 0)
@@ -264,7 +286,7 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
         if job.class_order:
             rec["class_order"] = job.class_order
         if k > 1:
-            rec["samples"] = [{"ok": r.ok, "label": lab, "error": r.error} for r, lab in zip(rs, labels)]
+            rec["samples"] = [{"ok": r.ok, "label": lab, "error": r.error} for r, lab in zip(rs, labels, strict=True)]
         if rb is not None:
             data_b = unblind_value(rb.data, job.mapping) if job.mapping and rb.data else rb.data
             rec["model_b"] = {"model": client_b.model, "ok": rb.ok, "result": data_b, "error": rb.error, "cost_usd": rb.cost_usd}
@@ -309,21 +331,34 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
 
     led = ledger.summary()
     summary.update(
-        requests=led["requests"], cache_hits=led["cache_hits"], retries=led["retries"], repairs=led["repairs"],
-        spent_usd=led["spent_usd"], spend_complete=led["spend_complete"], budget_stopped=led["budget_stopped"],
+        requests=led["requests"],
+        cache_hits=led["cache_hits"],
+        retries=led["retries"],
+        repairs=led["repairs"],
+        spent_usd=led["spent_usd"],
+        spend_complete=led["spend_complete"],
+        budget_stopped=led["budget_stopped"],
     )
     summary["failed_analyses"].sort(key=lambda f: (f["analysis"], f["unit"], f["model"] or ""))
     if ledger.budget_stopped:
-        summary["budget_stop"] = f"budget stop: {ledger.budget_stopped} judgements not asked; spent {ledger.spent_usd:.4f} USD reached 90% of the {opts.budget_usd} USD budget"
+        summary["budget_stop"] = (
+            f"budget stop: {ledger.budget_stopped} judgements not asked; spent {ledger.spent_usd:.4f} USD reached 90% of the {opts.budget_usd} USD budget"
+        )
         _say(summary["budget_stop"])
     written.append(SUMMARY_FILE)
     summary["outputs"] = written
     atomic_write_json(out_dir / SUMMARY_FILE, summary)
     if not opts.quiet:
-        spent = "unknown" if summary["spent_usd"] is None else f"{summary['spent_usd']:.4f} USD" + ("" if summary["spend_complete"] else " (lower bound: some prices unknown)")
+        spent = (
+            "unknown"
+            if summary["spent_usd"] is None
+            else f"{summary['spent_usd']:.4f} USD" + ("" if summary["spend_complete"] else " (lower bound: some prices unknown)")
+        )
         ratio = f"; prompts hold {report['ratio']:.0%} of the naive trajectory dump" if report["ratio"] else ""
-        _say(f"Layer 2: {len(jobs) * k + 1} judgements, {summary['requests']} requests, {summary['cache_hits']} cache hits, "
-             f"{len(summary['failed_analyses'])} failed, spent {spent}{ratio}")
+        _say(
+            f"Layer 2: {len(jobs) * k + 1} judgements, {summary['requests']} requests, {summary['cache_hits']} cache hits, "
+            f"{len(summary['failed_analyses'])} failed, spent {spent}{ratio}"
+        )
     return summary
 
 
@@ -399,11 +434,18 @@ def synthesis_md(syn: JudgeResult, opts: Layer2Options, cost: float | None) -> s
         parts.append(f"*Synthesis failed: {syn.error}*\n")
     else:
         d = syn.data
-        parts.append("## Task difficulty (hardest first)\n\n" + ("\n".join(f"{i}. {t}" for i, t in enumerate(d["task_difficulty_ranking"], 1)) or "(none)") + "\n")
+        parts.append(
+            "## Task difficulty (hardest first)\n\n"
+            + ("\n".join(f"{i}. {t}" for i, t in enumerate(d["task_difficulty_ranking"], 1)) or "(none)")
+            + "\n"
+        )
         parts.append("## Where MCP tools helped\n\n" + _bullets(d["mcp_benefit_patterns"]) + "\n")
         parts.append("## Where MCP tools cost more than they gave\n\n" + _bullets(d["mcp_overhead_patterns"]) + "\n")
         parts.append("## Emergent findings\n\n" + _bullets(d["emergent_findings"]) + "\n")
-        claims = "\n".join(f"- **{c['statement']}** ({c['confidence']} confidence). Evidence: {c['evidence']}" for c in d["paper_claims"]) or "- (none)"
+        claims = (
+            "\n".join(f"- **{c['statement']}** ({c['confidence']} confidence). Evidence: {c['evidence']}" for c in d["paper_claims"])
+            or "- (none)"
+        )
         parts.append("## Paper claims\n\n" + claims + "\n")
         parts.append("## Limitations\n\n" + _bullets(d["limitations"]) + "\n")
         parts.append("## Future work\n\n" + _bullets(d["future_work"]) + "\n")
@@ -433,7 +475,9 @@ def _labels(recs: list[dict], field_name: str, side: str = "a") -> list:
     return [(r["result"] or {}).get(field_name) if r["ok"] else None for r in recs]
 
 
-def agreement_rows(records: dict[str, list[dict]], k: int, model_b: str | None, human: dict[tuple[str, str], str], opts: Layer2Options | None = None) -> list[dict]:
+def agreement_rows(
+    records: dict[str, list[dict]], k: int, model_b: str | None, human: dict[tuple[str, str], str], opts: Layer2Options | None = None
+) -> list[dict]:
     """Self-agreement (K samples), judge A vs judge B and judge vs human rows per analysis, with intervals."""
     opts = opts or Layer2Options()
     boot = dict(reps=opts.bootstrap_reps, seed=opts.seed)
@@ -445,15 +489,25 @@ def agreement_rows(records: dict[str, list[dict]], k: int, model_b: str | None, 
             continue
         label_a = _labels(recs, field_name)
         if k > 1:
-            rows.append(self_agreement_row(f"{analysis} ({field_name})", [[s["label"] for s in r["samples"]] for r in recs], opts.judge_temperature, **boot))
+            rows.append(
+                self_agreement_row(
+                    f"{analysis} ({field_name})", [[s["label"] for s in r["samples"]] for r in recs], opts.judge_temperature, **boot
+                )
+            )
         if model_b:
-            rows.append(agreement_row(f"{analysis} ({field_name})", f"judge A vs judge B ({model_b})", label_a, _labels(recs, field_name, "b"), **boot))
+            rows.append(
+                agreement_row(
+                    f"{analysis} ({field_name})", f"judge A vs judge B ({model_b})", label_a, _labels(recs, field_name, "b"), **boot
+                )
+            )
         unit_ids = [r.get("trial_id") or r.get("task_id") for r in recs]
         hum = [human.get((analysis, u)) for u in unit_ids]
         if any(h is not None for h in hum):
             # Only units a person labelled count; a failed judgement on one of them is a missing judge label.
-            pairs = [(a, h) for a, h in zip(label_a, hum) if h is not None]
-            rows.append(agreement_row(f"{analysis} ({field_name})", "judge vs human labels", [a for a, _ in pairs], [h for _, h in pairs], **boot))
+            pairs = [(a, h) for a, h in zip(label_a, hum, strict=True) if h is not None]
+            rows.append(
+                agreement_row(f"{analysis} ({field_name})", "judge vs human labels", [a for a, _ in pairs], [h for _, h in pairs], **boot)
+            )
     return rows
 
 
@@ -462,9 +516,14 @@ def agreement_md(rows: list[dict], opts: Layer2Options, k: int, human: dict, rec
     notes = [
         "# Judge agreement\n",
         _banner(opts),
-        f"Judge A: `{opts.model}`" + (f"; judge B: `{opts.judge_model_b}`" if opts.judge_model_b else "")
+        f"Judge A: `{opts.model}`"
+        + (f"; judge B: `{opts.judge_model_b}`" if opts.judge_model_b else "")
         + f"; samples per judgement: {k}, all at temperature {opts.judge_temperature:g} (the reported label is their majority); seed {opts.seed}; "
-        + ("judge blinded to arm names" + (f" except for {', '.join(opts.unblind)}" if opts.unblind else "") if opts.blind else "judge NOT blinded to arm names")
+        + (
+            "judge blinded to arm names" + (f" except for {', '.join(opts.unblind)}" if opts.unblind else "")
+            if opts.blind
+            else "judge NOT blinded to arm names"
+        )
         + f"; class order {'shuffled per judgement' if opts.shuffle_classes else 'fixed'}.\n",
         "Labels compared: the categorical field of each analysis. Cohen's kappa for two raters; Fleiss' kappa across "
         "the K samples of one judge; Krippendorff's alpha (nominal) and Gwet's AC1 for any number of raters (AC1 stays "
@@ -480,9 +539,11 @@ def agreement_md(rows: list[dict], opts: Layer2Options, k: int, human: dict, rec
             hum = [human.get((analysis, u)) for u in units]
             if any(h is not None for h in hum):
                 a = _labels(recs, LABEL_FIELDS[analysis])
-                pairs = [(x, h) for x, h in zip(a, hum) if h is not None]
+                pairs = [(x, h) for x, h in zip(a, hum, strict=True) if h is not None]
                 cm = confusion_matrix([h for _, h in pairs], [x for x, _ in pairs], "human", "judge")
-                notes.append(f"## Confusion matrix, {analysis} ({LABEL_FIELDS[analysis]}): human rows, judge columns\n\n{format_confusion_md(cm)}\n")
+                notes.append(
+                    f"## Confusion matrix, {analysis} ({LABEL_FIELDS[analysis]}): human rows, judge columns\n\n{format_confusion_md(cm)}\n"
+                )
     if human:
         notes.append(f"Human labels: {len(human)} rows from `{Path(opts.human_labels).name}`.\n")
     return "\n".join(n for n in notes if n)
@@ -491,7 +552,14 @@ def agreement_md(rows: list[dict], opts: Layer2Options, k: int, human: dict, rec
 def contrast_frame(records: list[dict], field_name: str, human: dict[tuple[str, str], str], analysis: str) -> pd.DataFrame:
     """One row per judged trial: arm (profile), the judge's label (None when failed) and the human label."""
     return pd.DataFrame(
-        [{"arm": r["profile"], "judge": (r["result"] or {}).get(field_name) if r["ok"] else None, "human": human.get((analysis, r["trial_id"]))} for r in records],
+        [
+            {
+                "arm": r["profile"],
+                "judge": (r["result"] or {}).get(field_name) if r["ok"] else None,
+                "human": human.get((analysis, r["trial_id"])),
+            }
+            for r in records
+        ],
         columns=["arm", "judge", "human"],
     )
 

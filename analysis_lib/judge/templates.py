@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -53,7 +53,7 @@ def parse_template(text: str, source: str = "<string>") -> PromptTemplate:
     return PromptTemplate(str(meta["name"]), str(meta["version"]), str(meta.get("description", "")), sections)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_template(name: str) -> PromptTemplate:
     """The packaged template ``prompts/<name>.md``."""
     path = PROMPTS_DIR / f"{name}.md"

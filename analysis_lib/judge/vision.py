@@ -309,7 +309,7 @@ def run_vision(trials: list[Trial], client: JudgeClient, *, batch: int = 64, **l
             return lambda: client.judge(req.template, req.variables, req.schema)
 
         answers = client.judge_many([job(r) for r in pending]) if pending else []
-        for req, ans in zip(pending, answers):
+        for req, ans in zip(pending, answers, strict=True):
             res = results[req.trial_path]
             res["calls"].append({"analysis": req.analysis, "template": ans.template, "version": ans.version,
                                  "model": ans.model, "ok": ans.ok, "cached": ans.cached, "skipped": ans.skipped,

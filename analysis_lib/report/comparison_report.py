@@ -6,20 +6,20 @@ The tables here and in RESULTS.md are rendered by :func:`tier_table` from the ro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
 from .. import power, stats
 from ..comparisons import compare, profile_pairs, usable_trials
-from ..hypotheses import test_sequence
-from ..repetitions import pass_at_k_table, variance_components
-from ..subgroups import subgroup_effects
 from ..fileio import atomic_write_csv, atomic_write_text
+from ..hypotheses import test_sequence
 from ..plan import AnalysisPlan, PlanCheck, PlanError, load_plan, plan_hash, write_sidecar
 from ..rates import profile_rates
+from ..repetitions import pass_at_k_table, variance_components
+from ..subgroups import subgroup_effects
 from . import numbers as fmt
 from .markdown import table as md_table
 
@@ -165,11 +165,13 @@ def mcnemar_lines(comparisons: pd.DataFrame, confidence: float = 0.95) -> list[s
     out = []
     conf_text = f"{confidence:.0%} "
     for r in comparisons[(comparisons["scale"] == "rate") & comparisons["n_a_only"].notna()].itertuples():
-        out.append(f"- {r.label}, {r.profile_b} vs {r.profile_a}: of {fmt.plural(r.n_pairs, 'task')}, "
-                   f"{fmt.plural(int(r.n_b_only), 'task')} passed only under {r.profile_b} and "
-                   f"{fmt.plural(int(r.n_a_only), 'task')} only under {r.profile_a}; discordant-pair odds ratio "
-                   f"{fmt.number(r.odds_ratio, 2)}, exact {conf_text}CI [{fmt.number(r.odds_ratio_low, 2)}, {fmt.number(r.odds_ratio_high, 2)}]"
-                   f" ({r.test}, {fmt.p_value(r.p_value, prefix=True)}).")
+        out.append(
+            f"- {r.label}, {r.profile_b} vs {r.profile_a}: of {fmt.plural(r.n_pairs, 'task')}, "
+            f"{fmt.plural(int(r.n_b_only), 'task')} passed only under {r.profile_b} and "
+            f"{fmt.plural(int(r.n_a_only), 'task')} only under {r.profile_a}; discordant-pair odds ratio "
+            f"{fmt.number(r.odds_ratio, 2)}, exact {conf_text}CI [{fmt.number(r.odds_ratio_low, 2)}, {fmt.number(r.odds_ratio_high, 2)}]"
+            f" ({r.test}, {fmt.p_value(r.p_value, prefix=True)})."
+        )
     return out
 
 
@@ -178,23 +180,30 @@ def methods_lines(plan: AnalysisPlan) -> list[str]:
     boot = plan.bootstrap
     corr = {t: CORRECTION_NAMES[getattr(plan.tiers, t).correction] for t in ("primary", "secondary")}
     if plan.pairing.repetitions == "all":
-        unit = ("- Unit of analysis: the task, every repetition counting. Repetitions of a task are combined into its "
-                "pass rate (pass/fail) and the geometric mean of the repetitions (continuous), then A and B are paired "
-                "on the tasks both ran. Infrastructure errors are left out; a task with fewer repetitions in one arm "
-                "keeps the pass rate of those it has (no ties).")
-        binary = ("- Pass/fail: the estimate is pass@1, the mean over tasks of the per-task pass-rate difference B − A "
-                  "(each task weighs the same). The paired t test on those differences (the CR2 cluster-robust test "
-                  "with Satterthwaite degrees of freedom, which for one difference per task is exactly this) comes "
-                  "with its t interval; the sign-flip randomisation test, which the blocked randomised schedule "
-                  "justifies, comes with the interval that inverts it (exact over all sign patterns up to 16 tasks, "
-                  "else a seeded Monte-Carlo sample with its standard error). Either way the interval excludes 0 "
-                  "exactly when the test rejects.")
+        unit = (
+            "- Unit of analysis: the task, every repetition counting. Repetitions of a task are combined into its "
+            "pass rate (pass/fail) and the geometric mean of the repetitions (continuous), then A and B are paired "
+            "on the tasks both ran. Infrastructure errors are left out; a task with fewer repetitions in one arm "
+            "keeps the pass rate of those it has (no ties)."
+        )
+        binary = (
+            "- Pass/fail: the estimate is pass@1, the mean over tasks of the per-task pass-rate difference B − A "
+            "(each task weighs the same). The paired t test on those differences (the CR2 cluster-robust test "
+            "with Satterthwaite degrees of freedom, which for one difference per task is exactly this) comes "
+            "with its t interval; the sign-flip randomisation test, which the blocked randomised schedule "
+            "justifies, comes with the interval that inverts it (exact over all sign patterns up to 16 tasks, "
+            "else a seeded Monte-Carlo sample with its standard error). Either way the interval excludes 0 "
+            "exactly when the test rejects."
+        )
     else:
-        unit = ("- Unit of analysis: the task. Repetitions of a task are combined first (majority vote for pass/fail, "
-                "a tie counts as fail; median otherwise), then A and B are paired on the tasks both ran. "
-                "Infrastructure errors are left out.")
+        unit = (
+            "- Unit of analysis: the task. Repetitions of a task are combined first (majority vote for pass/fail, "
+            "a tie counts as fail; median otherwise), then A and B are paired on the tasks both ran. "
+            "Infrastructure errors are left out."
+        )
         binary = None
-    lines = [unit,
+    lines = [
+        unit,
         "- Pass/fail: the estimate is the difference in task-majority resolve rate B − A with Tango's score interval; "
         "the test is McNemar's (exact: two-sided binomial on the discordant tasks; mid-p where the plan says so). The "
         "discordant-pair odds ratio carries the exact (Clopper-Pearson) interval, which excludes 1 exactly when the "
@@ -215,11 +224,14 @@ def methods_lines(plan: AnalysisPlan) -> list[str]:
         f"secondary tier (every metric and every profile pair); exploratory rows have no test. Alpha {plan.alpha}.",
     ]
     if binary:  # the majority-vote bullet describes a sensitivity analysis at most
-        lines[1] = lines[1].replace("- Pass/fail: the estimate", "- Pass/fail by majority vote (where declared as a "
-                                    "sensitivity analysis): the estimate", 1)
+        lines[1] = lines[1].replace(
+            "- Pass/fail: the estimate", "- Pass/fail by majority vote (where declared as a sensitivity analysis): the estimate", 1
+        )
     if plan.tiers.sensitivity is not None:
-        lines.append("- Sensitivity analyses restate a planned test with repetitions combined otherwise; they are "
-                     "reported beside the planned rows, without a correction and without a verdict of their own.")
+        lines.append(
+            "- Sensitivity analyses restate a planned test with repetitions combined otherwise; they are "
+            "reported beside the planned rows, without a correction and without a verdict of their own."
+        )
     return lines
 
 
@@ -231,39 +243,69 @@ def _repetitions_section(study: Study, confidence: float) -> list[str]:
     out = ["## Repetitions: variance components and pass@k", ""]
     v = study.variance
     if not v.empty:
-        rows = [[r.profile, f"`{r.metric}`", r.scale, fmt.number(r.between_task, 3), fmt.number(r.within_task, 3),
-                 fmt.number(r.icc, 2), " / ".join(f"{100 * getattr(r, f'within_share_{k}'):.0f} %" for k in (1, 3, 5))]
-                for r in v.itertuples()]
-        out += ["Between-task and within-task variance (one-way random-effects ANOVA; pass/fail on 0/1, tokens on "
-                "the log scale). The last column is the share of a task mean's variance that comes from the "
-                "repetitions with 1 / 3 / 5 of them: where it is small, more tasks buy more than more repetitions.", "",
-                md_table(["profile", "metric", "scale", "between tasks", "within a task", "ICC",
-                          "within share at 1 / 3 / 5 repetitions"], rows), ""]
+        rows = [
+            [
+                r.profile,
+                f"`{r.metric}`",
+                r.scale,
+                fmt.number(r.between_task, 3),
+                fmt.number(r.within_task, 3),
+                fmt.number(r.icc, 2),
+                " / ".join(f"{100 * getattr(r, f'within_share_{k}'):.0f} %" for k in (1, 3, 5)),
+            ]
+            for r in v.itertuples()
+        ]
+        out += [
+            "Between-task and within-task variance (one-way random-effects ANOVA; pass/fail on 0/1, tokens on "
+            "the log scale). The last column is the share of a task mean's variance that comes from the "
+            "repetitions with 1 / 3 / 5 of them: where it is small, more tasks buy more than more repetitions.",
+            "",
+            md_table(
+                ["profile", "metric", "scale", "between tasks", "within a task", "ICC", "within share at 1 / 3 / 5 repetitions"], rows
+            ),
+            "",
+        ]
     pk = study.pass_at_k
     if not pk.empty:
         c = f"{confidence:.0%}"
-        rows = [[str(r.k), r.profile if not r.vs else f"{r.profile} − {r.vs}", r.measure,
-                 str(r.n_tasks) + (f" ({r.n_tasks_short} short)" if r.n_tasks_short else ""),
-                 f"{fmt.number(100 * r.estimate, 1, sign=bool(r.vs))}"
-                 + (" pp" if r.vs else " %") + f" [{fmt.number(100 * r.ci_low, 1, sign=bool(r.vs))}, "
-                 f"{fmt.number(100 * r.ci_high, 1, sign=bool(r.vs))}]"] for r in pk.itertuples()]
-        out += ["pass@k (at least one of k repetitions passes) and pass^k (all k pass) for k ≥ 2 (k = 1 is the pass "
-                "rate, above), unbiased per task from its own "
-                "repetitions, averaged over tasks; a task with fewer than k repetitions is left out of that k (short). "
-                f"Intervals: percentile bootstrap over tasks ({c}); differences pair the tasks.", "",
-                md_table(["k", "profile", "measure", "tasks", f"estimate [{c} CI]"], rows), ""]
+        rows = [
+            [
+                str(r.k),
+                r.profile if not r.vs else f"{r.profile} − {r.vs}",
+                r.measure,
+                str(r.n_tasks) + (f" ({r.n_tasks_short} short)" if r.n_tasks_short else ""),
+                f"{fmt.number(100 * r.estimate, 1, sign=bool(r.vs))}"
+                + (" pp" if r.vs else " %")
+                + f" [{fmt.number(100 * r.ci_low, 1, sign=bool(r.vs))}, "
+                f"{fmt.number(100 * r.ci_high, 1, sign=bool(r.vs))}]",
+            ]
+            for r in pk.itertuples()
+        ]
+        out += [
+            "pass@k (at least one of k repetitions passes) and pass^k (all k pass) for k ≥ 2 (k = 1 is the pass "
+            "rate, above), unbiased per task from its own "
+            "repetitions, averaged over tasks; a task with fewer than k repetitions is left out of that k (short). "
+            f"Intervals: percentile bootstrap over tasks ({c}); differences pair the tasks.",
+            "",
+            md_table(["k", "profile", "measure", "tasks", f"estimate [{c} CI]"], rows),
+            "",
+        ]
     return out
 
 
 def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], *, seed: int) -> list[str]:
     """Tasks and spend for the next study, with these runs as the pilot (analysis_lib.power, stats.project_spend)."""
-    out = ["## Planning (these runs as the pilot)", "",
-           f"Tasks for 80 % power (alpha 0.05, two-sided) to detect +{PLAN_SUCCESS_LIFT * 100:.0f} points, under each "
-           "way of combining repetitions: exact power of McNemar's exact test on majority verdicts, and of the paired "
-           "t test on per-task pass rates (pass@1; noncentral t), each the smallest number of tasks that reaches the "
-           "power. The pilot's nuisance parameter is uncertain, so the answer is repeated at the ends of its 95 % "
-           "interval (loss rate: exact binomial; spread: chi-square). The lift is in each analysis's own estimand "
-           "(majority resolve rate, or pass@1).", ""]
+    out = [
+        "## Planning (these runs as the pilot)",
+        "",
+        f"Tasks for 80 % power (alpha 0.05, two-sided) to detect +{PLAN_SUCCESS_LIFT * 100:.0f} points, under each "
+        "way of combining repetitions: exact power of McNemar's exact test on majority verdicts, and of the paired "
+        "t test on per-task pass rates (pass@1; noncentral t), each the smallest number of tasks that reaches the "
+        "power. The pilot's nuisance parameter is uncertain, so the answer is repeated at the ends of its 95 % "
+        "interval (loss rate: exact binomial; spread: chi-square). The lift is in each analysis's own estimand "
+        "(majority resolve rate, or pass@1).",
+        "",
+    ]
     rows = []
     for a, b in pairs:
         pilot = power.pilot_of(trials, a, b)
@@ -271,8 +313,16 @@ def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], *, see
             rows.append([f"{b} vs {a}", "–", "–", "–", "–", "not estimable: fewer than 2 paired tasks"])
             continue
         for r in power.sensitivity(pilot, PLAN_SUCCESS_LIFT).itertuples():
-            rows.append([f"{b} vs {a}", str(pilot.n_tasks), r.analysis, r.nuisance, fmt.number(r.value, 3),
-                         str(int(r.n_tasks)) if pd.notna(r.n_tasks) else "more than 5,000 or impossible"])
+            rows.append(
+                [
+                    f"{b} vs {a}",
+                    str(pilot.n_tasks),
+                    r.analysis,
+                    r.nuisance,
+                    fmt.number(r.value, 3),
+                    str(int(r.n_tasks)) if pd.notna(r.n_tasks) else "more than 5,000 or impossible",
+                ]
+            )
     out.append(md_table(["pair", "pilot tasks", "analysis", "pilot parameter", "value", "tasks needed"], rows))
     rows = []
     for a, b in pairs:
@@ -285,26 +335,49 @@ def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], *, see
             rows.append([f"{b} vs {a}", str(len(pilot)), f"not estimable: {exc}", "–"])
             continue
         need, top = plan["n_required"].iloc[0], plan.iloc[-1]
-        rows.append([f"{b} vs {a}", str(len(pilot)),
-                     f"{int(need)}" if pd.notna(need) else f"> {int(top['n_tasks'])} (power {fmt.number(top['power'], 2)} there)",
-                     ", ".join(f"{int(r.n_tasks)}: {r.power:.2f} ± {r.power_se:.2f}" for r in plan.itertuples()
-                               if r.n_tasks in (20, 50, 100))])
+        rows.append(
+            [
+                f"{b} vs {a}",
+                str(len(pilot)),
+                f"{int(need)}" if pd.notna(need) else f"> {int(top['n_tasks'])} (power {fmt.number(top['power'], 2)} there)",
+                ", ".join(f"{int(r.n_tasks)}: {r.power:.2f} ± {r.power_se:.2f}" for r in plan.itertuples() if r.n_tasks in (20, 50, 100)),
+            ]
+        )
     if rows:
-        out += ["", f"Tokens, {PLAN_TOKEN_REDUCTION:.0%} fewer (Wilcoxon signed-rank, power by simulation: {PLAN_N_SIM} "
-                f"studies per size, seed {seed}, resampling the pilot's tasks with its own effect removed; ± is the "
-                "Monte-Carlo standard error):", "",
-                md_table(["pair", "pilot tasks", "tasks for 80 % power (grid)", "power at 20 / 50 / 100 tasks"], rows)]
+        out += [
+            "",
+            f"Tokens, {PLAN_TOKEN_REDUCTION:.0%} fewer (Wilcoxon signed-rank, power by simulation: {PLAN_N_SIM} "
+            f"studies per size, seed {seed}, resampling the pilot's tasks with its own effect removed; ± is the "
+            "Monte-Carlo standard error):",
+            "",
+            md_table(["pair", "pilot tasks", "tasks for 80 % power (grid)", "power at 20 / 50 / 100 tasks"], rows),
+        ]
     reps = int(trials.groupby(["profile", "task_id"]).size().median()) if len(trials) else 3
     cols = [m for m in ("total_cost_usd", "total_tokens", "elapsed_sec") if m in trials.columns]
     if cols:
         spend = stats.project_spend(trials, n_tasks=PLAN_SPEND_TASKS, repetitions=reps, metrics=cols)
-        srows = [[r.profile, f"`{r.metric}`", str(r.n_pilot_runs), fmt.value(r.metric, r.per_run_median),
-                  fmt.value(r.metric, r.per_run_p90), str(r.n_runs), fmt.value(r.metric, r.projected_median),
-                  fmt.value(r.metric, r.projected_p90)] for r in spend.itertuples()]
-        out += ["", f"Projected spend of a run of {PLAN_SPEND_TASKS} tasks × {fmt.plural(reps, 'repetition')} per "
-                "profile (pilot median and p90 per run, times the runs; the p90 line is a budget with margin):", "",
-                md_table(["profile", "metric", "pilot runs", "median per run", "p90 per run", "runs",
-                          "projected (median)", "projected (p90)"], srows)]
+        srows = [
+            [
+                r.profile,
+                f"`{r.metric}`",
+                str(r.n_pilot_runs),
+                fmt.value(r.metric, r.per_run_median),
+                fmt.value(r.metric, r.per_run_p90),
+                str(r.n_runs),
+                fmt.value(r.metric, r.projected_median),
+                fmt.value(r.metric, r.projected_p90),
+            ]
+            for r in spend.itertuples()
+        ]
+        out += [
+            "",
+            f"Projected spend of a run of {PLAN_SPEND_TASKS} tasks × {fmt.plural(reps, 'repetition')} per "
+            "profile (pilot median and p90 per run, times the runs; the p90 line is a budget with margin):",
+            "",
+            md_table(
+                ["profile", "metric", "pilot runs", "median per run", "p90 per run", "runs", "projected (median)", "projected (p90)"], srows
+            ),
+        ]
     return out
 
 
@@ -314,50 +387,82 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
     conf = plan.bootstrap.confidence
     parts: list[str] = []
     if simulated:
-        parts += ["> **SIMULATED DATA.** These runs were generated by the seeded simulator; every number below "
-                  "describes simulated agents and is not a finding.", ""]
+        parts += [
+            "> **SIMULATED DATA.** These runs were generated by the seeded simulator; every number below "
+            "describes simulated agents and is not a finding.",
+            "",
+        ]
     parts += check.banner() + [check.hash_line(), "", check.timing_line(), ""]
     n_prof = metrics["profile"].nunique()
-    parts += ["# Profile comparisons", "",
-              f"{fmt.plural(n_prof, 'profile')}, {fmt.plural(len(study.pairs), 'pair')} compared "
-              f"(B against baseline A). Every number below comes from `comparisons.csv` and `profile_rates.csv`.", "",
-              "## Profiles", "", rates_table(study.rates, conf), ""]
+    parts += [
+        "# Profile comparisons",
+        "",
+        f"{fmt.plural(n_prof, 'profile')}, {fmt.plural(len(study.pairs), 'pair')} compared "
+        f"(B against baseline A). Every number below comes from `comparisons.csv` and `profile_rates.csv`.",
+        "",
+        "## Profiles",
+        "",
+        rates_table(study.rates, conf),
+        "",
+    ]
     if comp.empty:
         parts += ["No profile pair to compare (fewer than two profiles).", ""]
     for tier in ("primary", "secondary", "exploratory", "sensitivity"):
         if not (comp["tier"] == tier).any():
             continue
         corr = CORRECTION_NAMES[getattr(plan.tiers, tier).correction]
-        title = {"primary": f"Primary metrics (pre-registered tests, {corr} over the tier)",
-                 "secondary": f"Secondary metrics (pre-registered tests, {corr} over the tier)",
-                 "exploratory": "Exploratory metrics (descriptive: estimates and intervals, no test)",
-                 "sensitivity": "Sensitivity analyses (a planned test with repetitions combined otherwise)"}[tier]
+        title = {
+            "primary": f"Primary metrics (pre-registered tests, {corr} over the tier)",
+            "secondary": f"Secondary metrics (pre-registered tests, {corr} over the tier)",
+            "exploratory": "Exploratory metrics (descriptive: estimates and intervals, no test)",
+            "sensitivity": "Sensitivity analyses (a planned test with repetitions combined otherwise)",
+        }[tier]
         parts += [f"## {title}", "", tier_table(comp, tier, conf), ""]
         if tier == "primary":
             parts += mcnemar_lines(comp, conf) + [""]
         if tier == "primary" and study.hypotheses is not None:
-            parts += ["## Fixed-sequence hypotheses (as declared, in order)", "",
-                      "Each step is tested only if every step before it held (gatekeeping), which keeps the "
-                      "family-wise error at alpha; each profile pair runs its own sequence at alpha / (number of pairs) "
-                      "(Bonferroni), so these intervals are wider than the comparisons' above. Non-inferiority: the worse end of the interval lies within the margin "
-                      "(one-sided at alpha / 2); superiority: the interval excludes 0 on the better side; equivalence: "
-                      "the 1 − 2 alpha interval lies inside the margins (TOST).", "",
-                      hypotheses_table(study.hypotheses), ""]
+            parts += [
+                "## Fixed-sequence hypotheses (as declared, in order)",
+                "",
+                "Each step is tested only if every step before it held (gatekeeping), which keeps the "
+                "family-wise error at alpha; each profile pair runs its own sequence at alpha / (number of pairs) "
+                "(Bonferroni), so these intervals are wider than the comparisons' above. Non-inferiority: the worse end of the interval lies within the margin "
+                "(one-sided at alpha / 2); superiority: the interval excludes 0 on the better side; equivalence: "
+                "the 1 − 2 alpha interval lies inside the margins (TOST).",
+                "",
+                hypotheses_table(study.hypotheses),
+                "",
+            ]
     few = comp.loc[comp["n_pairs"] > 0, "n_pairs"]
     if len(few) and few.min() < FEW_PAIRS:
-        parts += [f"**Only {fmt.plural(int(few.min()), 'paired task')} in some comparison:** with fewer than "
-                  f"{FEW_PAIRS} pairs the intervals matter more than the p-values.", ""]
+        parts += [
+            f"**Only {fmt.plural(int(few.min()), 'paired task')} in some comparison:** with fewer than "
+            f"{FEW_PAIRS} pairs the intervals matter more than the p-values.",
+            "",
+        ]
     parts += _repetitions_section(study, conf)
     if study.subgroups is not None and not study.subgroups.empty:
-        rows = [[f"{r.profile_b} vs {r.profile_a}", str(r.group), str(r.n_tasks),
-                 f"{fmt.number(100 * r.raw, 1, sign=True)} pp (SE {fmt.number(100 * r.se, 1)})",
-                 f"{fmt.number(100 * r.shrunk, 1, sign=True)} pp", fmt.number(r.shrinkage, 2)]
-                for r in study.subgroups.itertuples()]
-        parts += ["## Subgroups (descriptive: no per-group tests)", "",
-                  "pass@1 difference per group of tasks, raw and partially pooled (empirical Bayes: each group pulled "
-                  "towards the overall effect by SE² / (SE² + tau²), tau² by DerSimonian-Laird). Groups with few tasks "
-                  "are mostly noise; read the pooled column, and test no group on its own.", "",
-                  md_table(["pair", "group", "tasks", "raw difference", "partially pooled", "pull to overall"], rows), ""]
+        rows = [
+            [
+                f"{r.profile_b} vs {r.profile_a}",
+                str(r.group),
+                str(r.n_tasks),
+                f"{fmt.number(100 * r.raw, 1, sign=True)} pp (SE {fmt.number(100 * r.se, 1)})",
+                f"{fmt.number(100 * r.shrunk, 1, sign=True)} pp",
+                fmt.number(r.shrinkage, 2),
+            ]
+            for r in study.subgroups.itertuples()
+        ]
+        parts += [
+            "## Subgroups (descriptive: no per-group tests)",
+            "",
+            "pass@1 difference per group of tasks, raw and partially pooled (empirical Bayes: each group pulled "
+            "towards the overall effect by SE² / (SE² + tau²), tau² by DerSimonian-Laird). Groups with few tasks "
+            "are mostly noise; read the pooled column, and test no group on its own.",
+            "",
+            md_table(["pair", "group", "tasks", "raw difference", "partially pooled", "pull to overall"], rows),
+            "",
+        ]
     trials = usable_trials(metrics)
     if study.pairs:
         parts += _planning_section(trials, study.pairs, seed=plan.bootstrap.seed) + [""]
@@ -369,6 +474,8 @@ def quote_lines(comparisons: pd.DataFrame, tiers: Sequence[str] = ("primary",)) 
     """One sentence per comparison of the given tiers: the estimate, its interval and its test."""
     out = []
     for r in comparisons[comparisons["tier"].isin(tiers) & comparisons["estimate"].notna()].itertuples():
-        out.append(f"{r.label}, {r.profile_b} vs {r.profile_a}: {fmt.estimate(r)} {fmt.interval(r)} "
-                   f"({fmt.p_value(r.p_adjusted, prefix=True).replace('p', 'adjusted p', 1)})")
+        out.append(
+            f"{r.label}, {r.profile_b} vs {r.profile_a}: {fmt.estimate(r)} {fmt.interval(r)} "
+            f"({fmt.p_value(r.p_adjusted, prefix=True).replace('p', 'adjusted p', 1)})"
+        )
     return out

@@ -119,7 +119,7 @@ def per_task_changes(comparisons: pd.DataFrame, metrics: pd.DataFrame, metric: s
         pairs = stats.pair_tasks(trials, metric, r.profile_a, r.profile_b, binary=False).dropna(subset=["a", "b"])
         pairs = pairs[(pairs["a"] > 0) & (pairs["b"] > 0)]
         rows += [{"task_id": t, "profile": r.profile_b, "change_pct": 100.0 * (b / a - 1.0)}
-                 for t, a, b in zip(pairs["task_id"], pairs["a"], pairs["b"])]
+                 for t, a, b in zip(pairs["task_id"], pairs["a"], pairs["b"], strict=True)]
     out = pd.DataFrame(rows, columns=["task_id", "profile", "change_pct"])
     order = out.groupby("task_id")["change_pct"].mean().sort_values().index
     out["task_id"] = pd.Categorical(out["task_id"], categories=list(order), ordered=True)
@@ -213,7 +213,7 @@ def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None 
     fig, axes = plt.subplots(len(heights), 1, figsize=(WIDTH_IN, 0.7 + 0.22 * sum(heights) + 0.4 * len(heights)),
                              squeeze=False, gridspec_kw={"height_ratios": heights})
     colors = colors or profile_colors(sorted(rows["profile_b"].unique()))
-    for ax, (scale, sub) in zip(axes[:, 0], panels):
+    for ax, (scale, sub) in zip(axes[:, 0], panels, strict=True):
         # An interval unbounded on one side (too few tasks for a 95% interval) runs to the panel's edge
         # and ends in an arrow there; the axis is scaled to the finite values only.
         finite = np.r_[sub["estimate"], sub["low"], sub["high"], 0.0]
@@ -255,7 +255,7 @@ def plot_tool_mix(mix: pd.DataFrame, simulated: bool) -> plt.Figure:
     fig, ax = _figure(0.9 + 0.3 * len(wide))
     colors = sns.color_palette(PALETTE, n_colors=len(wide.columns))
     left = np.zeros(len(wide))
-    for color, cat in zip(colors, wide.columns):
+    for color, cat in zip(colors, wide.columns, strict=True):
         ax.barh(range(len(wide)), wide[cat].to_numpy(), left=left, color=color, label=cat, height=0.6)
         left += wide[cat].to_numpy()
     ax.set_yticks(range(len(wide)), list(wide.index))
@@ -276,7 +276,7 @@ def plot_codecanvas(table: pd.DataFrame, metrics: list[str], simulated: bool,
     set_style()
     present = [m for m in metrics if m in table and pd.to_numeric(table[m], errors="coerce").notna().any()]
     fig, axes = plt.subplots(len(present), 1, figsize=(WIDTH_IN, 0.4 + 1.0 * max(len(present), 1)), squeeze=False)
-    for ax, metric in zip(axes[:, 0], present):
+    for ax, metric in zip(axes[:, 0], present, strict=True):
         df = table.assign(value=pd.to_numeric(table[metric], errors="coerce")).dropna(subset=["value"])
         profiles = sorted(df["profile"].unique())
         pc = colors or profile_colors(profiles)

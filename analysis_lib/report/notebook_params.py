@@ -9,8 +9,9 @@ injected with the wrong type fails here in one line that names the parameter.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["ROOT_MARKER", "find_project_root", "check_parameters"]
 

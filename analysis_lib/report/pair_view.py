@@ -10,9 +10,10 @@ trials without a trajectory get an empty lane and keep their outcome.
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import matplotlib.pyplot as plt
 import orjson
@@ -136,7 +137,7 @@ def step_detail(trial: Trial, position: int, mcp_tools: frozenset[str] = DEFAULT
 def divergence(lane_a: pd.DataFrame, lane_b: pd.DataFrame) -> int | None:
     """First position where the arms differ (another actor, tool or argument, or one lane ended); None if identical."""
     sig_a, sig_b = list(lane_a["signature"]), list(lane_b["signature"])
-    for i, (x, y) in enumerate(zip(sig_a, sig_b), start=1):
+    for i, (x, y) in enumerate(zip(sig_a, sig_b, strict=False), start=1):
         if x != y:
             return i
     return None if len(sig_a) == len(sig_b) else min(len(sig_a), len(sig_b)) + 1
@@ -269,7 +270,7 @@ def outcome_grid(metrics: pd.DataFrame, profile_a: str, profile_b: str, sort: st
     grid["profile"] = grid["arm"].map({"A": profile_a, "B": profile_b})
     present = grid.set_index(["task_id", "repetition", "arm"]).index.isin(sub.index)
     grid["outcome"] = [("missing" if not p else _outcome(None if pd.isna(s) else s))
-                       for p, s in zip(present, grid["success"])]
+                       for p, s in zip(present, grid["success"], strict=True)]
     rate = grid.assign(s=grid["success"].astype("Float64")).groupby(["task_id", "arm"])["s"].mean().unstack("arm")
     diff = (rate.get("B") - rate.get("A")).astype(float)
     grid["difference"] = grid["task_id"].map(diff).round(3)

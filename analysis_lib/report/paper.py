@@ -19,8 +19,8 @@ import pandas as pd
 from .. import registry
 from ..fileio import atomic_write_text
 from . import latex, markdown, tables
-from .comparison_report import mcnemar_lines, rates_table, tier_table
 from . import numbers as fmt
+from .comparison_report import mcnemar_lines, rates_table, tier_table
 from .figures import FOREST_NOTE
 
 __all__ = ["PaperInputs", "PlanRecord", "quoted_macros", "write_paper_snippets", "FIGURE_CAPTIONS"]
@@ -64,7 +64,7 @@ class PlanRecord:
     fixed_before_first_trial: bool | None = None
 
     @classmethod
-    def from_sidecar(cls, obj: dict) -> "PlanRecord":
+    def from_sidecar(cls, obj: dict) -> PlanRecord:
         return cls(str(obj.get("analysis_plan_sha256", "")), str(obj.get("plan_name", "")),
                    obj.get("recorded_at"), bool(obj.get("plan_changed_after_record")), obj.get("recorded_in"),
                    obj.get("first_trial_at"), obj.get("fixed_before_first_trial"))

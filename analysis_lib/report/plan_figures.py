@@ -34,7 +34,7 @@ def plot_exploratory(metrics: pd.DataFrame, columns: list[str], simulated: bool,
     fig, axes = plt.subplots(max(len(present), 1), 1, figsize=(WIDTH_IN, 0.5 + 0.9 * max(len(present), 1)), squeeze=False)
     profiles = sorted(metrics["profile"].astype(str).unique())
     colors = colors or profile_colors(profiles)
-    for ax, col in zip(axes[:, 0], present):
+    for ax, col in zip(axes[:, 0], present, strict=True):
         for i, p in enumerate(profiles):
             v = pd.to_numeric(metrics.loc[metrics["profile"].astype(str) == p, col], errors="coerce").dropna().to_numpy()
             if not len(v):

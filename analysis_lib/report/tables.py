@@ -104,7 +104,7 @@ def tool_calls_from_distribution(metrics: pd.DataFrame, categorize) -> pd.DataFr
     distribution, so shell commands count as ``execute`` here.
     """
     rows = []
-    for profile, dist in zip(metrics["profile"], metrics["tool_distribution"]):
+    for profile, dist in zip(metrics["profile"], metrics["tool_distribution"], strict=True):
         if not isinstance(dist, str) or not dist.strip():
             continue
         for name, count in json.loads(dist).items():
