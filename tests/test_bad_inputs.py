@@ -18,9 +18,16 @@ from analysis_lib.trial import InputError
 GOOD_TRIALS = 6  # small_runs: 2 profiles x 3 tasks
 
 
-def _run(runs: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+def _subprocess(runs: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    """``python -m analysis_lib`` as a user runs it (the huge-observation test: its memory goes with the process)."""
     return subprocess.run([sys.executable, "-m", "analysis_lib", str(runs), "--no-llm", "-q", "-o", str(out), *extra],
                           capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def analyse_cli(run_cli):
+    """``python -m analysis_lib RUNS --no-llm -q -o OUT ...`` in this process (the conftest's ``run_cli``)."""
+    return lambda runs, out, *extra: run_cli(runs, "--no-llm", "-q", "-o", out, *extra)
 
 
 def _errors(out: Path) -> list[dict]:
@@ -38,11 +45,11 @@ BAD_TRAJECTORIES = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_TRAJECTORIES))
-def test_bad_trajectory_gives_one_error_row_and_the_rest_completes(tmp_path, case):
+def test_bad_trajectory_gives_one_error_row_and_the_rest_completes(tmp_path, case, analyse_cli):
     runs = small_runs(tmp_path / "runs")
     raw, words = BAD_TRAJECTORIES[case]
     write_trial(runs, "2026-01-01__10-00-00__base", "broken-task", raw_trajectory=raw)
-    proc = _run(runs, tmp_path / "out")
+    proc = analyse_cli(runs, tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
     rows = [r for r in _errors(tmp_path / "out") if r["severity"] == "error"]
     assert len(rows) == 1 and words in rows[0]["message"]
@@ -64,11 +71,11 @@ def test_non_utf8_bytes_are_replaced_not_fatal(tmp_path):
     assert "\ufffd" in obj["steps"][1]["observation"]["results"][0]["content"]
 
 
-def test_non_utf8_trajectory_is_read_with_a_warning_row(tmp_path):
+def test_non_utf8_trajectory_is_read_with_a_warning_row(tmp_path, analyse_cli):
     runs = small_runs(tmp_path / "runs")
     doc = json.dumps(trajectory([agent_step(1, [("Bash", {"command": "cat x"})], results=[{"content": "OUT"}])]))
     write_trial(runs, "2026-01-01__10-00-00__base", "latin1-task", raw_trajectory=doc.encode().replace(b"OUT", b"caf\xe9"))
-    proc = _run(runs, tmp_path / "out")
+    proc = analyse_cli(runs, tmp_path / "out")
     assert proc.returncode == 0
     rows = [r for r in _errors(tmp_path / "out") if "latin1-task" in r["path"]]
     assert len(rows) == 1 and rows[0]["severity"] == "warning" and "invalid UTF-8" in rows[0]["message"]
@@ -76,27 +83,26 @@ def test_non_utf8_trajectory_is_read_with_a_warning_row(tmp_path):
     assert "analysed 7 trials" in proc.stderr
 
 
-@pytest.mark.slow  # several analyses as real subprocesses: ~3 s
-def test_missing_files_and_empty_folders(tmp_path):
+def test_missing_files_and_empty_folders(tmp_path, analyse_cli):
     runs = small_runs(tmp_path / "runs")
     (runs / "2026-01-01__10-00-00__base" / "empty-task" / "agent").mkdir(parents=True)
     (runs / "empty-run-folder").mkdir()
-    proc = _run(runs, tmp_path / "out")
+    proc = analyse_cli(runs, tmp_path / "out")
     assert proc.returncode == 0
     rows = _errors(tmp_path / "out")
     assert any("empty-task" in r["path"] and "holds no result.json" in r["message"] for r in rows)
-    empty = _run(tmp_path / "nothing-here", tmp_path / "out2")
+    empty = analyse_cli(tmp_path / "nothing-here", tmp_path / "out2")
     assert empty.returncode == 1 and "no such file or folder" in empty.stderr
     (tmp_path / "empty").mkdir()
-    assert "no trials found" in _run(tmp_path / "empty", tmp_path / "out3").stderr
+    assert "no trials found" in analyse_cli(tmp_path / "empty", tmp_path / "out3").stderr
 
 
-def test_symlink_loop_is_reported_once(tmp_path):
+def test_symlink_loop_is_reported_once(tmp_path, analyse_cli):
     runs = small_runs(tmp_path / "runs")
     loop = runs / "2026-01-01__10-00-00__base" / "loop"
     loop.mkdir()
     os.symlink("..", loop / "up")
-    proc = _run(runs, tmp_path / "out")
+    proc = analyse_cli(runs, tmp_path / "out")
     assert proc.returncode == 0
     rows = [r for r in _errors(tmp_path / "out") if "symlink loop" in r["message"]]
     assert len(rows) == 1
@@ -110,7 +116,7 @@ def test_200mb_observation_is_truncated_with_a_warning(tmp_path):
     doc = trajectory([agent_step(1, [("Bash", {"command": "cat big.log"})], results=[{"content": huge}])])
     write_trial(runs, "2026-01-01__10-00-00__base", "huge-task", raw_trajectory=json.dumps(doc).encode())
     del huge, doc
-    proc = _run(runs, tmp_path / "out", "--workers", "1")
+    proc = _subprocess(runs, tmp_path / "out", "--workers", "1")
     assert proc.returncode == 0, proc.stderr
     rows = _errors(tmp_path / "out")
     assert any(r["severity"] == "warning" and "huge-task" in r["path"] and "truncated" in r["message"] for r in rows)
