@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pandas as pd
+from tqdm.auto import tqdm
 
 from . import __version__
 from .codecanvas.metrics import codecanvas_metrics
@@ -208,8 +209,6 @@ def _collect(results: Iterable[Rows], total: int, progress: bool, out: list[Rows
     """Append ``results`` to ``out`` as they come, with a progress bar when asked and worth it."""
     bar = None
     if progress and total >= 2:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=total, desc="reading trials", unit="trial", file=sys.stderr, leave=False)
     try:
         for res in results:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..trial import TestResult
+from .identity import canonical_model
 
 # Test statuses of the Layer 1 vocabulary (see analysis_lib.trial.TestResult).
 _STATUS = {
@@ -76,8 +77,6 @@ def test_counts(tests: list[TestResult]) -> dict[str, int]:
 
 def short_model(name: Any) -> str | None:
     """The model's one name across providers: ``openai/neulab/claude-x`` -> ``claude-x`` (see :mod:`.identity`)."""
-    from .identity import canonical_model
-
     return canonical_model(name)
 
 

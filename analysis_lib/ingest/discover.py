@@ -22,6 +22,13 @@ from typing import Any
 
 from ..fileio import read_json
 from ..trial import IngestError, InputError
+from .convert import detect_transcript_kind, is_subagent_transcript
+from .harbor import is_trial_result
+from .inspect_log import is_inspect_log
+from .mcpbr import is_mcpbr_results
+from .mini_swe_agent import is_mini_swe_agent
+from .swe_agent import is_swe_agent
+from .tb1 import is_tb1_run
 
 _RUN_DIR = re.compile(r"^(?P<ts>\d{4}-\d{2}-\d{2}(?:__|T|_)\d{2}[-:]\d{2}[-:]\d{2})__(?P<profile>.+)$")
 _JOB_LEVEL = {"index.json", "config.json", "result.json", "lock.json"}
@@ -50,8 +57,6 @@ def _is_trial_dir(path: str, names: set[str]) -> bool:
             obj = read_json(os.path.join(path, "result.json"), "discover")
         except InputError:
             return "trial.log" in names or "exception.txt" in names
-        from .harbor import is_trial_result
-
         return is_trial_result(obj)
     return False
 
@@ -73,12 +78,6 @@ def _read_index(root: str, errors: list[IngestError]) -> dict[str, dict]:
     return out
 
 
-def _is_tb1_run(path: str) -> bool:
-    from .tb1 import is_tb1_run
-
-    return is_tb1_run(path)
-
-
 def _sniff_file(path: str) -> str | None:
     """Kind of a loose file, from its first bytes (and its extension for JSONL and trajectories)."""
     try:
@@ -91,19 +90,11 @@ def _sniff_file(path: str) -> str | None:
         # SWE-agent (.traj) and mini-swe-agent (.traj.json): the kind is confirmed from the whole document.
         return _agent_trajectory_kind(path)
     if path.endswith(".eval"):
-        from .inspect_log import is_inspect_log
-
         return "inspect_log" if is_inspect_log(path) else None
     if path.endswith(".jsonl"):
-        from .mcpbr import is_mcpbr_results
-
         if is_mcpbr_results(path):  # mcpbr's incremental_results.jsonl
             return "mcpbr"
     if path.endswith((".jsonl", ".txt")):
-        try:
-            from .convert import detect_transcript_kind, is_subagent_transcript
-        except ImportError:
-            return None
         if is_subagent_transcript(path):
             return None  # converted with its session; alone it would count its calls twice
         return "transcript" if detect_transcript_kind(path) else None
@@ -127,9 +118,6 @@ def _sniff_file(path: str) -> str | None:
 
 def _agent_trajectory_kind(path: str) -> str | None:
     """``mini_swe_agent`` or ``swe_agent`` when the file's document is one, else None."""
-    from .mini_swe_agent import is_mini_swe_agent
-    from .swe_agent import is_swe_agent
-
     try:
         doc = read_json(path, "discover")
     except InputError:
@@ -240,7 +228,7 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
     # A TB1 run may have lost its run_metadata.json and kept only run-level results files (results[]),
     # results.json or <timestamp>_results.json.
     run_results = sorted(n for n in names if n == "results.json" or n.endswith("_results.json"))
-    if "run_metadata.json" in names or (run_results and _is_tb1_run(path)):
+    if "run_metadata.json" in names or (run_results and is_tb1_run(path)):
         sources.append(TrialSource(kind="tb1_run", path=path, run_id=os.path.basename(path), source_format="tb1"))
         return
     for e in sorted(entries, key=lambda e: e.name):
@@ -286,10 +274,6 @@ def _read_through_another(path: str) -> bool:
             return True
         if b'"instance_id"' in head and b'"run_type"' in head and b'"events"' in head:
             return True  # an mcpbr per-task log: its task is read from the run's results file
-    try:
-        from .convert import is_subagent_transcript
-    except ImportError:
-        return False
     return is_subagent_transcript(path)
 
 

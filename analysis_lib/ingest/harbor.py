@@ -12,6 +12,7 @@ from typing import Any
 
 from ..fileio import read_bytes, read_json
 from ..trial import InputError
+from .identity import canonical_model
 
 MAX_EXCEPTION_CHARS = 500
 
@@ -112,8 +113,6 @@ def trial_result_fields(obj: dict) -> dict[str, Any]:
 
 def profile_from_agent(agent_name: str | None, model_name: str | None, import_path: str | None = None) -> str:
     """Profile of a trial: ``<agent>@<model's one name>`` (agent from name or import path; see :mod:`.identity`)."""
-    from .identity import canonical_model
-
     agent = agent_name or (import_path.rsplit(":", 1)[-1] if import_path else None) or "agent"
     model = canonical_model(model_name)
     return f"{agent}@{model}" if model else agent

@@ -6,6 +6,7 @@ import os
 
 from ..fileio import read_json
 from ..trial import IngestError, InputError, Timing, Trial
+from . import mini_swe_agent, swe_agent
 from .atif import parse_trajectory, read_trajectory
 from .claude_code import stream_json_to_atif
 from .convert import convert_file
@@ -69,11 +70,8 @@ def _read_transcript(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
 
 def _read_agent_trajectory(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
     """A mini-swe-agent ``.traj.json`` or SWE-agent ``.traj``: converted to ATIF, task = the instance id."""
-    if src.kind == "mini_swe_agent":
-        from .mini_swe_agent import trajectory_to_atif
-    else:
-        from .swe_agent import trajectory_to_atif
-    doc = trajectory_to_atif(src.path)
+    to_atif = mini_swe_agent.trajectory_to_atif if src.kind == "mini_swe_agent" else swe_agent.trajectory_to_atif
+    doc = to_atif(src.path)
     traj = parse_trajectory(doc, src.path)
     name = os.path.basename(src.path)
     task = name.split(".traj")[0] if ".traj" in name else name.rsplit(".json", 1)[0]
