@@ -3,12 +3,12 @@
 Subcommands live beside the concept they drive; each module exposes ``cli(argv) -> int``:
 
     simulate   seeded sample runs (analysis_lib.simulate)
-    convert    Claude Code transcripts / stream-json -> ATIF (analysis_lib.ingest.convert)
+    convert    Claude Code transcripts / stream-json -> ATIF (analysis_lib.convert_cli)
     paper      the papermill pipeline (analysis_lib.pipeline)
     bench      benchmark runner (analysis_lib.bench.cli)
     codecanvas CodeCanvas metrics, comparison and vision analysis (analysis_lib.codecanvas_cli)
     results    pre-registered RESULTS.md of a benchmark run's full_run.json (analysis_lib.results)
-    label      human labels of a blinded trial sample, and their agreement (analysis_lib.judge.labelling)
+    label      human labels of a blinded trial sample, and their agreement (analysis_lib.label_cli)
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import sys
 
 SUBCOMMANDS = {
     "simulate": "analysis_lib.simulate",
-    "convert": "analysis_lib.ingest.convert",
+    "convert": "analysis_lib.convert_cli",
     "paper": "analysis_lib.pipeline",
     "bench": "analysis_lib.bench.cli",
     "codecanvas": "analysis_lib.codecanvas_cli",
     "results": "analysis_lib.results",
-    "label": "analysis_lib.judge.labelling",
+    "label": "analysis_lib.label_cli",
 }
 
 

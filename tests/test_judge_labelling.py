@@ -138,3 +138,24 @@ def test_a_missing_runs_folder_is_a_one_line_error(tmp_path):
     )
     assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'nope'}: no such folder"
     assert not (tmp_path / "l.csv").exists()
+
+
+def test_label_command_reports_agreement_and_refuses_bad_arguments(tmp_path, run_cli):
+    """``python -m analysis_lib label``: --report over a label CSV; a missing rater or folder is exit 2."""
+    from analysis_lib.judge.labelling import append_label
+
+    labels = tmp_path / "labels.csv"
+    for trial, (ann, bob) in {"t1": ("x", "x"), "t2": ("y", "y"), "t3": ("x", "y"), "t4": ("y", "y")}.items():
+        append_label(labels, trial, "failure", "ann", ann)
+        append_label(labels, trial, "failure", "bob", bob)
+    res = run_cli("label", tmp_path, "--report", "--labels", labels)
+    assert res.returncode == 0, res.stderr
+    row = next(line for line in res.stdout.splitlines() if "human ann vs human bob" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # 3 of 4 agree; kappa = (0.75 - 0.5) / (1 - 0.5) with marginals ann 2/2, bob 1/3.
+    assert cells[2] == "4" and cells[4] == "0.750" and cells[5].startswith("0.500 ")
+
+    no_rater = run_cli("label", tmp_path)
+    assert no_rater.returncode == 2 and "--rater is required" in no_rater.stderr
+    missing = run_cli("label", tmp_path / "nowhere", "--rater", "ann")
+    assert missing.returncode == 2 and "no such folder" in missing.stderr

@@ -10,10 +10,8 @@ for any judge) before the judge's agreement with each of them.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import random
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,7 +19,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..ingest.load import load_trials
 from ..trial import InputError, Trial
 from .agreement import agreement_row, format_agreement_md
 from .analyses import mcp_calls, outcome_text, trial_id, trial_success
@@ -202,56 +199,3 @@ def labelling_report(csv_path: str | Path, layer2_dir: str | Path | None = None,
     if not rows:
         return "No labels recorded yet."
     return "Inter-human agreement first: it is the ceiling a judge can be held to.\n\n" + format_agreement_md(rows)
-
-
-def cli(argv: list[str] | None = None) -> int:
-    """``python -m analysis_lib label RUNS_DIR --rater NAME --labels labels.csv``: label a blinded sample in the terminal."""
-    p = argparse.ArgumentParser(
-        prog="python -m analysis_lib label",
-        description=(
-            "Label a stratified (profile x outcome), seeded, arm-blinded sample of trials in the terminal; "
-            "with --report, print inter-human and judge-vs-human agreement instead."
-        ),
-    )
-    p.add_argument("runs_dir", metavar="RUNS_DIR")
-    p.add_argument("--rater", help="your name or initials, recorded with every label")
-    p.add_argument("--labels", default="human_labels.csv", help="label CSV to append to (default human_labels.csv)")
-    p.add_argument("--per-stratum", type=int, default=2, help="trials per profile x outcome (default 2)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0): two raters must use the same")
-    p.add_argument("--analyses", nargs="+", default=["strategy", "failure", "mcp"], choices=list(LABEL_CLASSES))
-    p.add_argument("--max-chars", type=int, default=6000, help="condensed trajectory size shown (default 6000)")
-    p.add_argument("--report", action="store_true", help="print the agreement report of the label CSV and exit")
-    p.add_argument("--judge-dir", help="Layer 2 output folder whose judge labels --report compares with")
-    args = p.parse_args(argv)
-    if args.report:
-        try:
-            print(labelling_report(args.labels, args.judge_dir, seed=args.seed))
-        except InputError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        return 0
-    if not args.rater:
-        p.error("--rater is required when labelling")
-    if not Path(args.runs_dir).is_dir():
-        print(f"error: {args.runs_dir}: no such folder", file=sys.stderr)
-        return 2
-    trials, errors = load_trials(args.runs_dir)
-    for e in errors:
-        print(f"skipped {getattr(e, 'path', '')}: {getattr(e, 'message', e)}", file=sys.stderr)
-    if not trials:
-        print(f"error: {args.runs_dir}: no trial found", file=sys.stderr)
-        return 2
-    sample = draw_sample(trials, args.per_stratum, args.seed)
-    items = make_items(sample, trials, args.max_chars)
-    print(f"{len(items)} trials drawn ({args.per_stratum} per profile x outcome, seed {args.seed}); arm names are hidden.")
-    try:
-        n = label_items(items, args.rater, args.labels, args.analyses, seed=args.seed)
-    except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"\n{n} labels recorded in {args.labels}")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(cli())
