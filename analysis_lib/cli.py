@@ -1,6 +1,7 @@
 """Command line: ``python -m analysis_lib RUNS_DIR [options]`` and its subcommands.
 
-Subcommands live beside the concept they drive; each module exposes ``cli(argv) -> int``:
+Each subcommand is an application module exposing ``cli(argv) -> int``, loaded only when it is asked for
+(the main command's is :mod:`analysis_lib.analyse_cli`):
 
     simulate   seeded sample runs (analysis_lib.simulate)
     convert    Claude Code transcripts / stream-json -> ATIF (analysis_lib.convert_cli)
