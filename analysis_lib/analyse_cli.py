@@ -25,6 +25,7 @@ from .trials_table import relative_to_runs
 
 
 def config_from_args(args: argparse.Namespace) -> MetricsConfig:
+    """The metrics configuration of the command line: the default MCP tools and those named by ``--mcp-tools``."""
     mcp = DEFAULT_MCP_TOOLS | frozenset(args.mcp_tools or [])
     return MetricsConfig(mcp_tools=mcp)
 
@@ -42,7 +43,8 @@ def print_trial_list(df: pd.DataFrame, file=None) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """``python -m analysis_lib RUNS_DIR``: Layer 1, then comparisons and Layer 2 when present."""
+    """``python -m analysis_lib RUNS_DIR``: Layer 1, then the comparisons (two profiles or more) and the LLM analyses
+    (unless ``--no-llm``); exit 0 when trials were analysed, 1 when none, 2 on a usage error."""
     outcome = "succeeded" if args.succeeded else "failed" if args.failed else None
     out_dir = None if args.list else args.output
     progress = not args.quiet and sys.stderr.isatty()
