@@ -125,7 +125,7 @@ def trials_table(
         idx = np.sort(np.random.default_rng(seed).choice(len(df), size=limit, replace=False))
         df = df.iloc[idx]
     df = df.reset_index(drop=True)
-    simulated = is_simulated(runs_dir)
+    simulated = is_simulated(runs_dir, [s.path for s in sources if s.kind == "trial_dir"])
     df["simulated"] = simulated  # every table made from simulated runs says so, row by row
     return TrialsTable(df, errors, len(selected), hits, simulated)
 

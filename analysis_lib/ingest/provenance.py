@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..fileio import read_json
@@ -45,16 +46,18 @@ def _trial_says_simulated(path: Path) -> bool:
     return isinstance(config, dict) and config.get("simulated") is True
 
 
-def is_simulated(runs_dir: str | Path) -> bool:
+def is_simulated(runs_dir: str | Path, trial_dirs: Iterable[str] | None = None) -> bool:
     """True when ``runs_dir/index.json`` declares ``"simulated": true`` or any trial's ``result.json`` does.
 
     The trials are asked too, so that a copy of simulated runs without its index is still marked.
     A missing index means real runs unless a trial says otherwise; an unreadable index is reported
-    in one line.
+    in one line. ``trial_dirs``: the trial folders discovery found, when the caller has them (no
+    second walk of the runs folder); else every ``result.json`` under ``runs_dir`` is asked.
     """
     if _index(runs_dir).get("simulated") is True:
         return True
     root = Path(runs_dir)
     if root.is_file():
         return _trial_says_simulated(root) if root.name == "result.json" else False
-    return any(_trial_says_simulated(p) for p in root.rglob("result.json"))
+    results = root.rglob("result.json") if trial_dirs is None else (Path(d) / "result.json" for d in trial_dirs)
+    return any(_trial_says_simulated(p) for p in results)
