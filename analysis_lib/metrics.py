@@ -55,7 +55,6 @@ from .tools import (
     call_effects,
     categorize,
     discovers_mcp,
-    files_touched,
     is_discovery,
     is_permission_denial,
     name_category,
@@ -542,16 +541,6 @@ def _norm(path: str) -> str:
     return p.rstrip("/") or p
 
 
-def edited_files(traj: Trajectory, mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS) -> list[str]:
-    """Distinct files edited by a trajectory, in first-edit order (normalised as in the metrics)."""
-    out: dict[str, None] = {}
-    for call in _iter_calls(traj):
-        _, edits = files_touched(call.name, call.arguments, categorize(call.name, call.arguments, mcp_tools))
-        for p in edits:
-            out.setdefault(_norm(p))
-    return list(out)
-
-
 _BOOL_COLUMNS = frozenset(
     {
         "success",
@@ -595,18 +584,8 @@ def metrics_frame(rows: list[dict[str, Any]], *, sort: bool = True) -> pd.DataFr
     The ``mcp_calls__<tool>`` columns are derived from ``mcp_calls_by_tool`` (see :func:`mcp_column`).
     """
     names = [k for k in dict.fromkeys(k for r in rows for k in r) if not k.startswith(MCP_TOOL_PREFIX)]
-    return _typed_frame(names, {c: [r.get(c) for r in rows] for c in names}, len(rows), sort)
-
-
-def packed_metrics_frame(layout: tuple[str, ...], values: list[tuple], *, sort: bool = False) -> pd.DataFrame:
-    """:func:`metrics_frame` of rows given as value tuples of one column layout (how ingest workers send
-    them: transposing tuples in C is several times faster than reading 85 keys of 2,000 dicts)."""
-    names = [k for k in layout if not k.startswith(MCP_TOOL_PREFIX)]
-    columns = dict(zip(layout, map(list, zip(*values, strict=True)), strict=True)) if values else {k: [] for k in layout}
-    return _typed_frame(names, columns, len(values), sort)
-
-
-def _typed_frame(names: list[str], data: dict[str, list], n: int, sort: bool) -> pd.DataFrame:
+    data = {c: [r.get(c) for r in rows] for c in names}
+    n = len(rows)
     base = IDENTITY_COLUMNS + METRIC_COLUMNS + CATEGORY_COLUMNS + CONTEXT_COLUMNS
     typed = {c: _column(c, data[c] if c in data else [None] * n) for c in base}
     typed.update((c, _column(c, data[c])) for c in names if c not in typed)
