@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..trial import TestResult
-from .identity import canonical_model
 
 # Test statuses of the Layer 1 vocabulary (see analysis_lib.trial.TestResult).
 _STATUS = {
@@ -73,11 +72,6 @@ def test_counts(tests: list[TestResult]) -> dict[str, int]:
         "tests_failed": sum(t.status == "failed" for t in tests),
         "tests_total": len(tests),
     }
-
-
-def short_model(name: Any) -> str | None:
-    """The model's one name across providers: ``openai/neulab/claude-x`` -> ``claude-x`` (see :mod:`.identity`)."""
-    return canonical_model(name)
 
 
 def one_line(text: Any, limit: int = 300) -> str:

@@ -37,8 +37,9 @@ from typing import Any
 
 from ..fileio import MAX_JSON_BYTES, loads_lenient, read_json
 from ..trial import FinalMetrics, IngestError, InputError, Step, Timing, ToolCall, Trajectory, Trial
-from ._carried import as_float, as_int, one_line, parse_time, seconds_between, short_model
+from ._carried import as_float, as_int, one_line, parse_time, seconds_between
 from .atif import decode_arguments
+from .identity import canonical_model
 
 STAGE = "import"
 SOURCE_FORMAT = "inspect"
@@ -181,7 +182,7 @@ class _LogContext:
 def inspect_profile(eval_: dict[str, Any]) -> str:
     """Profile of an Inspect log: ``<task>@<model without provider prefix>`` (see the module docstring)."""
     task = eval_.get("task") if isinstance(eval_.get("task"), str) and eval_.get("task") else None
-    model = short_model(eval_.get("model"))
+    model = canonical_model(eval_.get("model"))
     if task and model:
         return f"{task}@{model}"
     return task or model or SOURCE_FORMAT

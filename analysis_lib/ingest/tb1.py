@@ -49,8 +49,9 @@ from typing import Any
 
 from ..fileio import read_json
 from ..trial import IngestError, InputError, TestResult, Timing, Trial
-from ._carried import one_line, parse_time, seconds_between, short_model, test_counts, test_status
+from ._carried import one_line, parse_time, seconds_between, test_counts, test_status
 from .harbor import profile_from_agent
+from .identity import canonical_model
 
 STAGE = "import"
 RUN_METADATA = "run_metadata.json"
@@ -194,7 +195,7 @@ def tb1_profile(meta: dict[str, Any]) -> str:
     """Profile of a TB1 run: ``<agent_name>@<model without provider prefix>``, the Harbor rule (see the module docstring)."""
     agent = meta.get("agent_name") if isinstance(meta.get("agent_name"), str) and meta.get("agent_name") else SOURCE_FORMAT
     kwargs = meta.get("agent_kwargs") if isinstance(meta.get("agent_kwargs"), dict) else {}
-    model = short_model(meta.get("model_name")) or short_model(kwargs.get("model_name"))
+    model = canonical_model(meta.get("model_name")) or canonical_model(kwargs.get("model_name"))
     # One rule for Harbor and TB1 runs, so that a TB1 run and a Harbor run of the same agent and model pair up.
     return profile_from_agent(agent, model)
 
