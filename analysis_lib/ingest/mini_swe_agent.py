@@ -70,11 +70,19 @@ def _model_of(msg: dict[str, Any]) -> str | None:
     return resp.get("model") if isinstance(resp.get("model"), str) else None
 
 
-def trajectory_to_atif(path: str | os.PathLike, doc: dict[str, Any] | None = None) -> dict[str, Any]:
+def _result(call_id: str, text: str) -> dict[str, Any]:
+    """A call's observation result, with its exit code when the output gives one (``<returncode>N</returncode>``)."""
+    result: dict[str, Any] = {"source_call_id": call_id, "content": text}
+    rc = _RETURNCODE.search(text)
+    if rc:
+        result["extra"] = {"exit_code": int(rc.group(1)), "is_error": int(rc.group(1)) != 0}
+    return result
+
+
+def trajectory_to_atif(path: str | os.PathLike) -> dict[str, Any]:
     """Convert one mini-swe-agent ``.traj.json`` to an ATIF trajectory dict (raises :class:`InputError`)."""
     p = Path(path)
-    if doc is None:
-        doc = read_json(p, STAGE)
+    doc = read_json(p, STAGE)
     if not is_mini_swe_agent(doc):
         raise InputError(str(p), STAGE, "not a mini-swe-agent trajectory (no messages list with mini-swe-agent info)")
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
@@ -113,17 +121,9 @@ def trajectory_to_atif(path: str | os.PathLike, doc: dict[str, Any] | None = Non
             pending = step if calls and not msg.get("tool_calls") else None
         elif role == "tool" and by_call.get(str(msg.get("tool_call_id"))) is not None:
             target = by_call[str(msg.get("tool_call_id"))]
-            result = {"source_call_id": str(msg.get("tool_call_id")), "content": text}
-            rc = _RETURNCODE.search(text)
-            if rc:
-                result["extra"] = {"exit_code": int(rc.group(1)), "is_error": int(rc.group(1)) != 0}
-            target.setdefault("observation", {"results": []})["results"].append(result)
+            target.setdefault("observation", {"results": []})["results"].append(_result(str(msg.get("tool_call_id")), text))
         elif role == "user" and pending is not None:
-            result: dict[str, Any] = {"source_call_id": pending["tool_calls"][0]["tool_call_id"], "content": text}
-            rc = _RETURNCODE.search(text)
-            if rc:
-                result["extra"] = {"exit_code": int(rc.group(1)), "is_error": int(rc.group(1)) != 0}
-            pending["observation"] = {"results": [result]}
+            pending["observation"] = {"results": [_result(pending["tool_calls"][0]["tool_call_id"], text)]}
             pending = None
         else:
             steps.append({"source": "system" if role == "system" else "user", "message": text})

@@ -105,11 +105,10 @@ def _model(doc: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
-def trajectory_to_atif(path: str | os.PathLike, doc: dict[str, Any] | None = None) -> dict[str, Any]:
+def trajectory_to_atif(path: str | os.PathLike) -> dict[str, Any]:
     """Convert one SWE-agent ``.traj`` to an ATIF trajectory dict (raises :class:`InputError`)."""
     p = Path(path)
-    if doc is None:
-        doc = read_json(p, STAGE)
+    doc = read_json(p, STAGE)
     if not is_swe_agent(doc):
         raise InputError(str(p), STAGE, "not a SWE-agent trajectory (no trajectory list of action/observation turns)")
     model = _model(doc)
