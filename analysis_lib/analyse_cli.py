@@ -30,8 +30,8 @@ def config_from_args(args: argparse.Namespace) -> MetricsConfig:
     return MetricsConfig(mcp_tools=mcp)
 
 
-def print_trial_list(df: pd.DataFrame, file=None) -> None:
-    """The ``--list`` table: profile, task, repetition, outcome, path (to ``file``, else the current stdout)."""
+def print_trial_list(df: pd.DataFrame) -> None:
+    """The ``--list`` table: profile, task, repetition, outcome, path."""
     outcome = np.where(df["infra_error"].fillna(False), "infra-error",
                        np.where(df["success"].isna(), "unknown", np.where(df["success"].fillna(False), "pass", "fail")))
     table = pd.DataFrame({
@@ -39,7 +39,7 @@ def print_trial_list(df: pd.DataFrame, file=None) -> None:
         "path": df["trial_path"],
     })
     with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 80):
-        print(table.to_string(index=False) if len(table) else "(no trials)", file=file or sys.stdout)
+        print(table.to_string(index=False) if len(table) else "(no trials)")
 
 
 def run_cli(args: argparse.Namespace) -> int:

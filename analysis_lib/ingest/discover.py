@@ -227,7 +227,7 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
         return
     # A TB1 run may have lost its run_metadata.json and kept only run-level results files (results[]),
     # results.json or <timestamp>_results.json.
-    run_results = sorted(n for n in names if n == "results.json" or n.endswith("_results.json"))
+    run_results = any(n == "results.json" or n.endswith("_results.json") for n in names)
     if "run_metadata.json" in names or (run_results and is_tb1_run(path)):
         sources.append(TrialSource(kind="tb1_run", path=path, run_id=os.path.basename(path), source_format="tb1"))
         return
