@@ -10,6 +10,7 @@ import json
 from math import comb
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from analysis_lib.ingest.discover import discover
@@ -224,16 +225,18 @@ def _cc_lines() -> list[bytes]:
     return [json.dumps(_CC_USER).encode(), json.dumps(_CC_ASSISTANT, ensure_ascii=False).encode()]
 
 
-def _run_convert(*args: str) -> tuple[int, str, str]:
-    import subprocess
-    import sys
+@pytest.fixture
+def _run_convert(run_cli):
+    """``python -m analysis_lib convert ARGS`` in this process (the conftest's ``run_cli``): exit code, stdout, stderr."""
 
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", "analysis_lib", "convert", *args], cwd=root, capture_output=True, text=True, timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
+    def run(*args: str) -> tuple[int, str, str]:
+        proc = run_cli("convert", *args)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    return run
 
 
-def test_convert_warns_per_file_for_cut_lines_replaced_bytes_and_empty_inputs(tmp_path: Path) -> None:
+def test_convert_warns_per_file_for_cut_lines_replaced_bytes_and_empty_inputs(tmp_path: Path, _run_convert) -> None:
     src = tmp_path / "sessions"
     src.mkdir()
     lines = _cc_lines()
@@ -289,16 +292,10 @@ def test_mini_swe_agent_real_trajectory(real_fixtures: Path, tmp_path: Path) -> 
     assert row["total_cost_usd"] == pytest.approx(doc["info"]["model_stats"]["instance_cost"]) and not row["cost_estimated"]
     assert row["files_edited"] == 1  # echo "Hello, world!" > hello.txt
     # No verdict in the file: neither a success nor an infrastructure error.
-    assert pd_isna(row["success"]) and not row["infra_error"]
+    assert pd.isna(row["success"]) and not row["infra_error"]
     # Found under the RFC's own name too (by content), beside other native formats.
     sources, _ = discover(real_fixtures / "harbor-rfc-native-examples")
     assert [(s.kind, Path(s.path).name) for s in sources] == [("mini_swe_agent", "mini-swe-agent-trajectory.json")]
-
-
-def pd_isna(v) -> bool:
-    import pandas as pd
-
-    return v is None or bool(pd.isna(v))
 
 
 def test_mini_swe_agent_v2_tool_calls(tmp_path: Path) -> None:
@@ -512,22 +509,12 @@ def test_unread_agent_logs_are_warning_rows(tmp_path: Path) -> None:
     assert all("not analysed" in e.message for e in res.errors)
 
 
-def test_summary_line_counts_unread_logs(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
+def test_summary_line_counts_unread_logs(tmp_path: Path, run_cli) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
     (runs / "session.jsonl").write_bytes(b"\n".join(_cc_lines()) + b"\n")
     (runs / "events.json").write_text(json.dumps([{"id": 1, "action": "run", "observation": "ok"}]))
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run(
-        [sys.executable, "-m", "analysis_lib", str(runs), "--no-llm", "-o", str(tmp_path / "out")],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli(runs, "--no-llm", "-o", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
     assert "1 warnings (see errors.csv)" in proc.stdout
     errors_csv = (tmp_path / "out" / "errors.csv").read_text()
@@ -600,7 +587,7 @@ def test_task_prefix_kept_in_a_column_and_profiles_agree_across_providers(tmp_pa
     assert res.errors == []
     rows = res.frame.sort_values("trial_path").to_dict("records")
     assert [r["task_id"] for r in rows] == ["hello-world", "hello-world"]
-    assert rows[0]["task_dataset"] == "terminal-bench" and pd_isna(rows[1]["task_dataset"])
+    assert rows[0]["task_dataset"] == "terminal-bench" and pd.isna(rows[1]["task_dataset"])
     assert {r["profile"] for r in rows} == {"claude-code@claude-sonnet-4-20250514"}
     assert rows[0]["model_name"] == "us.anthropic.claude-sonnet-4-20250514-v1:0"  # the raw id stays
 
@@ -720,26 +707,17 @@ def _tree_digest(root: Path) -> dict[str, str]:
     return out
 
 
-@pytest.mark.slow  # analyses every real fixture in a subprocess: ~6 s
+@pytest.mark.slow  # analyses every real fixture: ~6 s
 @pytest.mark.real_fixtures
-def test_analysis_leaves_every_real_fixture_byte_identical(real_fixtures: Path, tmp_path: Path) -> None:
+def test_analysis_leaves_every_real_fixture_byte_identical(real_fixtures: Path, tmp_path: Path, run_cli) -> None:
     """The whole analysis (Layer 1 and comparisons) over every real fixture folder adds, changes and
     removes nothing in it. It runs on a copy made at test time, so that a failure cannot touch ../shared."""
     import shutil
-    import subprocess
-    import sys
 
     runs = tmp_path / "real"
     shutil.copytree(real_fixtures, runs, symlinks=True)
     before = _tree_digest(runs)
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run(
-        [sys.executable, "-m", "analysis_lib", str(runs), "--no-llm", "-o", str(tmp_path / "out")],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli(runs, "--no-llm", "-o", tmp_path / "out")
     assert (tmp_path / "out" / "errors.csv").is_file(), proc.stderr[-2000:]
     after = _tree_digest(runs)
     added = sorted(set(after) - set(before))
