@@ -15,14 +15,15 @@ from .ingest.convert import KINDS, STAGE, convert_file, detect_transcript_kind, 
 from .trial import InputError
 
 
-def _sources(srcs: list[str]) -> tuple[list[Path], list[str]]:
+def _sources(srcs: list[str]) -> tuple[list[tuple[Path, str | None]], list[str]]:
     """Expand SRC arguments: files as given; folders to their *.jsonl / *.json files.
 
     In a folder, subagent files beside their session are left out (they are part of it), an empty
     file gives a warning line, and files of another kind are passed over; an explicitly named file
-    must convert. Returns the files and the error or warning lines met.
+    must convert. Returns the files with the kind detected in a folder (None for a named file: detected
+    when converted) and the error or warning lines met.
     """
-    files: list[Path] = []
+    files: list[tuple[Path, str | None]] = []
     errors: list[str] = []
     for s in srcs:
         p = Path(s)
@@ -30,14 +31,15 @@ def _sources(srcs: list[str]) -> tuple[list[Path], list[str]]:
             for f in sorted(p.rglob("*")):
                 if f.suffix in (".jsonl", ".json") and f.is_file() and not is_subagent_transcript(f):
                     try:
-                        if detect_transcript_kind(f) is not None:
-                            files.append(f)
+                        kind = detect_transcript_kind(f)
+                        if kind is not None:
+                            files.append((f, kind))
                         elif not read_bytes(f, STAGE).strip():
                             errors.append(f"warning: {f}: {STAGE}: empty file; skipped")
                     except InputError as exc:
                         errors.append(exc.error.line())
         else:
-            files.append(p)
+            files.append((p, None))
     return files, errors
 
 
@@ -85,9 +87,9 @@ def cli(argv: list[str] | None = None) -> int:
     warned = sum(line.startswith("warning:") for line in errors)
     converted, failed = 0, len(errors) - warned
     taken: set[str] = set()
-    for src in files:
+    for src, detected in files:
         try:
-            traj = convert_file(src, args.kind, include_subagents=not args.no_subagents)
+            traj = convert_file(src, args.kind or detected, include_subagents=not args.no_subagents)
         except InputError as exc:
             print(exc.error.line(), file=sys.stderr)
             failed += 1
