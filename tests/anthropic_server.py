@@ -59,6 +59,17 @@ def usage_for(n: int) -> Usage:
     )
 
 
+def usage_totals(calls: list[dict]) -> dict[str, int]:
+    """Summed usage of logged calls (ATIF semantics: prompt includes cache reads and writes) and their number."""
+    tot = {
+        k: sum(c["usage"][k] for c in calls)
+        for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    }
+    tot["prompt_tokens"] = tot["input_tokens"] + tot["cache_creation_input_tokens"] + tot["cache_read_input_tokens"]
+    tot["calls"] = len(calls)
+    return tot
+
+
 @dataclass
 class AnthropicServer(LoopbackServer):
     """ThreadingHTTPServer on an ephemeral loopback port speaking ``POST /v1/messages``."""
@@ -72,17 +83,6 @@ class AnthropicServer(LoopbackServer):
     @property
     def url(self) -> str:
         return self.base_url
-
-    def truth(self, *, completed_only: bool = False) -> dict[str, int]:
-        """Summed usage of the logged calls (ATIF semantics: prompt includes cache reads and writes)."""
-        calls = [c for c in self.calls if c["completed"] or not completed_only]
-        tot = {
-            k: sum(c["usage"][k] for c in calls)
-            for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        }
-        tot["prompt_tokens"] = tot["input_tokens"] + tot["cache_creation_input_tokens"] + tot["cache_read_input_tokens"]
-        tot["calls"] = len(calls)
-        return tot
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
