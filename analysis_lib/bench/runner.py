@@ -747,32 +747,14 @@ def spike_manifest(
 
 
 def run_spike(
-    task_id: str,
-    repo_path: str,
+    m: Manifest,
     manifest_path: str | None = None,
-    instruction: str | None = None,
-    model: str | None = None,
-    mcp_config: str | None = None,
     runs_dir: str | os.PathLike | None = None,
     output: str | os.PathLike | None = None,
     seed: int = 0,
     phase_budget_usd: float = 50.0,
-    claude_bin: str = "claude",
     quiet: bool = False,
-    permission_mode: str | None = "bypassPermissions",
-    allowed_tools: list[str] | None = None,
 ) -> dict:
-    """One task, every condition, one run each: the smoke test before spending on a full run."""
-    m = spike_manifest(
-        task_id,
-        repo_path,
-        manifest_path,
-        instruction,
-        model,
-        mcp_config,
-        claude_bin,
-        permission_mode=permission_mode,
-        allowed_tools=allowed_tools,
-    )
-    rd = Path(runs_dir) if runs_dir is not None else Path("runs") / f"spike-{task_id}"
+    """One task, every condition, one run each (``m`` from :func:`spike_manifest`): the smoke test before spending on a full run."""
+    rd = Path(runs_dir) if runs_dir is not None else Path("runs") / f"spike-{m.tasks[0].id}"
     return run_plan(make_plan(m, 1, seed, phase_budget_usd, manifest_path), rd, output, quiet=quiet)
