@@ -696,7 +696,6 @@ def spike_manifest(
     model: str | None = None,
     mcp_config: str | None = None,
     claude_bin: str = "claude",
-    evaluation: list[str] | None = None,
     permission_mode: str | None = "bypassPermissions",
     allowed_tools: list[str] | None = None,
 ) -> Manifest:
@@ -730,8 +729,6 @@ def spike_manifest(
     if not mcp_config:
         raise ValueError("mcp_config: required for a spike without --manifest (the treatment condition's MCP config)")
     task: dict[str, Any] = {"id": task_id, "repo": repo, "commit": head, "instruction": instruction}
-    if evaluation:
-        task["evaluation"] = {"type": "command_json", "command": evaluation}
     common = {"claude_bin": claude_bin, "permission_mode": permission_mode, "allowed_tools": list(allowed_tools or [])}
     obj = {
         "manifest_version": 2,
