@@ -622,13 +622,11 @@ def run_plan(
                 log(
                     f"[{len(done)}/{n_total}] pair {e['pair']} run {e['run']} {e['condition']} {e['task_id']}: {rec['status']}, {rec['outcome']} ({cost})"
                 )
-                why = (
-                    (rec.get("agent") or {}).get("error")
-                    or ((rec.get("agent") or {}).get("stderr_tail") or "").splitlines()[-1:]
-                    or rec.get("setup_error")
-                )
+                agent = rec.get("agent") or {}
+                tail = (agent.get("stderr_tail") or "").splitlines()
+                why = agent.get("error") or (tail[-1] if tail else None) or rec.get("setup_error")
                 if rec["status"] != "completed" and why:
-                    log(f"    {why if isinstance(why, str) else why[0]}")
+                    log(f"    {why}")
                 elif rec.get("outcome") == "evaluation_error":
                     log(f"    evaluation error: {(rec.get('evaluation') or {}).get('error')}")
                 for w in rec.get("warnings") or []:
