@@ -494,7 +494,6 @@ def run_harbor(ctx: TrialContext) -> AgentOutcome:
     shutil.rmtree(jobs_dir, ignore_errors=True)
     job_name = f"{ctx.values['condition']}__{ctx.values['pair']}"
     argv = harbor_argv(ctx, jobs_dir, job_name)
-    where = argv[2:4]
     (ctx.trial_dir / "agent").mkdir(parents=True, exist_ok=True)
     with open(ctx.trial_dir / "agent" / "harbor-stdout.txt", "wb") as out, open(ctx.trial_dir / "agent" / "stderr.txt", "wb") as err:
         res = run_process(argv, env=ctx.env, timeout=ctx.task.timeout_seconds, stdout=out, stderr=err)
@@ -508,7 +507,7 @@ def run_harbor(ctx: TrialContext) -> AgentOutcome:
         # Harbor records absolute host paths (trial_uri, trials_dir, task path): keep them out of outputs.
         swaps = {os.path.realpath(jobs_dir): "harbor-jobs", str(jobs_dir): "harbor-jobs"}
         if not s.dataset:
-            swaps[where[1]] = ctx.task.repo
+            swaps[os.path.abspath(ctx.manifest.resolve(ctx.task.repo))] = ctx.task.repo  # harbor_argv's --path
         outcome.harbor_result = _scrub(outcome.harbor_result, swaps)
     return outcome
 
