@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from bench_support import manifest_obj, read_log, setup_bench, write_manifest
+from bench_support import manifest_obj, read_log, setup_bench, use_bench, write_manifest
 
 from analysis_lib.bench import environment as bench_env
 from analysis_lib.bench.journal import PlanMismatchError
@@ -17,9 +17,7 @@ from analysis_lib.bench.runner import run_full
 @pytest.fixture()
 def bench(tmp_path, monkeypatch):
     b = setup_bench(tmp_path)
-    for k, v in b["env"].items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setattr(bench_env, "_version_cache", {})
+    use_bench(b, monkeypatch)
     monkeypatch.chdir(tmp_path)
     return b
 
