@@ -215,26 +215,12 @@ def test_command_adapter_with_atif_output(bench):
     import sys
 
     obj = manifest_obj(bench, {"fix-a": "solved"})
-    obj["conditions"] = [
-        {
-            "name": "mini-a",
-            "adapter": "command",
-            "settings": {
-                "command": [sys.executable, str(agent), "{trial_dir}", "{instruction}"],
-                "output": "atif",
-                "version_command": [sys.executable, "--version"],
-            },
-        },
-        {
-            "name": "mini-b",
-            "adapter": "command",
-            "settings": {
-                "command": [sys.executable, str(agent), "{trial_dir}", "{instruction}"],
-                "output": "atif",
-                "version_command": [sys.executable, "--version"],
-            },
-        },
-    ]
+    settings = {
+        "command": [sys.executable, str(agent), "{trial_dir}", "{instruction}"],
+        "output": "atif",
+        "version_command": [sys.executable, "--version"],
+    }
+    obj["conditions"] = [{"name": name, "adapter": "command", "settings": settings} for name in ("mini-a", "mini-b")]
     res = _full(bench, obj, runs=1)
     assert res["summary"]["passed"] == 2 and res["budget"]["spent_usd"] == pytest.approx(0.25)
     t = res["trials"][0]
