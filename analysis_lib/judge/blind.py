@@ -18,15 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..tools import DEFAULT_MCP_TOOLS, is_mcp
 from ..trial import Trial
-
-try:
-    from ..tools import DEFAULT_MCP_TOOLS, is_mcp
-except ImportError:  # pragma: no cover
-    DEFAULT_MCP_TOOLS = frozenset()
-
-    def is_mcp(name: str, mcp_tools: Iterable[str] = ()) -> bool:
-        return name.startswith("mcp__")
 
 # Profile names that are everyday words: blinded in the profile field only.
 COMMON_WORDS = frozenset({"text", "default", "base", "plain", "none", "control", "baseline", "standard", "vanilla"})
