@@ -45,10 +45,10 @@ def split_tool(name: str) -> tuple[str | None, str]:
     return None, name
 
 
-def vocabulary(trials: Iterable[Trial], mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS, extra_servers: Iterable[str] = ()) -> Vocabulary:
+def vocabulary(trials: Iterable[Trial], mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS) -> Vocabulary:
     """Collect the names to hide from every trial of a run (so a baseline prompt naming a server is blinded too)."""
     tools_set = set(mcp_tools)
-    profiles, servers, tools, bare = set(), set(extra_servers), set(), set()
+    profiles, servers, tools, bare = set(), set(), set(), set()
     for t in trials:
         profiles.add(t.profile)
         if t.trajectory is None:
