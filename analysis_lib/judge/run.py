@@ -135,9 +135,7 @@ def missing_key_reason(model: str) -> str | None:
 def plan_jobs(trials: list[Trial], metrics: pd.DataFrame | None, opts: Layer2Options) -> list[Job]:
     """Every per-trial and per-task judgement (the synthesis comes after, from their results)."""
     lookup = metrics_lookup(metrics)
-    mcp_kw = {"mcp_tools": opts.mcp_tools} if opts.mcp_tools else {}
-    if opts.mcp_tools:
-        mcp_kw = {"mcp_tools": set(DEFAULT_MCP_TOOLS) | set(opts.mcp_tools)}
+    mcp_kw = {"mcp_tools": set(DEFAULT_MCP_TOOLS) | set(opts.mcp_tools)} if opts.mcp_tools else {}
     vocab = vocabulary(trials, **mcp_kw) if opts.blind else None
     unblind = set(opts.unblind or [])
     unknown = unblind - {"strategy", "failure", "mcp", "comparative"}
