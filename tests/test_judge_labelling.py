@@ -79,10 +79,7 @@ def test_two_raters_label_a_blinded_stratified_sample_in_the_terminal(sample_run
     assert "| strategy (primary_strategy) | human ann vs human bob (ceiling) |" in report.stdout
 
 
-def test_sample_is_stratified_seeded_and_report_puts_the_ceiling_before_the_judge(sample_runs, tmp_path, llm_server, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    for name in ("OPENAI_API_KEY", "OPENROUTER_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
+def test_sample_is_stratified_seeded_and_report_puts_the_ceiling_before_the_judge(sample_runs, tmp_path, llm_server, no_keys):
     trials, _ = load_trials(sample_runs)
     sample = draw_sample(trials, per_stratum=2, seed=3)
     assert [trial_id(t) for t in sample] == [trial_id(t) for t in draw_sample(trials, per_stratum=2, seed=3)]
