@@ -18,8 +18,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from loopback_http import LoopbackServer, QuietHandler, send
 
 
 @dataclass
@@ -57,50 +59,42 @@ def usage_for(n: int) -> Usage:
     )
 
 
+def usage_totals(calls: list[dict]) -> dict[str, int]:
+    """Summed usage of logged calls (ATIF semantics: prompt includes cache reads and writes) and their number."""
+    tot = {
+        k: sum(c["usage"][k] for c in calls)
+        for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    }
+    tot["prompt_tokens"] = tot["input_tokens"] + tot["cache_creation_input_tokens"] + tot["cache_read_input_tokens"]
+    tot["calls"] = len(calls)
+    return tot
+
+
 @dataclass
-class AnthropicServer:
+class AnthropicServer(LoopbackServer):
     """ThreadingHTTPServer on an ephemeral loopback port speaking ``POST /v1/messages``."""
 
     script: Callable[[dict], Turn]
     calls: list[dict] = field(default_factory=list)
     count_token_requests: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _httpd: ThreadingHTTPServer | None = None
+    thread_name = "anthropic-server"
 
     @property
     def url(self) -> str:
-        assert self._httpd is not None
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.base_url
 
-    def truth(self, *, completed_only: bool = False) -> dict[str, int]:
-        """Summed usage of the logged calls (ATIF semantics: prompt includes cache reads and writes)."""
-        calls = [c for c in self.calls if c["completed"] or not completed_only]
-        tot = {
-            k: sum(c["usage"][k] for c in calls)
-            for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        }
-        tot["prompt_tokens"] = tot["input_tokens"] + tot["cache_creation_input_tokens"] + tot["cache_read_input_tokens"]
-        tot["calls"] = len(calls)
-        return tot
-
-    def start(self) -> AnthropicServer:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_HEAD(self):
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
             def do_GET(self):
-                server._send(self, 404, b'{"type":"error","error":{"type":"not_found_error","message":"not found"}}')
+                send(self, 404, b'{"type":"error","error":{"type":"not_found_error","message":"not found"}}')
 
             def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -108,33 +102,18 @@ class AnthropicServer:
                 try:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
-                    server._send(self, 400, b'{"type":"error","error":{"type":"invalid_request_error","message":"not JSON"}}')
+                    send(self, 400, b'{"type":"error","error":{"type":"invalid_request_error","message":"not JSON"}}')
                     return
                 if path.endswith("/v1/messages/count_tokens"):
                     with server._lock:
                         server.count_token_requests += 1
-                    server._send(self, 200, b'{"input_tokens": 1000}')
+                    send(self, 200, b'{"input_tokens": 1000}')
                 elif path.endswith("/v1/messages"):
                     server._answer(self, body)
                 else:
-                    server._send(self, 404, b'{"type":"error","error":{"type":"not_found_error","message":"not found"}}')
+                    send(self, 404, b'{"type":"error","error":{"type":"not_found_error","message":"not found"}}')
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, name="anthropic-server", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> AnthropicServer:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+        return Handler
 
     def _answer(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
         turn = self.script(body)
@@ -167,7 +146,7 @@ class AnthropicServer:
                 "stop_sequence": None,
                 "usage": usage.as_dict(),
             }
-            self._send(handler, 200, json.dumps(payload).encode())
+            send(handler, 200, json.dumps(payload).encode())
             rec["completed"] = True
             return
         try:
@@ -230,15 +209,4 @@ class AnthropicServer:
             handler.close_connection = True
             rec["completed"] = True
         except (BrokenPipeError, ConnectionResetError):  # the agent was killed mid-answer
-            pass
-
-    @staticmethod
-    def _send(handler, status: int, data: bytes) -> None:
-        try:
-            handler.send_response(status)
-            handler.send_header("Content-Type", "application/json")
-            handler.send_header("Content-Length", str(len(data)))
-            handler.end_headers()
-            handler.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
             pass

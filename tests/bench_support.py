@@ -16,6 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from analysis_lib.bench import environment as bench_env
+
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
 
 FAKE_CLAUDE = r'''#!{python}
@@ -171,6 +175,14 @@ def setup_bench(tmp: Path) -> dict:
         "EVAL_LOG": str(tmp / "eval.log"),
     }
     return {"repo": repo, "commit": commit, "bin": bindir, "evaluator": evaluator, "env": env, "tmp": tmp}
+
+
+def use_bench(b: dict, mp: pytest.MonkeyPatch) -> None:
+    """Run the runner in this process on ``setup_bench``'s programs: its environment set, and no
+    program version (``claude --version``) left cached from another test."""
+    for k, v in b["env"].items():
+        mp.setenv(k, v)
+    mp.setattr(bench_env, "_version_cache", {})
 
 
 def manifest_obj(

@@ -23,10 +23,11 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+from loopback_http import LoopbackServer, QuietHandler, send
 
 
 @dataclass
@@ -75,8 +76,10 @@ def prompt_text(body: dict) -> str:
     return "\n".join(parts)
 
 
-class LLMServer:
+class LLMServer(LoopbackServer):
     """ThreadingHTTPServer on an ephemeral loopback port speaking the chat-completions API."""
+
+    thread_name = "llm-server"
 
     def __init__(self, default: Answer | None = None, latency: float = 0.0):
         self.default: Answer = default if default is not None else Reply("{}")
@@ -88,8 +91,6 @@ class LLMServer:
         self._queue: deque[Answer] = deque()
         self._rules: list[tuple[str, Answer]] = []
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- scripting -------------------------------------------------------------------------
     def script(self, *answers: Answer) -> LLMServer:
@@ -118,67 +119,41 @@ class LLMServer:
 
     @property
     def url(self) -> str:
-        assert self._httpd is not None, "server not started"
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"{self.base_url}/v1"
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> LLMServer:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body go out in separate writes: without this, Nagle's algorithm and the
-            # client's delayed ACK add about 40 ms to every answer.
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args):  # keep test output clean
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/_stats"):  # for a server run in another process
                     with server._lock:
                         stats = {"requests": len(server.requests), "max_in_flight": server.max_in_flight}
-                    server._send(self, 200, json.dumps(stats).encode())
+                    send(self, 200, json.dumps(stats).encode())
                 elif self.path.rstrip("/").endswith("/models"):
-                    server._send(self, 200, json.dumps({"object": "list", "data": [{"id": "loopback-model", "object": "model"}]}).encode())
+                    send(self, 200, json.dumps({"object": "list", "data": [{"id": "loopback-model", "object": "model"}]}).encode())
                 else:
-                    server._send(self, 404, b'{"error": {"message": "not found"}}')
+                    send(self, 404, b'{"error": {"message": "not found"}}')
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 if self.path.rstrip("/").endswith("/_reset"):
                     server.reset()
-                    server._send(self, 200, b"{}")
+                    send(self, 200, b"{}")
                     return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
-                    server._send(self, 404, b'{"error": {"message": "not found"}}')
+                    send(self, 404, b'{"error": {"message": "not found"}}')
                     return
                 try:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
-                    server._send(self, 400, b'{"error": {"message": "request body is not JSON"}}')
+                    send(self, 400, b'{"error": {"message": "request body is not JSON"}}')
                     return
                 server._handle(self, body)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="llm-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> LLMServer:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+        return Handler
 
     # -- answering -------------------------------------------------------------------------
     def _pick(self, body: dict) -> Answer:
@@ -220,28 +195,15 @@ class LLMServer:
                         "total_tokens": answer.prompt_tokens + answer.completion_tokens,
                     },
                 }
-                self._send(handler, 200, json.dumps(payload).encode())
+                send(handler, 200, json.dumps(payload).encode())
             elif isinstance(answer, Fail):
                 err = {"error": {"message": answer.message, "type": "scripted", "code": answer.status}}
-                self._send(handler, answer.status, json.dumps(err).encode(), extra=answer.headers)
+                send(handler, answer.status, json.dumps(err).encode(), extra=answer.headers)
             else:
-                self._send(handler, answer.status, answer.body, content_type=answer.content_type)
+                send(handler, answer.status, answer.body, content_type=answer.content_type)
         finally:
             with self._lock:
                 self._in_flight -= 1
-
-    @staticmethod
-    def _send(handler, status: int, data: bytes, content_type: str = "application/json", extra: dict | None = None) -> None:
-        try:
-            handler.send_response(status)
-            handler.send_header("Content-Type", content_type)
-            handler.send_header("Content-Length", str(len(data)))
-            for k, v in (extra or {}).items():
-                handler.send_header(k, v)
-            handler.end_headers()
-            handler.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
-            pass
 
 
 @pytest.fixture

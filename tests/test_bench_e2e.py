@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from bench_support import manifest_obj, setup_bench, write_manifest
+from bench_support import manifest_obj, setup_bench, use_bench, write_manifest
 
-from analysis_lib.bench import environment as bench_env
 from analysis_lib.bench.runner import run_full
 from analysis_lib.ingest.load import load_trials
 from analysis_lib.metrics import trial_metrics
@@ -26,9 +25,7 @@ def bench_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("bench_e2e")
     b = setup_bench(tmp_path)
     with pytest.MonkeyPatch.context() as mp:
-        for k, v in b["env"].items():
-            mp.setenv(k, v)
-        mp.setattr(bench_env, "_version_cache", {})
+        use_bench(b, mp)
         obj = manifest_obj(b, {"fix-a": "solved", "fix-b": "fail", "fix-c": "garbage"})
         res = run_full(write_manifest(b, obj), 2, 5, 100.0, output=tmp_path / "full_run.json", runs_dir=tmp_path / "runs", quiet=True)
     assert res["status"] == "complete"

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from bench_support import manifest_obj, read_log, setup_bench, write_manifest
+from bench_support import manifest_obj, read_log, setup_bench, use_bench, write_manifest
 
 from analysis_lib.bench import environment as bench_env
 from analysis_lib.bench.journal import PlanMismatchError
@@ -17,9 +17,7 @@ from analysis_lib.bench.runner import run_full
 @pytest.fixture()
 def bench(tmp_path, monkeypatch):
     b = setup_bench(tmp_path)
-    for k, v in b["env"].items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setattr(bench_env, "_version_cache", {})
+    use_bench(b, monkeypatch)
     monkeypatch.chdir(tmp_path)
     return b
 
@@ -217,26 +215,12 @@ def test_command_adapter_with_atif_output(bench):
     import sys
 
     obj = manifest_obj(bench, {"fix-a": "solved"})
-    obj["conditions"] = [
-        {
-            "name": "mini-a",
-            "adapter": "command",
-            "settings": {
-                "command": [sys.executable, str(agent), "{trial_dir}", "{instruction}"],
-                "output": "atif",
-                "version_command": [sys.executable, "--version"],
-            },
-        },
-        {
-            "name": "mini-b",
-            "adapter": "command",
-            "settings": {
-                "command": [sys.executable, str(agent), "{trial_dir}", "{instruction}"],
-                "output": "atif",
-                "version_command": [sys.executable, "--version"],
-            },
-        },
-    ]
+    settings = {
+        "command": [sys.executable, str(agent), "{trial_dir}", "{instruction}"],
+        "output": "atif",
+        "version_command": [sys.executable, "--version"],
+    }
+    obj["conditions"] = [{"name": name, "adapter": "command", "settings": settings} for name in ("mini-a", "mini-b")]
     res = _full(bench, obj, runs=1)
     assert res["summary"]["passed"] == 2 and res["budget"]["spent_usd"] == pytest.approx(0.25)
     t = res["trials"][0]

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from anthropic_server import AnthropicServer, Turn, text, tool_use
+from anthropic_server import AnthropicServer, Turn, text, tool_use, usage_totals
 from bench_support import make_repo
 from install_lock import exclusive
 
@@ -160,23 +160,13 @@ class Model:
             out.append(
                 {
                     "cwd": cwd,
-                    "all": _sum(calls),
-                    "completed": _sum([c for c in calls if c["completed"]]),
+                    "all": usage_totals(calls),
+                    "completed": usage_totals([c for c in calls if c["completed"]]),
                     "labels": [c["label"] for c in calls],
                     "models": sorted({c["model"] for c in calls}),
                 }
             )
         return out
-
-
-def _sum(calls: list[dict]) -> dict:
-    tot = {
-        k: sum(c["usage"][k] for c in calls)
-        for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    }
-    tot["prompt_tokens"] = tot["input_tokens"] + tot["cache_creation_input_tokens"] + tot["cache_read_input_tokens"]
-    tot["calls"] = len(calls)
-    return tot
 
 
 @pytest.fixture
@@ -263,6 +253,25 @@ def _bench(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess
     )
 
 
+def _full_args(manifest: Path, tmp: Path, seed: int) -> list[str]:
+    """``bench full``, one run per condition, into ``tmp/runs`` and ``tmp/full_run.json``."""
+    return [
+        "full",
+        "--manifest",
+        str(manifest),
+        "--runs-per-condition",
+        "1",
+        "--phase-budget-usd",
+        "5",
+        "--seed",
+        str(seed),
+        "--runs-dir",
+        str(tmp / "runs"),
+        "--output",
+        str(tmp / "full_run.json"),
+    ]
+
+
 def _no_machine_paths(trial_dir: Path, tmp: Path) -> None:
     for f in [*trial_dir.joinpath("agent").rglob("*"), trial_dir / "result.json"]:
         if f.is_file():
@@ -275,21 +284,7 @@ def test_full_ab_run_as_a_user_would(claude_bin, model, tmp_path):
     """bench full (root or not), resume, results: completed, evaluated trials whose tokens are the server's."""
     env = _env(tmp_path, model)
     manifest = _manifest(tmp_path, claude_bin, INSTRUCTION)
-    args = [
-        "full",
-        "--manifest",
-        str(manifest),
-        "--runs-per-condition",
-        "1",
-        "--phase-budget-usd",
-        "5",
-        "--seed",
-        "7",
-        "--runs-dir",
-        str(tmp_path / "runs"),
-        "--output",
-        str(tmp_path / "full_run.json"),
-    ]
+    args = _full_args(manifest, tmp_path, seed=7)
     proc = _bench(args, env, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     full = json.loads((tmp_path / "full_run.json").read_text())
@@ -383,25 +378,7 @@ def test_killed_trial_keeps_exact_tokens_and_the_run_ends_loud(claude_bin, model
     of every answered call; every trial failing makes the run exit non-zero."""
     env = _env(tmp_path, model)
     manifest = _manifest(tmp_path, claude_bin, HANG_INSTRUCTION, timeout=8)
-    proc = _bench(
-        [
-            "full",
-            "--manifest",
-            str(manifest),
-            "--runs-per-condition",
-            "1",
-            "--phase-budget-usd",
-            "5",
-            "--seed",
-            "1",
-            "--runs-dir",
-            str(tmp_path / "runs"),
-            "--output",
-            str(tmp_path / "full_run.json"),
-        ],
-        env,
-        tmp_path,
-    )
+    proc = _bench(_full_args(manifest, tmp_path, seed=1), env, tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "every trial of condition(s)" in proc.stderr and "agent_timeout: 2" in proc.stdout
     full = json.loads((tmp_path / "full_run.json").read_text())

@@ -144,15 +144,12 @@ res = TrialResult(task_name="hello-world", trial_name=trial.name, trial_uri=tria
 
 def test_the_runners_result_json_is_a_valid_harbor_trial_result(harbor_env, tmp_path, monkeypatch):
     """Our result.json claims Harbor's TrialResult shape: Harbor's own model must accept it."""
-    from bench_support import manifest_obj, setup_bench, write_manifest
+    from bench_support import manifest_obj, setup_bench, use_bench, write_manifest
 
-    from analysis_lib.bench import environment as bench_env
     from analysis_lib.bench.runner import run_full
 
     b = setup_bench(tmp_path)
-    for k, v in b["env"].items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setattr(bench_env, "_version_cache", {})
+    use_bench(b, monkeypatch)
     obj = manifest_obj(b, {"fix-a": "solved", "fix-c": "garbage"})  # a passed trial and an evaluation error
     run_full(write_manifest(b, obj), 1, 3, 100.0, output=None, runs_dir=tmp_path / "runs", quiet=True)
     files = sorted((tmp_path / "runs").glob("*/*/result.json"))

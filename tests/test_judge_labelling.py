@@ -21,28 +21,32 @@ from analysis_lib.judge.labelling import LABEL_CLASSES, draw_sample, labelling_r
 from analysis_lib.judge.run import run_layer2
 
 
-def label(runs, csv_path, rater, answers, *extra):
+def label_cmd(*args, cwd, answers=None, env=None) -> subprocess.CompletedProcess:
+    """``python -m analysis_lib label ARGS`` as a real subprocess, ``answers`` on its stdin."""
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "analysis_lib",
-            "label",
-            str(runs),
-            "--rater",
-            rater,
-            "--labels",
-            str(csv_path),
-            "--per-stratum",
-            "1",
-            "--max-chars",
-            "800",
-            *extra,
-        ],
+        [sys.executable, "-m", "analysis_lib", "label", *map(str, args)],
         input=answers,
         capture_output=True,
         text=True,
         timeout=120,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def label(runs, csv_path, rater, answers, *extra):
+    return label_cmd(
+        runs,
+        "--rater",
+        rater,
+        "--labels",
+        csv_path,
+        "--per-stratum",
+        "1",
+        "--max-chars",
+        "800",
+        *extra,
+        answers=answers,
         cwd=csv_path.parent,
         env={**os.environ, "PYTHONPATH": os.getcwd()},
     )
@@ -70,21 +74,12 @@ def test_two_raters_label_a_blinded_stratified_sample_in_the_terminal(sample_run
     assert {x["trial_id"] for x in by_rater["ann"]} == {x["trial_id"] for x in by_rater["bob"]}
     again = label(sample_runs, labels, "ann", "1\n" * 40)
     assert "0 labels recorded" in again.stdout
-    report = subprocess.run(
-        [sys.executable, "-m", "analysis_lib", "label", str(sample_runs), "--labels", str(labels), "--report"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    report = label_cmd(sample_runs, "--labels", labels, "--report", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     assert "| strategy (primary_strategy) | human ann vs human bob (ceiling) |" in report.stdout
 
 
-def test_sample_is_stratified_seeded_and_report_puts_the_ceiling_before_the_judge(sample_runs, tmp_path, llm_server, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    for name in ("OPENAI_API_KEY", "OPENROUTER_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
+def test_sample_is_stratified_seeded_and_report_puts_the_ceiling_before_the_judge(sample_runs, tmp_path, llm_server, no_keys):
     trials, _ = load_trials(sample_runs)
     sample = draw_sample(trials, per_stratum=2, seed=3)
     assert [trial_id(t) for t in sample] == [trial_id(t) for t in draw_sample(trials, per_stratum=2, seed=3)]
@@ -118,24 +113,12 @@ def test_sample_is_stratified_seeded_and_report_puts_the_ceiling_before_the_judg
 def test_a_malformed_label_csv_is_a_one_line_error_naming_the_file(sample_runs, tmp_path):
     bad = tmp_path / "mine.csv"
     bad.write_text("who,what\n1,2\n")
-    r = subprocess.run(
-        [sys.executable, "-m", "analysis_lib", "label", str(sample_runs), "--labels", str(bad), "--report"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    r = label_cmd(sample_runs, "--labels", bad, "--report", cwd=tmp_path)
     assert r.returncode == 2 and "mine.csv" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_a_missing_runs_folder_is_a_one_line_error(tmp_path):
-    r = subprocess.run(
-        [sys.executable, "-m", "analysis_lib", "label", str(tmp_path / "nope"), "--rater", "x", "--labels", str(tmp_path / "l.csv")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    r = label_cmd(tmp_path / "nope", "--rater", "x", "--labels", tmp_path / "l.csv", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'nope'}: no such folder"
     assert not (tmp_path / "l.csv").exists()
 

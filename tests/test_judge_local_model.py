@@ -50,10 +50,7 @@ def smollm2():
 
 
 @pytest.mark.slow
-def test_real_small_model_answers_flow_into_the_outputs(smollm2, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    for name in ("OPENAI_API_KEY", "OPENROUTER_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
+def test_real_small_model_answers_flow_into_the_outputs(smollm2, tmp_path, no_keys):
     trials = [t for t in make_trials(1) if t.profile == "text"]  # one failed trial: strategy, failure, synthesis
     # A 135M model under a grammar can ramble inside strings and lists: bound them (sent schema only).
     opts = argparse.Namespace(

@@ -148,28 +148,30 @@ def _set_tokens(outcome: AgentOutcome, usage: dict[str, Any], source: str) -> No
     outcome.token_source = source
 
 
-def convert_stream(stream_path: Path, trajectory_path: Path, outcome: AgentOutcome, prompt: str | None = None) -> dict | None:
-    """Convert stream-json to ATIF with the project's converter; a failure is a warning, the raw file stays."""
+def _write_atif(convert: Callable[[], dict], failure: str, trajectory_path: Path, outcome: AgentOutcome) -> dict | None:
+    """``convert()`` written to ``trajectory_path``; a failure is a warning (``failure: error``), the raw file stays."""
     try:
-        atif = stream_json_to_atif(str(stream_path), prompt=prompt)
+        atif = convert()
     except Exception as exc:  # the converter's failure must not lose the paid-for run
-        outcome.warnings.append(f"{stream_path.name}: conversion to ATIF failed: {type(exc).__name__}: {exc}")
+        outcome.warnings.append(f"{failure}: {type(exc).__name__}: {exc}")
         return None
     atomic_write_json(trajectory_path, atif)
     outcome.trajectory = True
     return atif
+
+
+def convert_stream(stream_path: Path, trajectory_path: Path, outcome: AgentOutcome, prompt: str | None = None) -> dict | None:
+    """Convert stream-json to ATIF with the project's converter; a failure is a warning, the raw file stays."""
+    return _write_atif(
+        lambda: stream_json_to_atif(str(stream_path), prompt=prompt), f"{stream_path.name}: conversion to ATIF failed", trajectory_path, outcome
+    )
 
 
 def convert_transcript(transcript: Path, trajectory_path: Path, outcome: AgentOutcome) -> dict | None:
     """Convert a kept session transcript (subagents beside it) to ATIF; a failure is a warning."""
-    try:
-        atif = transcript_to_atif(transcript)
-    except Exception as exc:  # the converter's failure must not lose the paid-for run
-        outcome.warnings.append(f"{transcript.name}: conversion of the session transcript failed: {type(exc).__name__}: {exc}")
-        return None
-    atomic_write_json(trajectory_path, atif)
-    outcome.trajectory = True
-    return atif
+    return _write_atif(
+        lambda: transcript_to_atif(transcript), f"{transcript.name}: conversion of the session transcript failed", trajectory_path, outcome
+    )
 
 
 # Where the trial's own Claude Code config folder appears in saved traces (never this machine's path).
@@ -494,7 +496,6 @@ def run_harbor(ctx: TrialContext) -> AgentOutcome:
     shutil.rmtree(jobs_dir, ignore_errors=True)
     job_name = f"{ctx.values['condition']}__{ctx.values['pair']}"
     argv = harbor_argv(ctx, jobs_dir, job_name)
-    where = argv[2:4]
     (ctx.trial_dir / "agent").mkdir(parents=True, exist_ok=True)
     with open(ctx.trial_dir / "agent" / "harbor-stdout.txt", "wb") as out, open(ctx.trial_dir / "agent" / "stderr.txt", "wb") as err:
         res = run_process(argv, env=ctx.env, timeout=ctx.task.timeout_seconds, stdout=out, stderr=err)
@@ -508,7 +509,7 @@ def run_harbor(ctx: TrialContext) -> AgentOutcome:
         # Harbor records absolute host paths (trial_uri, trials_dir, task path): keep them out of outputs.
         swaps = {os.path.realpath(jobs_dir): "harbor-jobs", str(jobs_dir): "harbor-jobs"}
         if not s.dataset:
-            swaps[where[1]] = ctx.task.repo
+            swaps[os.path.abspath(ctx.manifest.resolve(ctx.task.repo))] = ctx.task.repo  # harbor_argv's --path
         outcome.harbor_result = _scrub(outcome.harbor_result, swaps)
     return outcome
 

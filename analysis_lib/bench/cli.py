@@ -100,22 +100,18 @@ def cli(argv: list[str]) -> int:
                 analysis_plan=args.analysis_plan,
             )
         elif args.command == "spike":
-            res = runner.run_spike(
+            m = runner.spike_manifest(
                 args.task_id,
                 args.repo_path,
                 args.manifest,
                 args.instruction,
                 args.model,
                 args.mcp_config,
-                args.runs_dir,
-                args.output,
-                args.seed,
-                args.phase_budget_usd,
                 args.claude_bin,
-                args.quiet,
                 permission_mode=args.permission_mode,
                 allowed_tools=args.allowed_tools,
             )
+            res = runner.run_spike(m, args.manifest, args.runs_dir, args.output, args.seed, args.phase_budget_usd, args.quiet)
         else:
             trials, errors = import_mcpbr(args.results)
             for e in errors:

@@ -622,13 +622,11 @@ def run_plan(
                 log(
                     f"[{len(done)}/{n_total}] pair {e['pair']} run {e['run']} {e['condition']} {e['task_id']}: {rec['status']}, {rec['outcome']} ({cost})"
                 )
-                why = (
-                    (rec.get("agent") or {}).get("error")
-                    or ((rec.get("agent") or {}).get("stderr_tail") or "").splitlines()[-1:]
-                    or rec.get("setup_error")
-                )
+                agent = rec.get("agent") or {}
+                tail = (agent.get("stderr_tail") or "").splitlines()
+                why = agent.get("error") or (tail[-1] if tail else None) or rec.get("setup_error")
                 if rec["status"] != "completed" and why:
-                    log(f"    {why if isinstance(why, str) else why[0]}")
+                    log(f"    {why}")
                 elif rec.get("outcome") == "evaluation_error":
                     log(f"    evaluation error: {(rec.get('evaluation') or {}).get('error')}")
                 for w in rec.get("warnings") or []:
@@ -696,7 +694,6 @@ def spike_manifest(
     model: str | None = None,
     mcp_config: str | None = None,
     claude_bin: str = "claude",
-    evaluation: list[str] | None = None,
     permission_mode: str | None = "bypassPermissions",
     allowed_tools: list[str] | None = None,
 ) -> Manifest:
@@ -730,8 +727,6 @@ def spike_manifest(
     if not mcp_config:
         raise ValueError("mcp_config: required for a spike without --manifest (the treatment condition's MCP config)")
     task: dict[str, Any] = {"id": task_id, "repo": repo, "commit": head, "instruction": instruction}
-    if evaluation:
-        task["evaluation"] = {"type": "command_json", "command": evaluation}
     common = {"claude_bin": claude_bin, "permission_mode": permission_mode, "allowed_tools": list(allowed_tools or [])}
     obj = {
         "manifest_version": 2,
@@ -747,32 +742,14 @@ def spike_manifest(
 
 
 def run_spike(
-    task_id: str,
-    repo_path: str,
+    m: Manifest,
     manifest_path: str | None = None,
-    instruction: str | None = None,
-    model: str | None = None,
-    mcp_config: str | None = None,
     runs_dir: str | os.PathLike | None = None,
     output: str | os.PathLike | None = None,
     seed: int = 0,
     phase_budget_usd: float = 50.0,
-    claude_bin: str = "claude",
     quiet: bool = False,
-    permission_mode: str | None = "bypassPermissions",
-    allowed_tools: list[str] | None = None,
 ) -> dict:
-    """One task, every condition, one run each: the smoke test before spending on a full run."""
-    m = spike_manifest(
-        task_id,
-        repo_path,
-        manifest_path,
-        instruction,
-        model,
-        mcp_config,
-        claude_bin,
-        permission_mode=permission_mode,
-        allowed_tools=allowed_tools,
-    )
-    rd = Path(runs_dir) if runs_dir is not None else Path("runs") / f"spike-{task_id}"
+    """One task, every condition, one run each (``m`` from :func:`spike_manifest`): the smoke test before spending on a full run."""
+    rd = Path(runs_dir) if runs_dir is not None else Path("runs") / f"spike-{m.tasks[0].id}"
     return run_plan(make_plan(m, 1, seed, phase_budget_usd, manifest_path), rd, output, quiet=quiet)

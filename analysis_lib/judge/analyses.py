@@ -17,23 +17,12 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel
 
+from ..tools import DEFAULT_MCP_TOOLS, is_mcp
 from ..trial import Trial
 from .blind import Blinder, Vocabulary
 from .class_order import class_list_text, class_order, seeded_shuffle
 from .condense import Condensed, condense
 from .schemas import ComparativeNarrative, FailureAnalysis, MCPUtilization, StrategyAnalysis, Synthesis, comparative_model
-
-try:  # the lead's tool taxonomy; the fallback keeps the same rule (mcp__ prefix or known MCP names)
-    from ..tools import DEFAULT_MCP_TOOLS
-    from ..tools import is_mcp as _is_mcp
-except ImportError:  # pragma: no cover - only before analysis_lib.tools lands
-    DEFAULT_MCP_TOOLS = frozenset(
-        {"canvas", "init_repository", "get_dependencies", "search_code", "list_entrypoints", "show_call_graph_neighborhood"}
-    )
-
-    def _is_mcp(name: str, mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS) -> bool:
-        return name.startswith("mcp__") or name.split("__")[-1] in set(mcp_tools)
-
 
 ANALYSES = ("strategy", "failure", "mcp", "comparative", "synthesis")
 
@@ -124,7 +113,7 @@ def mcp_calls(trial: Trial, mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS) -> lis
     if trial.trajectory is None:
         return []
     tools = set(mcp_tools)
-    return [c.name for s in trial.trajectory.steps for c in s.tool_calls if _is_mcp(c.name, tools)]
+    return [c.name for s in trial.trajectory.steps for c in s.tool_calls if is_mcp(c.name, tools)]
 
 
 def _trajectory_vars(trial: Trial, max_chars: int) -> tuple[dict[str, Any], Condensed]:

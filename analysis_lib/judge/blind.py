@@ -18,15 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..tools import DEFAULT_MCP_TOOLS, is_mcp
 from ..trial import Trial
-
-try:
-    from ..tools import DEFAULT_MCP_TOOLS, is_mcp
-except ImportError:  # pragma: no cover
-    DEFAULT_MCP_TOOLS = frozenset()
-
-    def is_mcp(name: str, mcp_tools: Iterable[str] = ()) -> bool:
-        return name.startswith("mcp__")
 
 # Profile names that are everyday words: blinded in the profile field only.
 COMMON_WORDS = frozenset({"text", "default", "base", "plain", "none", "control", "baseline", "standard", "vanilla"})
@@ -52,10 +45,10 @@ def split_tool(name: str) -> tuple[str | None, str]:
     return None, name
 
 
-def vocabulary(trials: Iterable[Trial], mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS, extra_servers: Iterable[str] = ()) -> Vocabulary:
+def vocabulary(trials: Iterable[Trial], mcp_tools: Iterable[str] = DEFAULT_MCP_TOOLS) -> Vocabulary:
     """Collect the names to hide from every trial of a run (so a baseline prompt naming a server is blinded too)."""
     tools_set = set(mcp_tools)
-    profiles, servers, tools, bare = set(), set(extra_servers), set(), set()
+    profiles, servers, tools, bare = set(), set(), set(), set()
     for t in trials:
         profiles.add(t.profile)
         if t.trajectory is None:

@@ -23,7 +23,7 @@ from ..trial import InputError, Trial
 from .agreement import agreement_row, format_agreement_md
 from .analyses import mcp_calls, outcome_text, trial_id, trial_success
 from .blind import Blinder, vocabulary
-from .class_order import CLASSES, class_order, seeded_shuffle
+from .class_order import CLASSES, seeded_shuffle
 from .condense import condense
 from .run import load_layer2_outputs
 from .schemas import LABEL_FIELDS
@@ -119,8 +119,6 @@ def append_label(path: str | Path, trial: str, analysis: str, rater: str, label:
 
 def choices(analysis: str, item_id: str, seed: int = 0) -> list[str]:
     """The classes offered to a person, in a seeded order per trial (people have order effects too)."""
-    if analysis in CLASSES:
-        return class_order(analysis, f"human|{item_id}", seed)
     return seeded_shuffle(list(LABEL_CLASSES[analysis]), f"{analysis}|human|{item_id}|{seed}")
 
 

@@ -72,13 +72,17 @@ def difference(a: Estimate, b: Estimate, level: float = 0.95) -> Estimate:
 
 def arm_estimates(
     judge: Sequence[Hashable | None], human: Sequence[Hashable | None], cls: Hashable, level: float = 0.95
-) -> tuple[Estimate, Estimate]:
-    """(judge-only, PPI) prevalence of ``cls`` in one arm; units without a judge label are left out."""
+) -> tuple[Estimate, Estimate | None]:
+    """(judge-only, PPI) prevalence of ``cls`` in one arm; units without a judge label are left out.
+
+    The PPI estimate is None when fewer than 2 judged units have a human label.
+    """
     units = [(j, h) for j, h in zip(judge, human, strict=True) if j is not None]
     f_all = [float(j == cls) for j, _ in units]
     lab = [(float(h == cls), float(j == cls)) for j, h in units if h is not None]
     unl = [float(j == cls) for j, h in units if h is None]
-    return wald_mean(f_all, level), ppi_mean([y for y, _ in lab], [f for _, f in lab], unl, level)
+    ppi = ppi_mean([y for y, _ in lab], [f for _, f in lab], unl, level) if len(lab) >= 2 else None
+    return wald_mean(f_all, level), ppi
 
 
 def arm_contrasts(frame: pd.DataFrame, baseline: str, level: float = 0.95, classes: Sequence[Hashable] | None = None) -> pd.DataFrame:
@@ -106,12 +110,7 @@ def arm_contrasts(frame: pd.DataFrame, baseline: str, level: float = 0.95, class
             parts[name] = (_clean(sub["judge"]), _clean(sub["human"]))
         for c in cats:
             row = {"arm": arm, "baseline": baseline, "class": c}
-            est = {}
-            for name, (j, h) in parts.items():
-                try:
-                    est[name] = arm_estimates(j, h, c, level)
-                except ValueError:
-                    est[name] = (arm_estimates_raw(j, c, level), None)
+            est = {name: arm_estimates(j, h, c, level) for name, (j, h) in parts.items()}
             raw = difference(est[arm][0], est[baseline][0], level)
             row.update(
                 n_arm=sum(v is not None for v in parts[arm][0]),
@@ -130,10 +129,6 @@ def arm_contrasts(frame: pd.DataFrame, baseline: str, level: float = 0.95, class
                 row.update(ppi_diff=float("nan"), ppi_lo=float("nan"), ppi_hi=float("nan"))
             rows.append(row)
     return pd.DataFrame(rows)
-
-
-def arm_estimates_raw(judge: Sequence[Hashable | None], cls: Hashable, level: float) -> Estimate:
-    return wald_mean([float(j == cls) for j in judge if j is not None], level)
 
 
 def _clean(s: pd.Series) -> list:

@@ -135,9 +135,7 @@ def missing_key_reason(model: str) -> str | None:
 def plan_jobs(trials: list[Trial], metrics: pd.DataFrame | None, opts: Layer2Options) -> list[Job]:
     """Every per-trial and per-task judgement (the synthesis comes after, from their results)."""
     lookup = metrics_lookup(metrics)
-    mcp_kw = {"mcp_tools": opts.mcp_tools} if opts.mcp_tools else {}
-    if opts.mcp_tools:
-        mcp_kw = {"mcp_tools": set(DEFAULT_MCP_TOOLS) | set(opts.mcp_tools)}
+    mcp_kw = {"mcp_tools": set(DEFAULT_MCP_TOOLS) | set(opts.mcp_tools)} if opts.mcp_tools else {}
     vocab = vocabulary(trials, **mcp_kw) if opts.blind else None
     unblind = set(opts.unblind or [])
     unknown = unblind - {"strategy", "failure", "mcp", "comparative"}
@@ -475,6 +473,16 @@ def _labels(recs: list[dict], field_name: str, side: str = "a") -> list:
     return [(r["result"] or {}).get(field_name) if r["ok"] else None for r in recs]
 
 
+def _sorted_records(records: dict[str, list[dict]], analysis: str) -> list[dict]:
+    return sorted(records.get(analysis, []), key=lambda r: r.get("trial_id") or r.get("task_id"))
+
+
+def _human_pairs(recs: list[dict], judge: list, analysis: str, human: dict[tuple[str, str], str]) -> list[tuple]:
+    """(judge label, human label) of the units a person labelled; a failed judgement gives a None judge label."""
+    hum = [human.get((analysis, r.get("trial_id") or r.get("task_id"))) for r in recs]
+    return [(a, h) for a, h in zip(judge, hum, strict=True) if h is not None]
+
+
 def agreement_rows(
     records: dict[str, list[dict]], k: int, model_b: str | None, human: dict[tuple[str, str], str], opts: Layer2Options | None = None
 ) -> list[dict]:
@@ -484,7 +492,7 @@ def agreement_rows(
     rows = []
     for analysis in ("strategy", "failure", "mcp", "comparative"):
         field_name = LABEL_FIELDS[analysis]
-        recs = sorted(records.get(analysis, []), key=lambda r: r.get("trial_id") or r.get("task_id"))
+        recs = _sorted_records(records, analysis)
         if not recs:
             continue
         label_a = _labels(recs, field_name)
@@ -500,11 +508,9 @@ def agreement_rows(
                     f"{analysis} ({field_name})", f"judge A vs judge B ({model_b})", label_a, _labels(recs, field_name, "b"), **boot
                 )
             )
-        unit_ids = [r.get("trial_id") or r.get("task_id") for r in recs]
-        hum = [human.get((analysis, u)) for u in unit_ids]
-        if any(h is not None for h in hum):
-            # Only units a person labelled count; a failed judgement on one of them is a missing judge label.
-            pairs = [(a, h) for a, h in zip(label_a, hum, strict=True) if h is not None]
+        # Only units a person labelled count; a failed judgement on one of them is a missing judge label.
+        pairs = _human_pairs(recs, label_a, analysis, human)
+        if pairs:
             rows.append(
                 agreement_row(f"{analysis} ({field_name})", "judge vs human labels", [a for a, _ in pairs], [h for _, h in pairs], **boot)
             )
@@ -534,12 +540,9 @@ def agreement_md(rows: list[dict], opts: Layer2Options, k: int, human: dict, rec
     ]
     if human and records:
         for analysis in ("strategy", "failure", "mcp", "comparative"):
-            recs = sorted(records.get(analysis, []), key=lambda r: r.get("trial_id") or r.get("task_id"))
-            units = [r.get("trial_id") or r.get("task_id") for r in recs]
-            hum = [human.get((analysis, u)) for u in units]
-            if any(h is not None for h in hum):
-                a = _labels(recs, LABEL_FIELDS[analysis])
-                pairs = [(x, h) for x, h in zip(a, hum, strict=True) if h is not None]
+            recs = _sorted_records(records, analysis)
+            pairs = _human_pairs(recs, _labels(recs, LABEL_FIELDS[analysis]), analysis, human)
+            if pairs:
                 cm = confusion_matrix([h for _, h in pairs], [x for x, _ in pairs], "human", "judge")
                 notes.append(
                     f"## Confusion matrix, {analysis} ({LABEL_FIELDS[analysis]}): human rows, judge columns\n\n{format_confusion_md(cm)}\n"
@@ -553,12 +556,8 @@ def contrast_frame(records: list[dict], field_name: str, human: dict[tuple[str, 
     """One row per judged trial: arm (profile), the judge's label (None when failed) and the human label."""
     return pd.DataFrame(
         [
-            {
-                "arm": r["profile"],
-                "judge": (r["result"] or {}).get(field_name) if r["ok"] else None,
-                "human": human.get((analysis, r["trial_id"])),
-            }
-            for r in records
+            {"arm": r["profile"], "judge": judge, "human": human.get((analysis, r["trial_id"]))}
+            for r, judge in zip(records, _labels(records, field_name), strict=True)
         ],
         columns=["arm", "judge", "human"],
     )
