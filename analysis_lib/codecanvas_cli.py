@@ -5,16 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from .codecanvas.metrics import codecanvas_table
 from .codecanvas.outputs import _scrub, write_codecanvas_outputs
 from .ingest.load import load_trials
 from .ingest.provenance import is_simulated
 from .judge import DEFAULT_MODEL
-from .judge.cache import ResponseCache
+from .judge.cache import ResponseCache, default_cache_dir
 from .judge.client import JudgeClient, Ledger
-from .judge.run import CACHE_DIRNAME, load_env_file, missing_key_reason
+from .judge.run import load_env_file, missing_key_reason
 from .judge.vision import run_vision
 from .trial import IngestError
 
@@ -35,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--budget-usd", type=float, metavar="USD", help="stop new calls at 90%% of this spend")
     v.add_argument("--concurrency", type=int, default=4, help="parallel calls (default 4)")
     v.add_argument("--refresh", action="store_true", help="bypass the LLM response cache")
-    v.add_argument("--llm-cache-dir", help="LLM response cache (default <output>/.llm_cache)")
+    v.add_argument("--llm-cache-dir", help="LLM response cache (default: the judge's shared cache, see docs/judge.md)")
     p.add_argument("-q", "--quiet", action="store_true", help="only the summary line")
     return p
 
@@ -50,7 +49,7 @@ def _vision_client(args):
         api_key = None if reason is None else "no-key"  # local servers ignore it; the client wants one
     elif reason is not None:
         return None, f"vision skipped: {reason}"
-    cache = ResponseCache(args.llm_cache_dir or Path(args.output) / CACHE_DIRNAME)
+    cache = ResponseCache(args.llm_cache_dir or default_cache_dir())
     return JudgeClient(model, api_base=args.api_base, api_key=api_key, cache=cache,
                        ledger=Ledger(budget_usd=args.budget_usd), concurrency=args.concurrency,
                        refresh=args.refresh), None

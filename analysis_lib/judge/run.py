@@ -50,7 +50,6 @@ MD_OUTPUTS = {
 }
 SUMMARY_FILE = "layer2_summary.json"
 ESTIMATE_FILE = "llm_cost_estimate.json"
-CACHE_DIRNAME = ".llm_cache"
 
 
 @dataclass
