@@ -76,7 +76,6 @@ class AnthropicServer(LoopbackServer):
 
     script: Callable[[dict], Turn]
     calls: list[dict] = field(default_factory=list)
-    count_token_requests: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     thread_name = "anthropic-server"
 
@@ -105,8 +104,6 @@ class AnthropicServer(LoopbackServer):
                     send(self, 400, b'{"type":"error","error":{"type":"invalid_request_error","message":"not JSON"}}')
                     return
                 if path.endswith("/v1/messages/count_tokens"):
-                    with server._lock:
-                        server.count_token_requests += 1
                     send(self, 200, b'{"input_tokens": 1000}')
                 elif path.endswith("/v1/messages"):
                     server._answer(self, body)
