@@ -6,7 +6,6 @@ The tables here and in RESULTS.md are rendered by :func:`tier_table` from the ro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -466,14 +465,3 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
         parts += _planning_section(trials, study.pairs, seed=plan.bootstrap.seed) + [""]
     parts += ["## Methods", ""] + methods_lines(plan) + [""]
     return "\n".join(parts)
-
-
-def quote_lines(comparisons: pd.DataFrame, tiers: Sequence[str] = ("primary",)) -> list[str]:
-    """One sentence per comparison of the given tiers: the estimate, its interval and its test."""
-    out = []
-    for r in comparisons[comparisons["tier"].isin(tiers) & comparisons["estimate"].notna()].itertuples():
-        out.append(
-            f"{r.label}, {r.profile_b} vs {r.profile_a}: {fmt.estimate(r)} {fmt.interval(r)} "
-            f"({fmt.p_value(r.p_adjusted, prefix=True).replace('p', 'adjusted p', 1)})"
-        )
-    return out
