@@ -138,11 +138,9 @@ def _pass_rate_row(trials: pd.DataFrame, column: str, test: str, a: str, b: str,
     row.update(a_value=float(pairs["a"].mean()), b_value=float(pairs["b"].mean()))
     if test == "gee":
         sub = trials[trials["profile"].astype(str).isin([a, b]) & trials["task_id"].astype(str).isin(pairs["task_id"])]
-        r = stats.gee_difference(stats.as_outcome(sub[column].to_numpy()).to_numpy(),
-                                 (sub["profile"].astype(str) == b).to_numpy(), sub["task_id"].astype(str).to_numpy(),
-                                 confidence=boot.confidence).iloc[0]
         y = stats.as_outcome(sub[column].to_numpy()).to_numpy()
         is_b = (sub["profile"].astype(str) == b).to_numpy()
+        r = stats.gee_difference(y, is_b, sub["task_id"].astype(str).to_numpy(), confidence=boot.confidence).iloc[0]
         row.update(p_value=float(r["p_val"]), statistic=float(r["z"]), a_value=float(np.nanmean(y[~is_b])),
                    b_value=float(np.nanmean(y[is_b])))
     elif test == "sign_flip":

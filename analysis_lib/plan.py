@@ -215,7 +215,7 @@ class AnalysisPlan(_Strict):
                 if tier != "exploratory" and m.test == "descriptive":
                     raise ValueError(f"{where}.test: a {tier} metric needs a formal test (mcnemar_exact, mcnemar_midp "
                                      "or wilcoxon_signed_rank)")
-                if tier != "exploratory" and registry.metric(m.id.replace("*", "x")).exploratory_only:
+                if tier != "exploratory" and registry.metric(m.id).exploratory_only:
                     raise ValueError(f"{where}.id: {m.id} is exploratory by definition (README, Metric reference)")
                 if m.id in seen:
                     raise ValueError(f"{where}.id: {m.id} is already planned in the {seen[m.id]} tier")

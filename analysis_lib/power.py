@@ -10,9 +10,9 @@ power to detect +10 points" for the test the plan will run:
 
 The rejection rate of a discrete test need not be monotone in the number of tasks (its size
 saw-tooths), so the answer is the smallest n whose power reaches the target: doubling brackets it,
-then every n below is checked (no grid steps). The
-pilot's nuisance parameter (the rate at which B loses a task A solves, or the spread of per-task
-differences) is uncertain; :func:`sensitivity` answers again at the ends of its 95 % interval.
+then every n below is checked (no grid steps); the t test's power rises with n, so there bisection
+suffices. The pilot's nuisance parameter (the rate at which B loses a task A solves, or the spread
+of per-task differences) is uncertain; :func:`sensitivity` answers again at the ends of its 95 % interval.
 """
 
 from __future__ import annotations
@@ -40,6 +40,18 @@ def _critical(alpha: float, m_max: int = N_MAX) -> np.ndarray:
     return np.maximum(k, -1)
 
 
+@lru_cache(maxsize=64)
+def _rejection_chance(pi: float, alpha: float, m_max: int) -> np.ndarray:
+    """Per m = 0..m_max discordant tasks, the chance that the exact test rejects, n01 ~ Binom(m, pi).
+
+    It does not depend on the number of tasks, so a search over n computes it once per pilot scenario.
+    """
+    m = np.arange(m_max + 1)
+    crit = _critical(alpha, m_max)
+    # P(n01 <= c) + P(n01 >= m - c), the two tails never overlap because c < m / 2.
+    return np.where(crit >= 0, sps.binom.cdf(crit, m, pi) + sps.binom.sf(m - crit - 1, m, pi), 0.0)
+
+
 def mcnemar_exact_power(n: int, p10: float, p01: float, alpha: float = 0.05) -> float:
     """Exact power of the two-sided exact McNemar test on n tasks with discordance probabilities p10, p01.
 
@@ -49,12 +61,8 @@ def mcnemar_exact_power(n: int, p10: float, p01: float, alpha: float = 0.05) -> 
     pd_ = p10 + p01
     if n < 1 or pd_ <= 0:
         return 0.0
-    pi = p01 / pd_
-    m = np.arange(n + 1)
-    crit = _critical(alpha, max(N_MAX, n))[: n + 1]
-    # P(n01 <= c) + P(n01 >= m - c), the two tails never overlap because c < m / 2.
-    tails = np.where(crit >= 0, sps.binom.cdf(crit, m, pi) + sps.binom.sf(m - crit - 1, m, pi), 0.0)
-    return float(np.sum(sps.binom.pmf(m, n, pd_) * tails))
+    tails = _rejection_chance(p01 / pd_, alpha, max(N_MAX, n))[: n + 1]
+    return float(np.sum(sps.binom.pmf(np.arange(n + 1), n, pd_) * tails))
 
 
 def paired_t_power(n: int, delta: float, sd: float, alpha: float = 0.05) -> float:
@@ -67,17 +75,23 @@ def paired_t_power(n: int, delta: float, sd: float, alpha: float = 0.05) -> floa
     return float(sps.nct.sf(q, df, ncp) + sps.nct.cdf(-q, df, ncp))
 
 
-def tasks_for_power(power_at, target: float = 0.8, n_max: int = N_MAX) -> int | None:
+def tasks_for_power(power_at, target: float = 0.8, n_max: int = N_MAX, *, rising: bool = False) -> int | None:
     """Smallest n in 2..n_max with ``power_at(n) >= target``; None when n_max does not reach it.
 
     Doubling finds an n that reaches the target (or shows n_max does not); then every n up to it is
-    checked, because the rejection rate of a discrete test need not rise with n.
+    checked, because the rejection rate of a discrete test need not rise with n. With ``rising`` (a
+    power that grows with n, as the t test's does) bisecting the last doubling step finds the same n.
     """
-    hi = 2
+    lo, hi = 1, 2
     while not power_at(hi) >= target:  # NaN power never reaches the target
         if hi >= n_max:
             return None
-        hi = min(2 * hi, n_max)
+        lo, hi = hi, min(2 * hi, n_max)
+    if rising:
+        while hi - lo > 1:  # power_at(lo) < target <= power_at(hi)
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if power_at(mid) >= target else (mid, hi)
+        return hi
     return next(n for n in range(2, hi + 1) if power_at(n) >= target)
 
 
@@ -135,7 +149,8 @@ def sensitivity(pilot: Pilot, lift: float, *, power: float = 0.8, alpha: float =
         rows.append(("majority: McNemar exact", f"loss rate ({label})", q, n,
                      mcnemar_exact_power(n, p10, p01, alpha) if n else np.nan))
     for label, sd in zip(("low", "pilot", "high"), _sd_interval(pilot), strict=True):
-        n = tasks_for_power(lambda k, sd=sd: paired_t_power(k, lift, sd, alpha), power) if np.isfinite(sd) else None
+        n = tasks_for_power(lambda k, sd=sd: paired_t_power(k, lift, sd, alpha), power, rising=True) \
+            if np.isfinite(sd) else None
         rows.append(("all repetitions: paired t", f"sd of per-task differences ({label})", sd, n,
                      paired_t_power(n, lift, sd, alpha) if n else np.nan))
     return pd.DataFrame(rows, columns=["analysis", "nuisance", "value", "n_tasks", "power_at_n"])

@@ -28,11 +28,11 @@ from .hypotheses import test_sequence
 from .ingest.provenance import declared_baseline, is_simulated
 from .layer1 import analyse
 from .report import plan_figures
-from .report.comparison_report import CORRECTION_NAMES, hypotheses_table, mcnemar_lines, methods_lines, tier_table
+from .report.comparison_report import CORRECTION_NAMES, hypotheses_table, mcnemar_lines, methods_lines, subgroups_table, tier_table
 from .report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
 from .report.markdown import table as _table
 from .report.numbers import number
-from .subgroups import subgroup_effects
+from .subgroups import subgroup_effects_by_pair
 from .trial import InputError
 
 VERDICTS = ("passed", "failed")
@@ -291,16 +291,11 @@ def _claims_and_groups(obj: dict, metrics: pd.DataFrame, plan: plan_mod.Analysis
                     hypotheses_table(test_sequence(metrics, plan, pairs)), ""]
     groups = manifest_task_groups(obj)
     if groups is not None and pairs and not refused_reason:
-        rows = []
-        for a, b in pairs:
-            for r in subgroup_effects(metrics, groups, a, b).itertuples():
-                rows.append([f"{b} vs {a}", str(r.group), str(r.n_tasks),
-                             f"{number(100 * r.raw, 1, sign=True)} pp (SE {number(100 * r.se, 1)})",
-                             f"{number(100 * r.shrunk, 1, sign=True)} pp"])
+        effects = subgroup_effects_by_pair(metrics, groups, pairs)
         out += ["## Subgroups by repository (descriptive: no per-group tests)", "",
                 "pass@1 difference per repository named by the manifest, raw and partially pooled (empirical Bayes, "
                 "DerSimonian-Laird); read the pooled column and test no repository on its own.", "",
-                _table(["pair", "repository", "tasks", "raw difference", "partially pooled"], rows), ""]
+                subgroups_table(effects, "repository", pull=False), ""]
     return ("\n" + "\n".join(out)) if out else ""
 
 

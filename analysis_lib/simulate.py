@@ -1422,6 +1422,7 @@ def simulate_runs(
             )
     df = simulate_metrics(seed, n_tasks, repetitions, profiles, eff)
     tasks = task_ids(n_tasks)
+    repos = [_repo(seed, t_idx, task) for t_idx, task in enumerate(tasks)]  # one per task, shared by its trials
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -1435,7 +1436,7 @@ def simulate_runs(
                 for t_idx, task in enumerate(tasks):
                     row = df.iloc[(p_idx * n_tasks + t_idx) * repetitions + r_idx]
                     assert row.task_id == task and row.profile == prof and row.repetition == r_idx + 1
-                    _write_trial(tmp, seed, eff, row, (p_idx, t_idx, r_idx), _repo(seed, t_idx, task), run_id, ms, n_tasks)
+                    _write_trial(tmp, seed, eff, row, (p_idx, t_idx, r_idx), repos[t_idx], run_id, ms, n_tasks)
         index = {
             "simulated": True,
             "generator": SIMULATOR,

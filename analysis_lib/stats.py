@@ -888,8 +888,9 @@ def hodges_lehmann(x: ArrayLike, y: ArrayLike | None = None, *, confidence: floa
            "method": "no pairs: not estimated", "confidence": confidence}
     if d.size:
         i, j = np.triu_indices(d.size)
-        walsh = np.unique((d[i] + d[j]) / 2.0)  # distinct Walsh averages, sorted
-        estimate = float(np.median((d[i] + d[j]) / 2.0))
+        averages = (d[i] + d[j]) / 2.0
+        walsh = np.unique(averages)  # distinct Walsh averages, sorted
+        estimate = float(np.median(averages))
         test = _wilcoxon_core(d, "wilcox", correction)
         alpha = 1.0 - confidence
         # The test statistic is constant between consecutive Walsh averages: probe one shift per gap.

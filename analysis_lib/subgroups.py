@@ -17,7 +17,7 @@ from statsmodels.stats.meta_analysis import combine_effects
 from . import stats
 from .comparisons import usable_trials
 
-__all__ = ["read_task_groups", "subgroup_effects"]
+__all__ = ["read_task_groups", "subgroup_effects", "subgroup_effects_by_pair"]
 
 
 def read_task_groups(path) -> pd.Series:
@@ -61,3 +61,9 @@ def subgroup_effects(metrics: pd.DataFrame, groups: pd.Series, a: str, b: str) -
     g["shrunk"] = g["shrinkage"] * overall + (1 - g["shrinkage"]) * g["raw"]
     g["tau2"], g["overall"] = tau2, overall
     return g[["group", "n_tasks", "raw", "se", "shrunk", "shrinkage", "tau2", "overall"]]
+
+
+def subgroup_effects_by_pair(metrics: pd.DataFrame, groups: pd.Series, pairs: list[tuple[str, str]]) -> pd.DataFrame:
+    """:func:`subgroup_effects` of every profile pair (B against A) in one frame, with ``profile_a`` and ``profile_b``."""
+    return pd.concat([subgroup_effects(metrics, groups, a, b).assign(profile_a=a, profile_b=b) for a, b in pairs],
+                     ignore_index=True)

@@ -6,7 +6,6 @@ The tables here and in RESULTS.md are rendered by :func:`tier_table` from the ro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,12 +18,12 @@ from ..hypotheses import test_sequence
 from ..plan import AnalysisPlan, PlanCheck, PlanError, load_plan, plan_hash, write_sidecar
 from ..rates import profile_rates
 from ..repetitions import pass_at_k_table, variance_components
-from ..subgroups import subgroup_effects
+from ..subgroups import subgroup_effects_by_pair
 from . import numbers as fmt
 from .markdown import table as md_table
 
 __all__ = ["Study", "analyse_comparisons", "write_comparisons", "tier_table", "rates_table", "hypotheses_table",
-           "methods_lines"]
+           "subgroups_table", "methods_lines"]
 
 CORRECTION_NAMES = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}
 # Below this many paired tasks a p-value says little; the report says so.
@@ -73,8 +72,7 @@ def analyse_comparisons(metrics: pd.DataFrame, plan: AnalysisPlan, *, compare_pa
                  test_sequence(metrics, plan, pairs) if plan.hypotheses else None,
                  variance_components(metrics),
                  pass_at_k_table(metrics, pairs, n_boot=boot.n_resamples, seed=boot.seed, confidence=boot.confidence),
-                 pd.concat([subgroup_effects(metrics, task_groups, a, b).assign(profile_a=a, profile_b=b)
-                            for a, b in pairs], ignore_index=True) if task_groups is not None and pairs else None)
+                 subgroup_effects_by_pair(metrics, task_groups, pairs) if task_groups is not None and pairs else None)
 
 
 def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check: PlanCheck | None = None,
@@ -158,6 +156,16 @@ def hypotheses_table(hyp: pd.DataFrame) -> str:
              f"[{fmt.number(r.ci_low, 1, sign=True)}, {fmt.number(r.ci_high, 1, sign=True)}]",
              f"**{r.result}**" if r.result == "holds" else r.result, r.reason] for r in hyp.itertuples()]
     return md_table(["pair", "step", "metric", "claim", "interval", "estimate [interval]", "result", "why"], rows)
+
+
+def subgroups_table(subgroups: pd.DataFrame, group: str = "group", pull: bool = True) -> str:
+    """Per pair and group of tasks (:func:`analysis_lib.subgroups.subgroup_effects` rows with ``profile_a``,
+    ``profile_b``): the raw pass@1 difference with its SE, the partially pooled one and (``pull``) the pull."""
+    rows = [[f"{r.profile_b} vs {r.profile_a}", str(r.group), str(r.n_tasks),
+             f"{fmt.number(100 * r.raw, 1, sign=True)} pp (SE {fmt.number(100 * r.se, 1)})",
+             f"{fmt.number(100 * r.shrunk, 1, sign=True)} pp", *([fmt.number(r.shrinkage, 2)] if pull else [])]
+            for r in subgroups.itertuples()]
+    return md_table(["pair", group, "tasks", "raw difference", "partially pooled", *(["pull to overall"] if pull else [])], rows)
 
 
 def mcnemar_lines(comparisons: pd.DataFrame, confidence: float = 0.95) -> list[str]:
@@ -442,17 +450,6 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
         ]
     parts += _repetitions_section(study, conf)
     if study.subgroups is not None and not study.subgroups.empty:
-        rows = [
-            [
-                f"{r.profile_b} vs {r.profile_a}",
-                str(r.group),
-                str(r.n_tasks),
-                f"{fmt.number(100 * r.raw, 1, sign=True)} pp (SE {fmt.number(100 * r.se, 1)})",
-                f"{fmt.number(100 * r.shrunk, 1, sign=True)} pp",
-                fmt.number(r.shrinkage, 2),
-            ]
-            for r in study.subgroups.itertuples()
-        ]
         parts += [
             "## Subgroups (descriptive: no per-group tests)",
             "",
@@ -460,7 +457,7 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
             "towards the overall effect by SE² / (SE² + tau²), tau² by DerSimonian-Laird). Groups with few tasks "
             "are mostly noise; read the pooled column, and test no group on its own.",
             "",
-            md_table(["pair", "group", "tasks", "raw difference", "partially pooled", "pull to overall"], rows),
+            subgroups_table(study.subgroups),
             "",
         ]
     trials = usable_trials(metrics)
@@ -468,14 +465,3 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
         parts += _planning_section(trials, study.pairs, seed=plan.bootstrap.seed) + [""]
     parts += ["## Methods", ""] + methods_lines(plan) + [""]
     return "\n".join(parts)
-
-
-def quote_lines(comparisons: pd.DataFrame, tiers: Sequence[str] = ("primary",)) -> list[str]:
-    """One sentence per comparison of the given tiers: the estimate, its interval and its test."""
-    out = []
-    for r in comparisons[comparisons["tier"].isin(tiers) & comparisons["estimate"].notna()].itertuples():
-        out.append(
-            f"{r.label}, {r.profile_b} vs {r.profile_a}: {fmt.estimate(r)} {fmt.interval(r)} "
-            f"({fmt.p_value(r.p_adjusted, prefix=True).replace('p', 'adjusted p', 1)})"
-        )
-    return out

@@ -214,22 +214,23 @@ def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool = 
     dd_rep = widgets.Dropdown(description="repetition")
     grid_holder = widgets.VBox()
     out = widgets.Output()
-    state = {"busy": False}
+    # The pairs of the chosen profiles, read once per choice (pair_options opens each trial's result.json).
+    state: dict = {"busy": False, "opts": None}
 
     def options_changed(_=None) -> None:
         """New profiles: the tasks and repetitions both ran, then the grid and the view."""
         opts = pv.pair_options(trials, dd_a.value, dd_b.value) if dd_a.value != dd_b.value else pv.pair_options([], "", "")
-        state["busy"] = True
+        state["busy"], state["opts"] = True, opts
         tasks = sorted(opts["task_id"].unique())
         dd_task.options = tasks
         dd_task.value = dd_task.value if dd_task.value in tasks else (tasks[0] if tasks else None)
-        task_changed(opts)
+        task_changed()
         state["busy"] = False
         grid_holder.children = [_grid_box(metrics, dd_a.value, dd_b.value, dd_sort.value, pick)]
         redraw()
 
-    def task_changed(opts=None) -> None:
-        opts = opts if isinstance(opts, pd.DataFrame) else pv.pair_options(trials, dd_a.value, dd_b.value)
+    def task_changed() -> None:
+        opts = state["opts"]
         reps = sorted(int(r) for r in opts.loc[opts["task_id"] == dd_task.value, "repetition"])
         pairs = {int(r.repetition): r.pair for r in opts[opts["task_id"] == dd_task.value].itertuples()}
         was = state["busy"]

@@ -18,8 +18,7 @@ import pandas as pd
 
 from ..fileio import atomic_write_text
 
-__all__ = ["Macro", "tex_header", "macro_name", "booktabs_table", "render_macros", "fmt_pct", "fmt_p",
-           "fmt_num", "escape_tex", "write_tex"]
+__all__ = ["Macro", "tex_header", "macro_name", "booktabs_table", "render_macros", "fmt_pct", "escape_tex", "write_tex"]
 
 _DIGITS = "Zero One Two Three Four Five Six Seven Eight Nine".split()
 
@@ -68,21 +67,6 @@ def fmt_pct(value, digits: int = 1, scale: float = 100.0, sign: bool = False) ->
     if _missing(value):
         return "--"
     return f"{value * scale:{'+' if sign else ''}.{digits}f}\\%"
-
-
-def fmt_num(value, digits: int = 0) -> str:
-    """A number with thousands separators ({,} keeps TeX from adding space after the comma)."""
-    if _missing(value):
-        return "--"
-    return f"{value:,.{digits}f}".replace(",", "{,}")
-
-
-def fmt_p(value) -> str:
-    """A p-value: three decimals, or ``<0.001``."""
-    if _missing(value):
-        return "--"
-    # \ensuremath works in text and in math, so the macro can be quoted in either.
-    return "\\ensuremath{<}0.001" if value < 0.001 else f"{value:.3f}"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from .. import registry
 from ..comparisons import POINT_SCALES
 
 __all__ = ["MINUS", "missing", "number", "value", "estimate", "interval", "p_value", "plural", "decimals",
-           "tex_number", "comparison_unit"]
+           "tex_number", "comparison_unit", "scaled", "estimate_digits"]
 
 MINUS = "\u2212"
 DASH = "–"
@@ -64,11 +64,13 @@ def comparison_unit(scale: str, unit: str = "") -> str:
     return "pp" if scale in POINT_SCALES else {"ratio": "%", "cost_per_success": "%"}.get(scale, unit)
 
 
-def _scaled(row, x):
+def scaled(row, x):
+    """A comparison's value on its printed scale: rate differences in points, the rest as they are."""
     return 100 * x if row.scale in POINT_SCALES else x
 
 
-def _digits(row) -> int:
+def estimate_digits(row) -> int:
+    """Decimals of a comparison's estimate and interval: one for % and points, else the metric's own."""
     if row.scale in ("ratio", "cost_per_success", *POINT_SCALES):
         return 1
     d = decimals(row.metric)
@@ -80,7 +82,7 @@ def estimate(row, *, unit: bool = True) -> str:
     if missing(row.estimate):
         return DASH
     u = comparison_unit(row.scale, row.unit)
-    return number(_scaled(row, row.estimate), _digits(row), sign=True) + (f" {u}" if unit and u else "")
+    return number(scaled(row, row.estimate), estimate_digits(row), sign=True) + (f" {u}" if unit and u else "")
 
 
 def interval(row, low: str = "ci_low", high: str = "ci_high", *, unit: bool = False) -> str:
@@ -89,7 +91,8 @@ def interval(row, low: str = "ci_low", high: str = "ci_high", *, unit: bool = Fa
     if missing(lo) or missing(hi):
         return DASH
     u = comparison_unit(row.scale, row.unit)
-    text = f"[{number(_scaled(row, lo), _digits(row), sign=True)}, {number(_scaled(row, hi), _digits(row), sign=True)}]"
+    d = estimate_digits(row)
+    text = f"[{number(scaled(row, lo), d, sign=True)}, {number(scaled(row, hi), d, sign=True)}]"
     return text + (f" {u}" if unit and u else "")
 
 

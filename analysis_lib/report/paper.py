@@ -114,16 +114,6 @@ def _p_cell(p) -> str:
     return "{$<$0.001}" if p < fmt.P_FLOOR else f"{p:.3f}"
 
 
-def _digits(row) -> int:
-    if row.scale in ("ratio", "cost_per_success", *fmt.POINT_SCALES):
-        return 1
-    return max(fmt.decimals(row.metric), 1) if registry.metric(row.metric).kind == "count" else fmt.decimals(row.metric)
-
-
-def _k(row) -> float:
-    return 100.0 if row.scale in fmt.POINT_SCALES else 1.0
-
-
 def _value_digits(row) -> tuple[float, int]:
     """Scale and decimals of A and B of a comparison row (rates in %, money per the registry)."""
     if row.scale in fmt.POINT_SCALES:
@@ -189,11 +179,14 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
         for r in inputs.comparisons.itertuples():
             if fmt.missing(r.estimate) or r.tier == "exploratory" and r.metric != "cost_per_success":
                 continue
-            key, unit, d, k = _key(r), fmt.comparison_unit(r.scale, r.unit), _digits(r), _k(r)
+            key, unit, d = _key(r), fmt.comparison_unit(r.scale, r.unit), fmt.estimate_digits(r)
             what = f"{r.label}, {r.profile_b} vs {r.profile_a}"
-            out += [latex.Macro(key + "Est", _qty(k * r.estimate, d, unit, sign=True), r.metric, csrc, f"{r.estimand}; {what}"),
-                    latex.Macro(key + "Low", _qty(k * r.ci_low, d, unit, sign=True), r.metric, csrc, f"{r.interval} 95% CI low; {what}"),
-                    latex.Macro(key + "High", _qty(k * r.ci_high, d, unit, sign=True), r.metric, csrc, f"{r.interval} 95% CI high; {what}"),
+            out += [latex.Macro(key + "Est", _qty(fmt.scaled(r, r.estimate), d, unit, sign=True), r.metric, csrc,
+                                f"{r.estimand}; {what}"),
+                    latex.Macro(key + "Low", _qty(fmt.scaled(r, r.ci_low), d, unit, sign=True), r.metric, csrc,
+                                f"{r.interval} 95% CI low; {what}"),
+                    latex.Macro(key + "High", _qty(fmt.scaled(r, r.ci_high), d, unit, sign=True), r.metric, csrc,
+                                f"{r.interval} 95% CI high; {what}"),
                     latex.Macro(key + "Pairs", str(int(r.n_pairs)), r.metric, csrc, f"tasks paired; {what}")]
             if not fmt.missing(r.p_value):
                 out += [latex.Macro(key + "P", _p_tex(r.p_value), r.metric, csrc, f"{r.test}; {what}"),
@@ -254,9 +247,10 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool) -> str:
         k, d = _value_digits(r)
         unit = fmt.comparison_unit(r.scale, r.unit)
         unit_tex = {"%": "\\%", "pp": "pp"}.get(unit, latex.escape_tex(unit))
+        e = fmt.estimate_digits(r)
         rows.append([f"{latex.escape_tex(r.label)}, {unit_tex}", latex.escape_tex(r.profile_b), str(int(r.n_pairs)),
-                     _s(k * r.a_value, d), _s(k * r.b_value, d), _s(_k(r) * r.estimate, _digits(r), True),
-                     _s(_k(r) * r.ci_low, _digits(r), True), _s(_k(r) * r.ci_high, _digits(r), True),
+                     _s(k * r.a_value, d), _s(k * r.b_value, d), _s(fmt.scaled(r, r.estimate), e, True),
+                     _s(fmt.scaled(r, r.ci_low), e, True), _s(fmt.scaled(r, r.ci_high), e, True),
                      _p_cell(r.p_value), _p_cell(r.p_adjusted)])
     base = ", ".join(sorted(comp["profile_a"].astype(str).unique()))
     head = ["Metric, unit of the change", "B", "Pairs", "{A}", "{B}", "{Change}", "\\multicolumn{2}{c}{95\\% CI}",
