@@ -52,6 +52,24 @@ def test_main_tex_compiles_with_generated_snippets(tmp_path, sample_runs):
     assert figs.count("\\caption{SIMULATED DATA. ") == 2
 
 
+def test_every_shipped_plan_gives_unique_macro_names():
+    """The all-repetitions plan restates success with two sensitivity tests; each gets macros of its own."""
+    from analysis_lib.plan import load_plan
+    from analysis_lib.report.comparison_report import analyse_comparisons
+    from analysis_lib.report.latex import render_macros
+    from analysis_lib.simulate import simulate_metrics
+
+    metrics = simulate_metrics(seed=4, n_tasks=12, repetitions=3)
+    for plan_file in sorted((ROOT / "params").glob("analysis_plan*.yaml")):
+        study = analyse_comparisons(metrics, load_plan(plan_file), baseline="text")
+        macros = paper.quoted_macros(paper.PaperInputs(metrics, study.comparisons, study.rates, simulated=True, baseline="text"))
+        names = [m.name for m in macros]
+        assert len(names) == len(set(names)), plan_file.name
+        render_macros(macros, True, "metrics_detail.csv")
+        n_sensitivity = int((study.comparisons["tier"] == "sensitivity").sum())
+        assert n_sensitivity == 0 or sum("Sensitivity" in n for n in names) >= n_sensitivity, plan_file.name
+
+
 def test_compile_error_names_the_file_and_the_tex_error(tmp_path):
     _require_pdflatex()
     (tmp_path / "main.tex").write_text("\\documentclass{article}\\begin{document}\\UndefinedMacro\\end{document}\n")

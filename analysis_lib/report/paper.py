@@ -127,8 +127,9 @@ def _value_digits(row) -> tuple[float, int]:
 
 
 def _key(row) -> str:
-    """Macro stem of a comparison row; a sensitivity row is named apart from the planned row it restates."""
-    extra = ("sensitivity", str(row.repetitions)) if getattr(row, "tier", "") == "sensitivity" else ()
+    """Macro stem of a comparison row; a sensitivity row is named apart from the planned row it restates,
+    and from another sensitivity test of the same metric (a sign-flip test and a GEE may both restate it)."""
+    extra = ("sensitivity", str(row.repetitions), str(row.test)) if getattr(row, "tier", "") == "sensitivity" else ()
     return latex.macro_name(row.metric.replace("__", " "), row.profile_b, "vs", row.profile_a, *extra)
 
 
