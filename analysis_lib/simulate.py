@@ -225,7 +225,8 @@ def _draw(seed: int, n_tasks: int, repetitions: int, profiles: tuple[str, ...], 
     mcp = np.minimum(mcp, calls - 3)
     native = calls - mcp
     breadth = np.rint(eff.breadth_per_call * calls * np.exp(eff.trial_breadth_sd * eps_breadth) * prof("breadth_ratio"))
-    breadth = np.clip(breadth, 1, np.maximum(1, native // 2)).astype(np.int64)
+    # A trial cannot touch more files than its task's repository holds (2 * REPO_MODULES).
+    breadth = np.clip(breadth, 1, np.minimum(2 * REPO_MODULES, np.maximum(1, native // 2))).astype(np.int64)
 
     # Exceptions: timeouts among failures, infrastructure errors among the rest; uniform over trials.
     flat = np.arange(P * T * R)
@@ -294,7 +295,7 @@ def simulate_metrics(
     - ``mcp_tool_calls``: with probability ``mcp_adoption[profile]`` a trial uses MCP, then
       ``round(calls * mcp_call_share * U[0.5, 1.5))`` (at least 1, leaving >= 3 native calls);
     - ``exploration_breadth = clip(round(breadth_per_call * calls * exp(trial_breadth_sd e''') *
-      breadth_ratio[profile]), 1, native_calls // 2)``;
+      breadth_ratio[profile]), 1, min(native_calls // 2, 2 * REPO_MODULES))``;
     - ``n_agent_timeouts`` failed trials (uniform) get ``agent_timeout`` and elapsed = timeout;
       ``n_infra_errors`` other trials (uniform) get ``infra_error`` (success False; the written
       files have no trajectory and no reward for them: drop them as ``metrics_detail`` does).

@@ -431,3 +431,11 @@ def test_cli_subprocess_via_registry(tmp_path):
                            "--tasks", "2", "--repetitions", "1"], cwd=root, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "simulated trials" in proc.stdout and (tmp_path / "r" / "index.json").exists()
+
+
+def test_breadth_never_exceeds_the_files_of_the_task_repository():
+    """Long trials drew a breadth above the 40 files a fake repository holds, and writing them failed."""
+    from analysis_lib.simulate import REPO_MODULES
+
+    df = simulate_metrics(seed=1, n_tasks=200, repetitions=3)
+    assert df["exploration_breadth"].max() == 2 * REPO_MODULES  # the cap is reached, and holds
