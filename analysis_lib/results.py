@@ -25,7 +25,7 @@ from . import plan as plan_mod
 from .comparisons import compare, profile_pairs
 from .fileio import atomic_write_text, read_json
 from .hypotheses import test_sequence
-from .ingest.provenance import declared_baseline, is_simulated
+from .ingest.provenance import declared_baseline
 from .layer1 import analyse
 from .report import plan_figures
 from .report.comparison_report import CORRECTION_NAMES, hypotheses_table, mcnemar_lines, methods_lines, subgroups_table, tier_table
@@ -314,10 +314,10 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     source = plan_mod.display_path(plan_path if plan_path is not None else plan_mod.PLAN_FILE)
     check = plan_mod.check_plan(runs, plan, source, out_dir=Path(output).parent, record_path=plan_record, record=record)
     outcome = ResultsOutcome(0, plan_check=check)
-    simulated = obj.get("simulated") is True or is_simulated(runs)
     ev = evaluation_table(obj)
     conditions = [str(c) for c in obj.get("conditions") or []]
     result = analyse(runs, None, profiles=conditions or None, cache=False, workers=workers)
+    simulated = obj.get("simulated") is True or result.simulated
     metrics = result.metrics
     if "started_at" in metrics:
         check.note_first_trial(metrics["started_at"].dropna().tolist())
