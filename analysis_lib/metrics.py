@@ -50,6 +50,8 @@ import orjson
 import pandas as pd
 
 from . import pricing
+from .design import DEFAULT_SUCCESS, reward_succeeds
+from .tokens import trajectory_tokens, trial_tokens
 from .tools import (
     DEFAULT_MCP_TOOLS,
     call_effects,
@@ -108,7 +110,8 @@ METRIC_COLUMNS = [
     "premature_stop",
     "context_omission",
 ]
-CONTEXT_COLUMNS = ["source_format", "agent_name", "model_name", "task_dataset", "started_at", "infra_error", "exception"]
+CONTEXT_COLUMNS = ["source_format", "agent_name", "model_name", "task_dataset", "started_at", "infra_error", "exception",
+                   "token_source", "other_token_source", "other_input_tokens"]
 CATEGORY_COLUMNS = ["calls_read", "calls_search", "calls_edit", "calls_execute", "calls_mcp", "calls_other"]
 # Prefix of the per-MCP-tool call count columns (one per tool seen; see mcp_column).
 MCP_TOOL_PREFIX = "mcp_calls__"
@@ -123,6 +126,8 @@ class MetricsConfig:
     infinite_loop_streak: int = 5
     budget_exhaustion_tokens: int = 80_000
     premature_stop_steps: int = 10
+    # When a reward is a pass (a study file may declare e.g. "reward > 0": partial credit scored as the study did).
+    success_rule: str = DEFAULT_SUCCESS
 
 
 DEFAULT_CONFIG = MetricsConfig()  # frozen: one shared default
@@ -145,60 +150,6 @@ def _seconds(a: datetime | None, b: datetime | None) -> float | None:
     except TypeError:  # naive vs aware
         return None
     return s if s >= 0 else None
-
-
-def trajectory_tokens(traj: Trajectory) -> dict[str, Any]:
-    """Input (incl. cached), output, cached tokens and cost of a trajectory, per the rules above: agent
-    steps outside copied context, each API call (usage key) once, subagents added; ``final_metrics`` win
-    where they say something. ``cache_write``: Anthropic cache writes, known only from ``final_metrics``."""
-    seen: set[str] = set()
-    tin = tout = tcached = 0
-    cost = 0.0
-    any_usage = any_cost = False
-    for s in traj.steps:
-        if s.source != "agent" or s.is_copied_context:
-            continue
-        if s.usage_key is not None:
-            if s.usage_key in seen:
-                continue
-            seen.add(s.usage_key)
-        if s.prompt_tokens is not None or s.completion_tokens is not None:
-            any_usage = True
-            tin += s.prompt_tokens or 0
-            tout += s.completion_tokens or 0
-            tcached += s.cached_tokens or 0
-        if s.cost_usd is not None:
-            any_cost = True
-            cost += s.cost_usd
-    for sub in traj.subagents:
-        st = trajectory_tokens(sub)
-        if st["input"] is not None:
-            any_usage = True
-            tin += st["input"]
-            tout += st["output"] or 0
-            tcached += st["cached"] or 0
-        if st["cost"] is not None:
-            any_cost = True
-            cost += st["cost"]
-    out: dict[str, Any] = {
-        "input": tin if any_usage else None,
-        "output": tout if any_usage else None,
-        "cached": tcached if any_usage else None,
-        "cost": cost if any_cost else None,
-        "cache_write": None,
-    }
-    fm = traj.final_metrics
-    if fm is not None:
-        for key, value in (
-            ("input", fm.prompt_tokens),
-            ("output", fm.completion_tokens),
-            ("cached", fm.cached_tokens),
-            ("cost", fm.cost_usd),
-            ("cache_write", fm.cache_write_tokens),
-        ):
-            if value is not None:
-                out[key] = value
-    return out
 
 
 SubagentUsage = tuple[str | None, int, int, int, int]  # model, input, output, cached, cache-write tokens
@@ -289,7 +240,7 @@ def trial_metrics(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[
     reward = trial.reward if trial.reward is not None else carried.get("reward")
     success = carried.get("success")
     if reward is not None:
-        success = float(reward) == 1.0
+        success = reward_succeeds(reward, config.success_rule)
     infra = trial.exception is not None and reward is None and success is None
     m["reward"] = reward
     m["success"] = None if infra else (bool(success) if success is not None else None)
@@ -306,41 +257,23 @@ def trial_metrics(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[
     m["tests_passed"], m["tests_failed"], m["tests_total"] = passed, failed, total
     m["tests_passed_ratio"] = (passed / total) if total and passed is not None else None
 
-    # Economics
-    tin: int | None = None
-    tout: int | None = None
-    tcached: int | None = None
-    cost: float | None = None
-    written = 0
-    if traj is not None:
-        tt = trajectory_tokens(traj)
-        tin, tout, tcached, cost = tt["input"], tt["output"], tt["cached"], tt["cost"]
-        written = tt["cache_write"] or 0
-    hb = trial.metadata.get("harbor_tokens") or {}
-    if tin is None and hb.get("n_input_tokens") is not None:
-        tin, tout, tcached = hb.get("n_input_tokens"), hb.get("n_output_tokens"), hb.get("n_cache_tokens")
-    hb_estimated = False
-    if cost is None and hb.get("cost_usd") is not None:
-        cost = hb.get("cost_usd")
-        hb_estimated = bool(hb.get("cost_estimated"))
-    if tin is None:
-        tin = carried.get("total_input_tokens")
-        tout = carried.get("total_output_tokens", tout)
-        tcached = carried.get("total_cached_tokens", tcached)
-    if cost is None:
-        cost = carried.get("total_cost_usd")
-    estimated = hb_estimated
+    # Economics: each API call counted once, from the first source that knows (analysis_lib.tokens)
+    tok = trial_tokens(trial)
+    tin, tout, tcached, cost, estimated = tok.input, tok.output, tok.cached, tok.cost, tok.cost_estimated
     if cost is None and tin is not None:
+        from_traj = tok.source == "trajectory" and traj is not None
         est = estimate_cost(
             m["model_name"] or (traj.model_name if traj is not None else None),
             tin,
             tout or 0,
             tcached or 0,
-            _subagent_usage(traj) if traj is not None else (),
-            written if traj is not None and tt["input"] == tin else 0,
+            _subagent_usage(traj) if from_traj and traj is not None else (),
+            tok.cache_write or 0,
         )
         if est is not None:
             cost, estimated = est, True
+    m["token_source"] = tok.source
+    m["other_token_source"], m["other_input_tokens"] = tok.other_source, tok.other_input
     m["total_input_tokens"], m["total_output_tokens"], m["total_cached_tokens"] = tin, tout, tcached
     total_tokens = (tin or 0) + (tout or 0) if tin is not None or tout is not None else None
     m["total_tokens"] = total_tokens

@@ -43,6 +43,9 @@ class Step:
     prompt_tokens: int | None = None  # ATIF semantics: includes cached tokens
     completion_tokens: int | None = None
     cached_tokens: int | None = None
+    # Anthropic cache writes of the call (metrics.extra.cache_creation_input_tokens); some producers leave
+    # them out of prompt_tokens (analysis_lib.tokens decides).
+    cache_write_tokens: int | None = None
     cost_usd: float | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     # Observation results without a matching tool call (terminus-2, parse errors).

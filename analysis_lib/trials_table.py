@@ -25,7 +25,7 @@ import sys
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,9 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from . import __version__
+from .arms import RERUN_COLUMNS, apply_design
 from .codecanvas.metrics import codecanvas_metrics
+from .design import StudyDesign, trial_record
 from .fileio import atomic_write_bytes
 from .ingest.discover import TrialSource, discover
 from .ingest.fingerprint import fingerprint
@@ -61,13 +63,37 @@ class TrialsTable:
     n_sources: int = 0
     cache_hits: int = 0
     simulated: bool = False
+    # Trials of one arm, task and repetition run more than once, and which were kept (arms.RERUN_COLUMNS).
+    reruns: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RERUN_COLUMNS))
 
 
 def trial_row(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str, Any]:
-    """The row of one trial: every Layer 1 metric, then the CodeCanvas columns (empty without CodeCanvas state)."""
+    """The row of one trial: every Layer 1 metric, the CodeCanvas columns (empty without CodeCanvas state),
+    then what the study design and its audit read (:data:`RECORD_COLUMNS`)."""
     row = trial_metrics(trial, config)
     row.update(codecanvas_metrics(trial))
+    row.update(record_columns(trial))
     return row
+
+
+# The trial as its source names and configures it, before any study design relabels it.
+RECORD_COLUMNS = ["task_name", "trial_name", "run_config", "dataset_version", "finished_at", "never_reached_model"]
+
+
+def record_columns(trial: Trial) -> dict[str, Any]:
+    """The source's own task and trial names, the configuration the trial shares with its arm (JSON of dotted
+    keys, :func:`analysis_lib.ingest.harbor.run_config`), its dataset, its end, and why it never reached a model."""
+    meta = trial.metadata
+    record = trial_record(meta.get("config"), agent_name=meta.get("agent_name"), model_name=meta.get("model_name"))
+    finished = trial.timing.finished_at
+    return {
+        "task_name": meta.get("task_name") or trial.task_id,
+        "trial_name": meta.get("trial_name"),
+        "run_config": orjson.dumps(record, option=orjson.OPT_SORT_KEYS).decode(),
+        "dataset_version": meta.get("dataset") or meta.get("task_dataset"),
+        "finished_at": finished.isoformat() if finished else None,
+        "never_reached_model": meta.get("never_reached_model"),
+    }
 
 
 def source_rows(src: TrialSource, config: MetricsConfig = DEFAULT_CONFIG) -> Rows:
@@ -94,24 +120,35 @@ def trials_table(
     cache_dir: str | os.PathLike | None = None,
     workers: int | None = None,
     progress: bool = False,
+    design: StudyDesign | None = None,
 ) -> TrialsTable:
     """The trials table of ``runs_dir``: one row per trial, trial paths relative to the runs folder.
 
     ``outcome`` is ``"succeeded"``, ``"failed"`` or None; ``limit`` draws a seeded random sample of
     that many trials. ``cache_dir``: where the per-source cache lives (None: no cache).
     ``workers``: processes reading in parallel (default: one per CPU; 1 reads in this process).
+    ``design``: a study design placing trials into arms (``profile`` is then the arm); its success
+    rule must be the one of ``config`` (:func:`analysis_lib.layer1.analyse` sees to it).
     """
     if outcome not in (None, "succeeded", "failed"):
         raise ValueError(f"outcome must be 'succeeded', 'failed' or None, not {outcome!r}")
     runs_dir = os.fspath(runs_dir)
     sources, errors = discover(runs_dir)
-    selected = _select(sources, tasks, profiles, outcome, limit, seed)
+    # Under a design, profiles and tasks are known only after reading: no selection of sources by them.
+    selected = _select(sources, None if design else tasks, None if design else profiles, outcome,
+                       None if design else limit, seed)
     cache = TrialCache(cache_dir, config) if cache_dir is not None else None
     results, hits = _read_sources(selected, config, cache, workers, progress)
     if cache is not None:
         cache.save(keep={source_key(s) for s in sources})  # what a narrower selection skipped stays cached
     rows = [row for rows_of_source, _ in results for row in rows_of_source]
     errors += [e for _, errs in results for e in errs]
+    reruns = pd.DataFrame(columns=RERUN_COLUMNS)
+    if design is not None:
+        rows, design_errors, rerun_rows = apply_design(rows, design, _root_dir(runs_dir))
+        errors += design_errors
+        reruns = pd.DataFrame(rerun_rows, columns=RERUN_COLUMNS)
+        reruns["trial_path"] = [relative_path(p, _root_dir(runs_dir)) for p in reruns["trial_path"]]
     df = table_of_rows(rows, root_dir=_root_dir(runs_dir))
     if profiles:
         df = df[df["profile"].isin(profiles)]
@@ -125,9 +162,9 @@ def trials_table(
         idx = np.sort(np.random.default_rng(seed).choice(len(df), size=limit, replace=False))
         df = df.iloc[idx]
     df = df.reset_index(drop=True)
-    simulated = is_simulated(runs_dir, [s.path for s in sources if s.kind == "trial_dir"])
+    simulated = is_simulated(runs_dir, [s.path for s in sources if s.kind == "trial_dir"]) or bool(design and design.simulated)
     df["simulated"] = simulated  # every table made from simulated runs says so, row by row
-    return TrialsTable(df, errors, len(selected), hits, simulated)
+    return TrialsTable(df, errors, len(selected), hits, simulated, reruns)
 
 
 def table_of_rows(rows: list[dict[str, Any]], root_dir: str | None = None) -> pd.DataFrame:
@@ -277,7 +314,8 @@ class TrialCache:
 def cache_tag(config: MetricsConfig) -> str:
     """The code version and the metrics configuration: cached rows of another tag are read again."""
     return orjson.dumps([__version__, code_version(), sorted(config.mcp_tools), config.tool_misuse_error_rate,
-                         config.infinite_loop_streak, config.budget_exhaustion_tokens, config.premature_stop_steps]).decode()
+                         config.infinite_loop_streak, config.budget_exhaustion_tokens, config.premature_stop_steps,
+                         config.success_rule]).decode()
 
 
 @functools.lru_cache(maxsize=1)
@@ -285,7 +323,8 @@ def code_version() -> str:
     """Hash of the code that computes a row: a changed reader or metric definition invalidates cached rows."""
     root = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256()
-    for rel in ("trial.py", "tools.py", "metrics.py", "pricing.py", "fileio.py", "trials_table.py", "ingest", "codecanvas"):
+    for rel in ("trial.py", "tools.py", "metrics.py", "tokens.py", "design.py", "pricing.py", "fileio.py", "trials_table.py",
+                "ingest", "codecanvas"):
         path = os.path.join(root, rel)
         files = [path] if os.path.isfile(path) else sorted(
             os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(".py"))

@@ -181,10 +181,11 @@ def _parse_step(raw: dict, index: int, path: str, warnings: list[str]) -> Step:
         step.cost_usd = v if type(v) is float else _float(v)
         # Producers that split one API response over several steps repeat its id; count it once.
         key = extra.get("message_id") or extra.get("request_id") if extra else None
-        if not key:
-            mextra = mget("extra")
-            if type(mextra) is dict:
+        mextra = mget("extra")
+        if type(mextra) is dict:
+            if not key:
                 key = mextra.get("message_id") or mextra.get("request_id")
+            step.cache_write_tokens = _int(mextra.get("cache_creation_input_tokens"))
         if key:
             step.usage_key = str(key)
     calls = get("tool_calls")
@@ -275,25 +276,29 @@ def _dedupe_repeated_usage(steps: list[Step], agent_name: str | None = None) -> 
     """Mark agent steps that repeat the previous step's API-call usage (one call split into blocks).
 
     Harbor's claude-code converter emits one step per content block and copies the call's usage
-    onto each; for Claude Code trajectories, consecutive agent steps with identical non-zero
-    (prompt, completion, cached) triples and no distinguishing id are treated as the same call.
-    Other producers write one step per call, so equal counts there are distinct calls.
+    onto each, the output count as far as the response had streamed (2, then 139 tokens). For
+    Claude Code trajectories, consecutive agent steps with the same non-zero prompt, cached and
+    cache-write counts and no distinguishing id are one call: every call's prompt is the previous
+    one's plus its answer, so two calls never share them. On two real CodeScaleBench trajectories
+    (74 and 42 steps) this finds the calls whose cache writes sum exactly to the study's own count
+    from the raw transcript. Other producers write one step per call, so equal counts there are
+    distinct calls.
     """
     by_blocks = bool(agent_name) and "claude" in str(agent_name).lower()
     prev_key: str | None = None
-    prev_triple: tuple | None = None
+    prev_usage: tuple | None = None
     for s in steps:
         if s.source != "agent" or s.prompt_tokens is None:
-            prev_triple = None
+            prev_usage = None
             continue
-        triple = (s.prompt_tokens, s.completion_tokens, s.cached_tokens)
+        usage = (s.prompt_tokens, s.cached_tokens, s.cache_write_tokens)
         key = s.usage_key
-        if key is None and by_blocks and prev_triple == triple and any(triple):
+        if key is None and by_blocks and prev_usage == usage and s.prompt_tokens:
             key = prev_key
         elif key is None:
             key = f"step-{s.step_id}"
         s.usage_key = prev_key = key
-        prev_triple = triple
+        prev_usage = usage
 
 
 def _attach_subagents(traj: Trajectory, obj: dict, raw_steps: list, path: str, depth: int) -> None:

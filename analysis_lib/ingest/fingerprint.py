@@ -26,6 +26,7 @@ TRIAL_ENTRIES = (
     "verifier/ctrf.json",
     "verifier/reward.txt",
     "verifier/reward.json",
+    "task_metrics.json",
 )
 
 

@@ -7,6 +7,7 @@ keys are ignored. ``verifier_result.rewards`` (the parsed reward) wins over the 
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime
 from typing import Any
 
@@ -108,7 +109,62 @@ def trial_result_fields(obj: dict) -> dict[str, Any]:
         "mcp_exposed": bench.get("mcp_exposed") if isinstance(bench.get("mcp_exposed"), bool) else None,
         "mcp_used": bench.get("mcp_used") if isinstance(bench.get("mcp_used"), bool) else None,
         "cost_estimated": bench.get("cost_source") == "estimate",  # the runner priced a killed trial's tokens
+        "dataset": obj.get("source") if isinstance(obj.get("source"), str) else None,
+        "config": run_config(obj),
     }
+
+
+# Keys of a TrialConfig that name one trial, not the configuration its arm shares.
+_PER_TRIAL = {"task.path", "task.download_dir", "task.overwrite", "trial_name", "trials_dir", "job_id", "artifacts",
+              "simulated"}
+# Environment variables whose value must never reach an output (keys, tokens, passwords).
+_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}(?:__|T|_)\d{2}[-:]\d{2}[-:]\d{2}$")
+
+
+def run_config(obj: dict) -> dict[str, Any]:
+    """The configuration a trial shares with the other trials of its arm, as dotted keys: Harbor's
+    ``config`` (agent, environment, verifier, timeouts, MCP servers, skills, the dataset of the task)
+    without what names the trial itself, plus the agent's version and the job folder's name.
+
+    Environment values whose name looks secret are replaced by ``"<set>"``. Arms of a study file
+    select trials by these keys (:mod:`analysis_lib.design`); the design audit compares them.
+    """
+    cfg = obj.get("config") if isinstance(obj.get("config"), dict) else {}
+    out: dict[str, Any] = {}
+    _flatten(cfg, "", out)
+    for key in [k for k in out if k in _PER_TRIAL or k.startswith("artifacts.")]:
+        del out[key]
+    for key in [k for k in out if k.startswith("agent.env.") and _SECRET.search(k[len("agent.env."):])]:
+        out[key] = "<set>"
+    info = obj.get("agent_info") if isinstance(obj.get("agent_info"), dict) else {}
+    if info.get("version") not in (None, "", "unknown"):
+        out["agent_info.version"] = info["version"]
+    job = job_folder(cfg.get("trials_dir"))
+    if job:
+        out["job"] = job
+    if isinstance(obj.get("source"), str):
+        out["source"] = obj["source"]
+    return {k: out[k] for k in sorted(out)}
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    # Lists (MCP servers, skills) stay whole: their order and content are one setting.
+    if isinstance(value, dict) and value:
+        for k, v in value.items():
+            _flatten(v, f"{prefix}{k}.", out)
+    elif prefix and value is not None and value != {} and value != []:
+        out[prefix[:-1]] = value
+
+
+def job_folder(trials_dir: Any) -> str | None:
+    """The name a job folder gives its trials: the last part of ``trials_dir`` that is not a timestamp
+    (``.../mcp-remote-direct/2026-03-03__19-30-13`` -> ``mcp-remote-direct``), else the timestamp."""
+    if not isinstance(trials_dir, str) or not trials_dir.strip():
+        return None
+    parts = [p for p in trials_dir.replace("\\", "/").rstrip("/").split("/") if p]
+    named = [p for p in parts if not _STAMP.match(p)]
+    return named[-1] if named else (parts[-1] if parts else None)
 
 
 def profile_from_agent(agent_name: str | None, model_name: str | None, import_path: str | None = None) -> str:

@@ -16,6 +16,8 @@ from .harbor import profile_from_agent, read_reward_json, read_reward_txt, trial
 from .identity import split_task_id
 from .inspect_log import read_inspect_log
 from .mcpbr import read_mcpbr_results
+from .task_metrics import FILE_NAME as TASK_METRICS
+from .task_metrics import read_task_metrics
 from .tb1 import read_tb1_run
 
 
@@ -177,6 +179,14 @@ def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
     if isdir("agent/sessions/codecanvas"):
         paths["codecanvas"] = os.path.join(d, "agent", "sessions", "codecanvas")
 
+    study_metrics = None
+    if isfile(TASK_METRICS):
+        paths["task_metrics"] = os.path.join(d, TASK_METRICS)
+        try:
+            study_metrics = read_task_metrics(paths["task_metrics"])
+        except InputError as exc:
+            errors.append(exc.error)
+
     if not paths:
         errors.append(IngestError(d, "discover", "trial folder holds no result.json, trajectory, CTRF or reward"))
         return [], errors
@@ -212,6 +222,46 @@ def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
             "trial_name": res.get("trial_name"),
             "mcp_exposed": res.get("mcp_exposed"),
             "mcp_used": res.get("mcp_used"),
+            "task_name": res.get("task_name"),
+            "config": res.get("config") or {},
+            "dataset": res.get("dataset"),
+            "study_metrics": study_metrics,
+            "never_reached_model": never_reached_model(trajectory),
         },
     )
+    if trajectory is None and study_metrics is not None:
+        trial.carried_metrics.update(_carried_calls(study_metrics))
     return [trial], errors
+
+
+def _carried_calls(study: dict) -> dict:
+    """Tool-call counts a study recorded for a trial whose trajectory was not kept."""
+    dist = study.get("tool_distribution")
+    out = {"tool_calls_count": study.get("tool_calls"), "mcp_tool_calls": study.get("mcp_calls")}
+    if dist is not None:
+        out["tool_distribution"] = dist
+        out["mcp_tools_used"] = sum(1 for name in dist if name.startswith("mcp__"))
+    return {k: v for k, v in out.items() if v is not None}
+
+
+# What an agent CLI writes in place of a model's answer when no model call was made.
+_NO_MODEL = "<synthetic>"
+
+
+def never_reached_model(traj) -> str | None:
+    """Why a trajectory shows that the agent never got an answer from a model, else None.
+
+    Claude Code answers a rate limit, an exhausted quota or a failed login itself, as model
+    ``<synthetic>`` with zero tokens ("You've hit your limit", "Not logged in"): such a trial is no
+    attempt of the agent at the task, whatever the verifier then scored.
+    """
+    if traj is None:
+        return None
+    agent_steps = [s for s in traj.steps if s.source == "agent" and not s.is_copied_context]
+    if not agent_steps or any((s.prompt_tokens or 0) + (s.completion_tokens or 0) > 0 for s in agent_steps):
+        return None
+    models = {s.model_name or traj.model_name for s in agent_steps}
+    if models != {_NO_MODEL}:
+        return None
+    said = next((s.message.strip().splitlines()[0] for s in agent_steps if s.message and s.message.strip()), "")
+    return f"the agent never reached the model{': ' + said[:120] if said else ''}"
