@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from .bench.environment import runs_dir_warnings
+from .design import DesignError
 from .ingest.load import load_trials
-from .ingest.provenance import declared_baseline
 from .layer1 import Layer1Result, analyse
 from .metrics import MetricsConfig
 from .plan import PlanError
@@ -28,6 +28,17 @@ def config_from_args(args: argparse.Namespace) -> MetricsConfig:
     """The metrics configuration of the command line: the default MCP tools and those named by ``--mcp-tools``."""
     mcp = DEFAULT_MCP_TOOLS | frozenset(args.mcp_tools or [])
     return MetricsConfig(mcp_tools=mcp)
+
+
+def print_arms(result: Layer1Result) -> None:
+    """The arms the ``--list`` table shows, with the rule that formed each and the baseline."""
+    audit = result.audit
+    if audit is None or audit.arms.empty:
+        return
+    origin = f"study file {result.design_path}" if result.design_path else "the readers' default profiles"
+    print(f"arms ({origin}; {result.baseline.line()}):")
+    for r in audit.arms.itertuples():
+        print(f"  {r.arm}: {r.n_trials} trials, {r.n_tasks} tasks; {r.rule}")
 
 
 def print_trial_list(df: pd.DataFrame) -> None:
@@ -48,13 +59,24 @@ def run_cli(args: argparse.Namespace) -> int:
     outcome = "succeeded" if args.succeeded else "failed" if args.failed else None
     out_dir = None if args.list else args.output
     progress = not args.quiet and sys.stderr.isatty()
-    result = analyse(
-        args.runs_dir, out_dir, tasks=args.tasks, profiles=args.profiles, outcome=outcome, limit=args.limit,
-        seed=args.seed, config=config_from_args(args), cache=not args.no_cache,
-        cache_dir=args.cache_dir or os.path.join(args.output, ".cache"), workers=args.workers, progress=progress,
-    )
+    try:
+        result = analyse(
+            args.runs_dir, out_dir, tasks=args.tasks, profiles=args.profiles, outcome=outcome, limit=args.limit,
+            seed=args.seed, config=config_from_args(args), cache=not args.no_cache,
+            cache_dir=args.cache_dir or os.path.join(args.output, ".cache"), workers=args.workers, progress=progress,
+            design=args.study, plan=args.plan, baseline=args.baseline,
+        )
+    except DesignError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for e in result.errors.itertuples(index=False):
         print(f"{e.severity}: {e.path}: {e.stage}: {e.message}", file=sys.stderr)
+    if result.baseline_error and not args.compare:
+        print(f"error: {result.baseline_error}", file=sys.stderr)
+        return 2
+    if result.audit is not None and not args.list:
+        for line in result.audit.lines():  # the design audit: what the comparisons rest on
+            print(f"design {line}", file=sys.stderr)
     if result.plan_check is not None and not args.list:
         for w in result.plan_check.warnings:
             print(f"warning: {w}", file=sys.stderr)
@@ -65,12 +87,17 @@ def run_cli(args: argparse.Namespace) -> int:
             print(f"warning: {result.plan_check.timing_line()}", file=sys.stderr)
     if args.list:
         print_trial_list(result.metrics)
+        print()
+        print_arms(result)
         return 0 if len(result.metrics) else 1
     n = len(result.metrics)
     status = 0 if n else 1
     for line in runs_dir_warnings(args.runs_dir):  # pairs whose two sides ran in different environments
         print(f"warning: {line}", file=sys.stderr)
-    if n and not args.llm_only:
+    if n and not args.llm_only and outcome is not None:
+        # Trials chosen by their outcome make any comparison of outcomes (and of what goes with them) biased.
+        print(f"note: no comparisons on trials selected by outcome (--{outcome})", file=sys.stderr)
+    elif n and not args.llm_only:
         status = max(status, _run_comparisons(args, result))
     if n and not args.no_llm:
         status = max(status, _run_layer2(args, result))
@@ -96,14 +123,16 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
             return 2
     elif len(profiles) < 2:
         return 0
-    baseline = args.baseline or declared_baseline(args.runs_dir)
-    if baseline is not None and baseline not in profiles:
-        print(f"error: --baseline {baseline!r} is not a profile here; profiles present: {profiles}", file=sys.stderr)
-        return 2
+    audit = result.audit
+    if not args.compare and audit is not None and audit.problems() and len(audit.problems()) >= len(profiles) - 1:
+        # No profile pair the plan could test: one line, no table of NaN.
+        print(f"error: the design cannot support the planned comparisons: {audit.problems()[0].message} "
+              f"(see design_audit.csv); no comparisons written", file=sys.stderr)
+        return 1
     try:
         write_comparisons(result.metrics, args.output, plan_check=result.plan_check,
-                          compare_pair=tuple(args.compare) if args.compare else None, baseline=baseline,
-                          simulated=result.simulated)
+                          compare_pair=tuple(args.compare) if args.compare else None, baseline=result.baseline.name,
+                          simulated=result.simulated, audit=audit, source=result.design.source if result.design else None)
     except PlanError as exc:
         print(f"error: {exc}; no comparisons written", file=sys.stderr)
         return 2
@@ -113,7 +142,7 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
 def _run_layer2(args: argparse.Namespace, result: Layer1Result) -> int:
     from .judge.run import run_layer2  # litellm takes seconds to import: only when the LLM analyses run
 
-    trials, _ = load_trials(args.runs_dir)
+    trials, _ = load_trials(args.runs_dir, design=result.design)
     keep = set(result.metrics["trial_path"])
     trials = [t for t in trials if relative_to_runs(t.trial_path, args.runs_dir) in keep]
     args.simulated = result.simulated

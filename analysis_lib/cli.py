@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--failed", action="store_true", help="only trials that failed")
     sel.add_argument("--limit", type=int, metavar="N", help="a seeded random sample of N trials")
     sel.add_argument("--seed", type=int, default=0, help="seed for sampling trials (default 0); the bootstrap seed is the analysis plan's")
+    des = p.add_argument_group("design and plan")
+    des.add_argument("--study", metavar="FILE", help="study file (YAML) declaring the arms, task ids, reruns and success rule "
+                     "(docs/studies.md); without it each reader's default profiles are the arms")
+    des.add_argument("--plan", metavar="FILE", help="analysis plan (default params/analysis_plan.yaml)")
+    des.add_argument("--baseline", metavar="PROFILE", help="baseline profile (default: the plan's, else the study file's, "
+                     "else index.json's, else the first in sort order)")
     lay = p.add_argument_group("layers")
     mode = lay.add_mutually_exclusive_group()
     mode.add_argument("--no-llm", action="store_true", help="deterministic metrics and statistics only")
@@ -66,7 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--no-shuffle-classes", action="store_true", help="list classes in a fixed order (shuffled per judgement by default)")
     llm.add_argument("--judge-model-b", metavar="MODEL", help="second judge model to compare agreement with")
     llm.add_argument("--human-labels", metavar="CSV", help="human labels (trial id, label) for judge agreement")
-    llm.add_argument("--baseline", metavar="PROFILE", help="baseline profile when --compare is not given")
     p.add_argument("--list", action="store_true", help="list discovered trials and exit")
     p.add_argument("-o", "--output", default="results/analytics", help="output folder (default results/analytics/)")
     p.add_argument("--cache-dir", help="cache of per-trial metric rows (default <output>/.cache)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +16,14 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from .baseline import Baseline, resolve_baseline
 from .codecanvas.outputs import write_codecanvas_outputs
+from .design import StudyDesign, load_design
+from .design_audit import DesignAudit, design_audit
 from .fileio import atomic_write_csv, atomic_write_json
 from .metrics import CATEGORY_COLUMNS, DEFAULT_CONFIG, MetricsConfig
-from .plan import PlanError, check_plan, load_plan, write_sidecar
-from .trials_table import relative_to_runs, trials_table
+from .plan import PlanError, check_plan, display_path, load_plan, write_sidecar
+from .trials_table import RERUN_COLUMNS, relative_to_runs, trials_table
 
 SUMMARY_METRICS = [
     "total_tokens", "total_input_tokens", "total_output_tokens", "total_cost_usd", "elapsed_sec", "total_steps",
@@ -46,6 +49,14 @@ class Layer1Result:
     files: list[Path] = field(default_factory=list)
     # The analysis plan checked against its record (analysis_lib.plan.PlanCheck), None without a plan.
     plan_check: Any = None
+    # The study design that formed the arms (None: the readers' default profiles), and where it was read.
+    design: StudyDesign | None = None
+    design_path: str | None = None
+    reruns: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RERUN_COLUMNS))
+    baseline: Baseline = field(default_factory=lambda: Baseline(None, "not resolved"))
+    # Why no baseline could be chosen (a declared baseline that is not a profile), else None.
+    baseline_error: str | None = None
+    audit: DesignAudit | None = None
 
 
 def analyse(
@@ -62,17 +73,30 @@ def analyse(
     cache_dir: str | os.PathLike | None = None,
     workers: int | None = None,
     progress: bool = False,
+    design: StudyDesign | str | os.PathLike | None = None,
+    plan: str | os.PathLike | None = None,
+    baseline: str | None = None,
 ) -> Layer1Result:
-    """Ingest every trial under ``runs_dir``, compute Layer 1 metrics, write the outputs to ``out_dir``.
+    """Ingest every trial under ``runs_dir``, compute Layer 1 metrics, audit the design, write the outputs to ``out_dir``.
 
     ``outcome`` is ``"succeeded"``, ``"failed"`` or None; ``limit`` draws a seeded random sample
     of that many trials. Nothing is written when ``out_dir`` is None. The per-trial cache lives in
-    ``cache_dir`` (default ``out_dir/.cache``; none with ``cache=False``).
+    ``cache_dir`` (default ``out_dir/.cache``; none with ``cache=False``). ``design``: a study file
+    (path or :class:`~analysis_lib.design.StudyDesign`) that forms the arms; ``plan``: the analysis
+    plan file (default ``params/analysis_plan.yaml``); ``baseline``: the baseline chosen explicitly
+    (else :func:`analysis_lib.baseline.resolve_baseline`). Raises :class:`~analysis_lib.design.DesignError`
+    for a study file that cannot be used.
     """
+    design_path = None
+    if design is not None and not isinstance(design, StudyDesign):
+        design_path = display_path(design)
+        design = load_design(design)
+    if design is not None:
+        config = replace(config, success_rule=design.success)
     if cache and cache_dir is None and out_dir is not None:
         cache_dir = os.path.join(os.fspath(out_dir), ".cache")
     table = trials_table(runs_dir, tasks=tasks, profiles=profiles, outcome=outcome, limit=limit, seed=seed, config=config,
-                         cache_dir=cache_dir if cache else None, workers=workers, progress=progress)
+                         cache_dir=cache_dir if cache else None, workers=workers, progress=progress, design=design)
     df = table.frame
     errors = pd.DataFrame(
         [(relative_to_runs(e.path, runs_dir), e.stage, e.severity, e.message) for e in table.errors], columns=ERROR_COLUMNS
@@ -80,20 +104,32 @@ def analyse(
     summary = summary_frame(df)
     summary["simulated"] = table.simulated
     aggregate = aggregate_metrics(df, simulated=table.simulated, seed=seed, summary=summary)
-    result = Layer1Result(df, errors, summary, aggregate, table.simulated, table.n_sources, table.cache_hits)
-    result.plan_check = plan_check(runs_dir, out_dir)
+    result = Layer1Result(df, errors, summary, aggregate, table.simulated, table.n_sources, table.cache_hits,
+                          design=design, design_path=design_path, reruns=table.reruns)
+    result.plan_check = plan_check(runs_dir, out_dir, plan)
     if result.plan_check is not None and "started_at" in df:
         result.plan_check.note_first_trial(df["started_at"].dropna().tolist())
+    try:
+        result.baseline = resolve_baseline(df["profile"].dropna().astype(str) if len(df) else [], explicit=baseline,
+                                           plan=result.plan_check.plan if result.plan_check else None, design=design,
+                                           runs_dir=runs_dir)
+    except ValueError as exc:
+        result.baseline_error = str(exc)
+    result.audit = design_audit(df, baseline=result.baseline.name, design=design, reruns=table.reruns, errors=errors)
     if out_dir is not None:
         result.files = write_outputs(result, out_dir)
     return result
 
 
-def plan_check(runs_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None):
-    """The default analysis plan checked against its record (recorded in ``out_dir`` when there is none);
-    None with one warning line when the plan cannot be read, so that Layer 1 still runs."""
+def plan_check(runs_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, plan: str | os.PathLike | None = None):
+    """The analysis plan (``plan``, default ``params/analysis_plan.yaml``) checked against its record (recorded
+    in ``out_dir`` when there is none); None with one warning line when the plan cannot be read, so that Layer 1 still runs."""
     try:
-        return check_plan(runs_dir, load_plan(), out_dir=out_dir, record=out_dir is not None)
+        source = display_path(plan) if plan is not None else None
+        loaded = load_plan(plan)
+        if source is None:
+            return check_plan(runs_dir, loaded, out_dir=out_dir, record=out_dir is not None)
+        return check_plan(runs_dir, loaded, source, out_dir=out_dir, record=out_dir is not None)
     except PlanError as exc:
         print(f"warning: {exc}; outputs carry no plan hash", file=sys.stderr)
         return None
@@ -181,7 +217,33 @@ def write_outputs(result: Layer1Result, out_dir: str | os.PathLike) -> list[Path
     ]
     if check is not None:
         files.append(write_sidecar(out, check))
+    files += write_design_outputs(result, out)
     if "informed_editing_score" in result.metrics and result.metrics["informed_editing_score"].notna().any():
         written = write_codecanvas_outputs([], result.metrics, out, simulated=result.simulated)
         files.extend(written.values())
+    return files
+
+
+AUDIT_FINDING_COLUMNS = ["severity", "check", "message"]
+
+
+def write_design_outputs(result: Layer1Result, out_dir: str | os.PathLike) -> list[Path]:
+    """``design_audit.csv`` (one row per arm), ``design_findings.csv`` (one row per finding) and, under a
+    study file, ``study_design.json`` (the design as used, its hash and source)."""
+    out = Path(out_dir)
+    audit = result.audit
+    findings = pd.DataFrame([(f.severity, f.check, f.message) for f in audit.findings] if audit else [],
+                            columns=AUDIT_FINDING_COLUMNS)
+    arms = audit.arms.copy() if audit else pd.DataFrame()
+    if len(arms):
+        arms.insert(1, "baseline", arms["arm"] == result.baseline.name)
+    files = [atomic_write_csv(out / "design_audit.csv", arms), atomic_write_csv(out / "design_findings.csv", findings)]
+    if result.design is not None:
+        files.append(atomic_write_json(out / "study_design.json", {
+            "study_file": result.design_path, "sha256": result.design.sha256(),
+            "baseline": result.baseline.name, "baseline_source": result.baseline.source,
+            "design": result.design.model_dump(mode="json"),
+        }))
+    else:
+        (out / "study_design.json").unlink(missing_ok=True)  # a stale design must not outlive a run without one
     return files

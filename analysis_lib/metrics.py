@@ -2,14 +2,13 @@
 
 Definitions (also in the README's metric reference; one id everywhere):
 
-- ``success``: reward == 1.0. A trial whose harness raised (Harbor ``exception_info``) counts
+- ``success``: reward == 1.0 (or the study file's success rule, ``MetricsConfig.success_rule``).
+  A trial whose harness raised (Harbor ``exception_info``) counts
   as a failure only when its verifier still produced a reward; with no reward it is an
   infrastructure error (``infra_error``), ``success`` is empty and it is left out of rates.
-- ``total_input_tokens``: prompt tokens in ATIF's sense (cached tokens included);
-  ``total_tokens`` = input + output. A trajectory's ``final_metrics`` win over the sum of its
-  steps (they include subagents and calls without a step); a continuation chain's last segment
-  holds the cumulative totals; an API call repeated on several steps is counted once. Without
-  a trajectory, Harbor's ``agent_result`` counts are used, then what a legacy format carries.
+- ``total_input_tokens``: every prompt token (cached reads and cache writes included), each API
+  call counted once; ``total_tokens`` = input + output. Where they come from, and which source
+  wins, is :mod:`analysis_lib.tokens` (``token_source`` names it per trial).
 - ``total_cost_usd``: recorded cost (final_metrics, steps, Harbor), else estimated from
   litellm's offline price map (``cost_estimated`` = True; a subagent's tokens at its own model's
   rate), else empty.

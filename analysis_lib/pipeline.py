@@ -3,7 +3,7 @@
 ``python -m analysis_lib paper --params params/default.yaml`` (``make paper``) validates the
 parameter file against the notebooks' ``parameters`` cells, executes ``notebooks/00_*.ipynb`` ..
 ``05_*.ipynb`` in order (kernel ``python3``, working folder ``notebooks/``), saves the executed
-copies under ``results/notebooks/`` and finally runs ``pdflatex`` on ``paper/main.tex`` when it is
+copies under ``<output_dir>/notebooks/`` and finally runs ``pdflatex`` on ``paper/main.tex`` when it is
 installed. Notebooks hand results to each other through files in ``output_dir``, never through
 kernel globals, so any notebook can be re-run alone.
 """
@@ -27,6 +27,8 @@ from nbclient import NotebookClient
 from papermill.exceptions import PapermillExecutionError
 
 from . import notebook_pairs
+from .design import DesignError, load_design
+from .ingest.discover import discover
 
 __all__ = ["PIPELINE_NOTEBOOKS", "ParamsError", "NotebookFailed", "pipeline_notebooks", "allowed_parameters",
            "load_params", "kernel_env", "run_notebook", "run_pipeline", "compile_paper", "record_notebooks", "cli"]
@@ -173,21 +175,44 @@ def compile_paper(paper_dir: Path, quiet: bool = False) -> Path | None:
     return paper_dir / "main.pdf"
 
 
-def run_pipeline(params_file: str | Path, root: str | Path = ".", out_dir: str | Path = "results/notebooks",
+def preflight(params_file: str | Path, params: dict[str, Any], root: Path) -> None:
+    """What would make a notebook fail for its input, checked before any notebook runs (nothing is written):
+    the runs folder exists and holds trials, and the study file, when given, can be used."""
+    runs_dir = params.get("runs_dir")
+    if isinstance(runs_dir, str):
+        folder = root / runs_dir
+        if not folder.is_dir():
+            raise ParamsError(f"{params_file}: runs_dir {runs_dir!r} is not a folder (paths are relative to the project root)")
+        sources, errors = discover(folder)
+        if not sources:
+            why = errors[0].message if errors else "no trials found"
+            raise ParamsError(f"{params_file}: runs_dir {runs_dir!r} holds no trial this project reads ({why}); "
+                              "nothing was run or written")
+    study = params.get("study")
+    if isinstance(study, str) and study:
+        try:
+            load_design(root / study)
+        except DesignError as exc:
+            raise ParamsError(f"{params_file}: study: {str(exc).replace(str(root) + os.sep, '')}") from None
+
+
+def run_pipeline(params_file: str | Path, root: str | Path = ".", out_dir: str | Path | None = None,
                  quiet: bool = False, latex: bool = True, only: list[str] | None = None) -> dict[str, float]:
     """Validate ``params_file``, run the pipeline notebooks in order, compile the paper.
 
-    Returns seconds per notebook (plus ``pdflatex`` when compiled). Raises :class:`ParamsError`,
-    :class:`NotebookFailed` or RuntimeError (LaTeX) with a one-line message.
+    The executed notebooks go to ``out_dir`` (default: ``notebooks/`` inside the parameters' ``output_dir``,
+    so that two studies never overwrite each other's). Returns seconds per notebook (plus ``pdflatex``
+    when compiled). Raises :class:`ParamsError`, :class:`NotebookFailed` or RuntimeError (LaTeX) with a
+    one-line message.
     """
     root = Path(root).resolve()
     nb_dir = root / "notebooks"
     notebooks = pipeline_notebooks(nb_dir)
     allowed = allowed_parameters(notebooks)
     params = load_params(params_file, allowed)
-    runs_dir = params.get("runs_dir")
-    if isinstance(runs_dir, str) and not (root / runs_dir).is_dir():
-        raise ParamsError(f"{params_file}: runs_dir {runs_dir!r} is not a folder (paths are relative to the project root)")
+    preflight(params_file, params, root)
+    if out_dir is None:
+        out_dir = Path(str(params.get("output_dir") or allowed["output_dir"]["default"]).strip("'\"")) / "notebooks"
     if only:
         unknown = sorted(set(only) - set(PIPELINE_NOTEBOOKS))
         if unknown:
@@ -293,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Run notebooks 00-05 with papermill and compile paper/main.tex.")
     p.add_argument("--params", default="params/default.yaml", help="YAML parameter file (default params/default.yaml)")
     p.add_argument("--root", default=".", help="project folder holding notebooks/, paper/ (default: current folder)")
-    p.add_argument("--out", default="results/notebooks", help="folder for the executed notebooks (relative to --root)")
+    p.add_argument("--out", default=None, help="folder for the executed notebooks (relative to --root; default: "
+                   "<output_dir>/notebooks of the parameter file)")
     p.add_argument("--only", nargs="+", metavar="NOTEBOOK", help="run only these notebooks (names without .ipynb)")
     p.add_argument("--no-latex", action="store_true", help="do not run pdflatex")
     p.add_argument("--list-params", action="store_true", help="print the allowed parameters with their help and exit")

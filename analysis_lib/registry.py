@@ -62,7 +62,8 @@ class Metric:
 
 _M = Metric
 _ENTRIES = [
-    _M("success", "success", "flag", "reward == 1.0. A trial whose harness raised counts as a failure only when its "
+    _M("success", "success", "flag", "reward == 1.0, or the study file's success rule (e.g. reward > 0 where a study "
+       "scores partial credit). A trial whose harness raised counts as a failure only when its "
        "verifier still produced a reward; with no reward it is an infrastructure error (`infra_error`), `success` is "
        "empty and it is left out of rates", "binary", "higher", "rate"),
     _M("reward", "reward", "", "verifier reward: Harbor `verifier_result.rewards`, else `reward.txt`, else "
@@ -72,11 +73,15 @@ _ENTRIES = [
     _M("tests_total", "tests", "tests", "CTRF tests of the trial", "count"),
     _M("tests_passed_ratio", "share of tests passed", "share", "tests_passed / tests_total", decimals=2,
        direction="higher"),
-    _M("total_input_tokens", "input tokens", "tokens", "prompt tokens in ATIF's sense (cached included). A "
-       "trajectory's `final_metrics` win over the sum of its steps (they include subagents and calls without a step); "
-       "the last segment of a continuation chain holds the cumulative totals; an API call repeated on several steps or "
-       "lines is counted once", "count", "lower", "ratio"),
-    _M("total_output_tokens", "output tokens", "tokens", "completion tokens", "count", "lower", "ratio"),
+    _M("total_input_tokens", "input tokens", "tokens", "every prompt token (cached reads and cache writes included), "
+       "each API call counted once: steps or lines repeating one call's usage count once (Claude Code and Harbor's "
+       "conversion of it repeat it per content block), cache writes a producer left out of the prompt count are added. "
+       "A trajectory's `final_metrics` win over the sum of its steps (they include subagents and calls without a step) "
+       "unless they only sum the repeated usage; the last segment of a continuation chain holds the cumulative totals. "
+       "Source, first that knows: the trajectory, a study's own per-trial metrics, Harbor's `agent_result`, what a "
+       "legacy format carries (`token_source`)", "count", "lower", "ratio"),
+    _M("total_output_tokens", "output tokens", "tokens", "completion tokens, each API call once (its largest count)",
+       "count", "lower", "ratio"),
     _M("total_cached_tokens", "cached tokens", "tokens", "cached (cache-read) tokens, a subset of input", "count"),
     _M("total_tokens", "total tokens", "tokens", "input + output tokens", "count", "lower", "ratio"),
     _M("total_cost_usd", "cost per trial", "USD", "recorded cost (final_metrics, steps, Harbor `agent_result`), else "

@@ -30,7 +30,7 @@ from typing import Any
 
 from .trial import Trajectory, Trial
 
-__all__ = ["TOKEN_SOURCES", "TokenCount", "trajectory_tokens", "trial_tokens"]
+__all__ = ["TOKEN_SOURCES", "TOKEN_SOURCE_LABELS", "TokenCount", "trajectory_tokens", "trial_tokens"]
 
 TOKEN_SOURCES = {
     "trajectory": "ATIF trajectory, one count per API call",
@@ -38,6 +38,9 @@ TOKEN_SOURCES = {
     "harbor_result": "Harbor result.json agent_result",
     "carried": "totals the source format carries",
 }
+# The same sources in a table cell.
+TOKEN_SOURCE_LABELS = {"trajectory": "trajectory", "study_metrics": "study's metrics", "harbor_result": "Harbor result",
+                       "carried": "source totals", "none": "none"}
 
 
 def trajectory_tokens(traj: Trajectory) -> dict[str, Any]:

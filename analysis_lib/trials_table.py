@@ -34,9 +34,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from . import __version__
-from .arms import RERUN_COLUMNS, apply_design
 from .codecanvas.metrics import codecanvas_metrics
-from .design import StudyDesign, trial_record
+from .design import RERUN_COLUMNS, StudyDesign, apply_design, trial_record
 from .fileio import atomic_write_bytes
 from .ingest.discover import TrialSource, discover
 from .ingest.fingerprint import fingerprint

@@ -13,12 +13,14 @@
 # ---
 
 # %% [markdown]
-# # 01 Metrics (Layer 1)
+# # 01 Metrics (Layer 1) and the design audit
 #
 # Every trial is measured deterministically from its own files: the ATIF trajectory (steps, tool
 # calls, token usage), the verifier's CTRF report and reward, and the harness result. The metrics
 # are defined once in `analysis_lib.metrics` (one metric id everywhere: function, column, test, TeX
-# macro comment). Unreadable inputs become rows of `errors.csv` and the rest goes on.
+# macro comment). Unreadable inputs become rows of `errors.csv` and the rest goes on. A study file
+# (`study`) says which trials form each arm when the runs do not; the design audit then lists, arm by
+# arm, what the comparisons will rest on.
 
 # %%
 import os
@@ -34,6 +36,9 @@ runs_dir: str = "runs/sample"  # runs to analyse, relative to the project root
 seed: int = 0  # seed for any sampling (recorded in aggregate_metrics.json)
 workers: int = 1  # processes for ingest (1 keeps the notebook light; the result does not depend on it)
 use_cache: bool = False  # reuse per-trial metrics cached by an earlier run (faster on big folders; stale after a metric code change)
+study: str = ""  # study file (YAML) declaring arms, task ids, reruns and the success rule (docs/studies.md); empty: the readers' default profiles
+plan_file: str = "params/analysis_plan.yaml"  # the pre-registered plan; params/analysis_plan_all_repetitions.yaml uses every repetition
+baseline: str = ""  # baseline profile (empty: the plan's, else the study file's, else index.json's, else the first in sort order)
 
 # %%
 from pathlib import Path
@@ -46,43 +51,53 @@ from analysis_lib.report import notebook_params, outputs
 notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
 project_root = notebook_params.find_project_root(project_root)
 paths = outputs.output_paths(project_root, output_dir)
-from analysis_lib.ingest import provenance
-
-# %% [markdown]
-# ## Provenance
-#
-# The runs folder's `index.json` says whether the runs are simulated; everything made from
-# simulated runs says so.
-
-# %%
-runs = Path(project_root) / runs_dir
-if not runs.is_dir():
-    raise FileNotFoundError(f"runs_dir {runs_dir!r} is not a folder (paths are relative to the project root)")
-simulated = provenance.is_simulated(runs)
-print(f"runs: {runs_dir} ({'SIMULATED sample runs' if simulated else 'real runs'})")
-if simulated:
-    display(Markdown("> **SIMULATED DATA**: these runs come from the seeded simulator; the numbers are not findings."))
 
 # %% [markdown]
 # ## Ingest and measure
 #
-# `analysis_lib.analyse` discovers every trial, parses it leniently and computes one row of
-# metrics per trial, written to `metrics_detail.csv` with the per-profile `metrics_summary.csv`,
-# `aggregate_metrics.json` and `errors.csv`.
+# `analysis_lib.analyse` discovers every trial, parses it leniently, places it in its arm (the study
+# file's rules, else the reader's default profile) and computes one row of metrics per trial, written
+# to `metrics_detail.csv` with the per-profile `metrics_summary.csv`, `aggregate_metrics.json`,
+# `errors.csv` and the design audit (`design_audit.csv`, `design_findings.csv`).
 
 # %%
 from analysis_lib import analyse
+from analysis_lib.report.audit import audit_frames, audit_markdown, data_banner
 
+runs = Path(project_root) / runs_dir
+if not runs.is_dir():
+    raise FileNotFoundError(f"runs_dir {runs_dir!r} is not a folder (paths are relative to the project root)")
 # The cache is keyed by the input files and the package version, not by the metric code: off by default,
 # so that nbval sees every change of a metric's definition.
-result = analyse(runs, paths.analytics, seed=seed, workers=workers, cache=use_cache, progress=False)
+result = analyse(runs, paths.analytics, seed=seed, workers=workers, cache=use_cache, progress=False,
+                 design=Path(project_root) / study if study else None, plan=Path(project_root) / plan_file,
+                 baseline=baseline or None)
+if result.baseline_error:
+    raise ValueError(result.baseline_error)
 metrics = result.metrics
+simulated = result.simulated
+source = result.design.source.model_dump() if result.design is not None and result.design.source else None
+banner = data_banner(simulated, source)
+print(f"runs: {runs_dir} ({'SIMULATED sample runs' if simulated else 'real runs'})")
+if banner:
+    display(Markdown(f"> **{banner}**"))
 print(f"{len(metrics)} trials, {metrics['profile'].nunique()} profiles, {metrics['task_id'].nunique()} tasks; "
-      f"{len(result.errors)} input problems recorded in errors.csv")
+      f"{len(result.errors)} input problems recorded in errors.csv; {result.baseline.line()}")
 _ = outputs.write_run_info(paths, {"runs_dir": runs_dir, "simulated": simulated, "seed": seed,
                                "n_trials": int(len(metrics)), "n_errors": int(len(result.errors)),
                                "profiles": sorted(metrics["profile"].unique()),
-                               "baseline": provenance.declared_baseline(runs)})
+                               "baseline": result.baseline.name, "baseline_source": result.baseline.source,
+                               "study": study or None, "data_source": source})
+
+# %% [markdown]
+# ## Design audit
+#
+# Per arm: trials, tasks and repetitions, reruns, infrastructure errors, tasks in one arm only, complete
+# pairs, MCP tools offered and used, where the token counts come from and how far their sources
+# disagree, dataset versions and when each arm ran. The comparisons (notebook 02) use complete pairs only.
+
+# %%
+display(Markdown("\n".join(audit_markdown(*audit_frames(result.audit)))))
 
 # %% [markdown]
 # ## Per-profile summary

@@ -33,7 +33,6 @@ for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR
 project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
 figures_dir: str = "figures"  # where figures are written (PNG and PDF), relative to the project root
-baseline: str = ""  # baseline profile (empty: the plan's, else the one index.json declares, else the first in sort order)
 plan_file: str = "params/analysis_plan.yaml"  # the pre-registered plan; params/analysis_plan_all_repetitions.yaml uses every repetition
 task_groups: str = ""  # optional CSV task_id,group (repository, category): per-group effects with partial pooling
 
@@ -53,21 +52,25 @@ import matplotlib.pyplot as plt
 from analysis_lib import check_plan, load_plan, write_comparisons
 from analysis_lib.plan import plan_hash
 from analysis_lib.report import figures, tables
+from analysis_lib.report.audit import data_banner, read_audit
 from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table
 from analysis_lib.subgroups import read_task_groups
 
 # %%
 info = outputs.read_run_info(paths)
 simulated = bool(info["simulated"])
-if simulated:
-    display(Markdown("> **SIMULATED DATA**: these runs come from the seeded simulator; the numbers are not findings."))
+banner = data_banner(simulated, info.get("data_source"))
+if banner:
+    display(Markdown(f"> **{banner}**"))
 metrics = pd.read_csv(paths.metrics_detail)
 profiles = sorted(metrics["profile"].unique())
 plan = load_plan(Path(project_root) / plan_file)
-# The baseline: this parameter, else the plan's, else the one index.json declares, else the first in sort order.
-base = baseline or plan.pairing.baseline or info.get("baseline") or profiles[0]
-if base not in profiles:
-    raise ValueError(f"baseline={base!r} is not a profile of these runs; allowed: {', '.join(profiles)}")
+# The baseline notebook 01 chose by the one rule (analysis_lib.baseline.resolve_baseline), with the same plan.
+base = info["baseline"]
+audit = read_audit(paths.analytics)
+problems = audit[1][audit[1]["severity"] == "problem"] if audit is not None else []
+if len(problems) and len(problems) >= len(profiles) - 1:
+    raise ValueError(f"the design cannot support the planned comparisons: {problems['message'].iloc[0]} (design_audit.csv)")
 colors = figures.profile_colors(profiles)
 fig_dir = Path(project_root) / figures_dir
 print(f"baseline: {base}; profiles: {', '.join(profiles)}; plan: {plan.name} (sha256 {plan_hash(plan)[:12]})")
@@ -87,7 +90,7 @@ check.note_first_trial(metrics["started_at"].dropna().tolist() if "started_at" i
 print(check.timing_line())
 groups = read_task_groups(Path(project_root) / task_groups) if task_groups else None
 study = write_comparisons(metrics, paths.comparisons_dir, plan_check=check, baseline=base, simulated=simulated,
-                          task_groups=groups)
+                          task_groups=groups, audit=audit, source=info.get("data_source"))
 comparisons, rates = study.comparisons, study.rates
 for tier in ("primary", "secondary", "exploratory", "sensitivity"):
     if (comparisons["tier"] == tier).any():

@@ -83,7 +83,9 @@ else:
     from analysis_lib.judge.run import run_layer2
 
     metrics = pd.read_csv(paths.metrics_detail)
-    trials, _ = load_trials(Path(project_root) / runs_dir)
+    # The arms of notebook 01's study file, when it had one.
+    trials, _ = load_trials(Path(project_root) / runs_dir,
+                            design=Path(project_root) / info["study"] if info.get("study") else None)
     # Judge the trials notebook 01 measured (same selection), at most llm_limit of them.
     keys = set(zip(metrics["profile"], metrics["task_id"], metrics["repetition"]))
     trials = [t for t in trials if (t.profile, t.task_id, t.repetition) in keys]

@@ -32,7 +32,6 @@ project_root: str = ""  # project folder; empty: found upward from the working d
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
 figures_dir: str = "figures"  # where figures are written (PNG and PDF), relative to the project root
 paper_dir: str = "paper"  # where snippets/ and paper_snippets.md are written, relative to the project root
-baseline: str = ""  # baseline profile (empty: the one index.json declares, else the first in sort order)
 
 # %%
 from pathlib import Path
@@ -48,12 +47,14 @@ paths = outputs.output_paths(project_root, output_dir)
 import os
 
 from analysis_lib.report import paper
+from analysis_lib.report.audit import data_banner, read_audit
 
 # %%
 info = outputs.read_run_info(paths)
 simulated = bool(info["simulated"])
-if simulated:
-    display(Markdown("> **SIMULATED DATA**: these runs come from the seeded simulator; the numbers are not findings."))
+banner = data_banner(simulated, info.get("data_source"))
+if banner:
+    display(Markdown(f"> **{banner}**"))
 import json
 
 metrics = pd.read_csv(paths.metrics_detail)
@@ -79,9 +80,11 @@ for name, frame in (("comparisons", comparisons), ("profile rates", rates), ("pl
 # %%
 inputs = paper.PaperInputs(
     metrics=metrics, comparisons=comparisons, rates=rates, codecanvas=codecanvas, simulated=simulated,
-    baseline=baseline or info.get("baseline") or sorted(metrics["profile"].unique())[0], plan=plan_record,
+    baseline=info["baseline"], plan=plan_record,
     sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
-             "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file)}, llm_snippets=llm_snippets)
+             "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file),
+             "audit": paths.rel(paths.analytics / "design_audit.csv")}, llm_snippets=llm_snippets,
+    audit=read_audit(paths.analytics), data_source=info.get("data_source"))
 paper_path = Path(project_root) / paper_dir
 fig_path = Path(project_root) / figures_dir
 written = paper.write_paper_snippets(inputs, paper_path, fig_path,

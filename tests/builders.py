@@ -67,3 +67,25 @@ def small_runs(root: Path, n_tasks: int = 3) -> Path:
             write_trial(root, f"2026-01-0{p_i + 1}__10-00-00__{profile}", f"task-{t}", traj=traj,
                         reward="1\n" if (t + p_i) % 2 == 0 else "0\n")
     return root
+
+
+def harbor_trial(root: Path, job: str, trial: str, task: str, *, reward: float | None = 1.0, agent: str = "claude-code",
+                 model: str = "anthropic/claude-sonnet-4-5", kwargs: dict | None = None, started: str = "2026-03-01T10:00:00Z",
+                 exception: str | None = None, traj: dict | None = None, source: str | None = None,
+                 extra_config: dict | None = None) -> Path:
+    """A Harbor trial folder ``root/job/trial`` with a TrialResult ``result.json`` as Harbor writes it."""
+    d = root / job / trial
+    (d / "agent").mkdir(parents=True, exist_ok=True)
+    config = {"task": {"path": f"/tmp/{task}"}, "trial_name": trial, "trials_dir": f"jobs/{job}",
+              "agent": {"name": agent, "model_name": model, "kwargs": kwargs or {}, "env": {}},
+              "environment": {"type": "docker"}, "job_id": f"id-{job}", **(extra_config or {})}
+    result = {"task_name": task, "trial_name": trial, "source": source, "config": config,
+              "agent_info": {"name": agent, "version": "2.1.0"},
+              "agent_result": {"n_input_tokens": 1000, "n_cache_tokens": 0, "n_output_tokens": 100},
+              "verifier_result": None if reward is None else {"rewards": {"reward": reward}},
+              "exception_info": None if exception is None else {"exception_type": exception, "exception_message": "boom"},
+              "started_at": started, "finished_at": started.replace("10:00", "10:05")}
+    (d / "result.json").write_text(json.dumps(result))
+    if traj is not None:
+        (d / "agent" / "trajectory.json").write_text(json.dumps(traj))
+    return d

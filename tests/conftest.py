@@ -39,6 +39,12 @@ def judge_labels() -> Path:
 
 
 @pytest.fixture(scope="session")
+def codescalebench() -> Path:
+    """``../shared/fixtures/real-ab/codescalebench``: a real paired A/B slice (Harbor trials of two arms)."""
+    return _require(SHARED / "fixtures" / "real-ab" / "codescalebench")
+
+
+@pytest.fixture(scope="session")
 def sample_runs() -> Path:
     if not (SAMPLE_RUNS / "index.json").exists():
         pytest.fail("runs/sample is missing: regenerate it with `make sample`")

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import os
 
+from ..design import StudyDesign, apply_design, load_design, trial_record
 from ..trial import IngestError, Trial
 from .discover import discover
 from .read import read_source
 
 
-def load_trials(runs_dir: str | os.PathLike) -> tuple[list[Trial], list[IngestError]]:
+def load_trials(runs_dir: str | os.PathLike,
+                design: StudyDesign | str | os.PathLike | None = None) -> tuple[list[Trial], list[IngestError]]:
     """Every trial under ``runs_dir`` with its full trajectory (for the LLM layer and notebooks).
 
-    This keeps parsed trajectories in memory; use it for hundreds of trials, not tens of thousands.
+    ``design``: a study file (or its path) placing the trials into arms, as the trials table does
+    (``profile`` is then the arm). This keeps parsed trajectories in memory; use it for hundreds of
+    trials, not tens of thousands.
     """
     sources, errors = discover(runs_dir)
     trials: list[Trial] = []
@@ -24,8 +28,31 @@ def load_trials(runs_dir: str | os.PathLike) -> tuple[list[Trial], list[IngestEr
         ts, es = read_source(src)
         trials.extend(ts)
         errors.extend(es)
+    if design is not None:
+        trials, design_errors = place_trials(trials, design if isinstance(design, StudyDesign) else load_design(design),
+                                             os.fspath(runs_dir))
+        errors.extend(design_errors)
     number_repetitions(trials)
     return trials, errors
+
+
+def place_trials(trials: list[Trial], design: StudyDesign, runs_dir: str) -> tuple[list[Trial], list[IngestError]]:
+    """The trials ``design`` places (arm, task id, repetition set on each), the same way as the table's rows."""
+    root = runs_dir if os.path.isdir(runs_dir) else os.path.dirname(runs_dir)
+    rows = [{"_i": i, "profile": t.profile, "task_id": t.task_id, "repetition": t.repetition, "trial_path": t.trial_path,
+             "started_at": t.timing.started_at.isoformat() if t.timing.started_at else None,
+             "finished_at": t.timing.finished_at.isoformat() if t.timing.finished_at else None,
+             "run_config": trial_record(t.metadata.get("config"), agent_name=t.metadata.get("agent_name"),
+                                        model_name=t.metadata.get("model_name")),
+             "task_name": t.metadata.get("task_name") or t.task_id, "trial_name": t.metadata.get("trial_name"),
+             "source_format": t.source_format} for i, t in enumerate(trials)]
+    placed, errors, _ = apply_design(rows, design, root)
+    out = []
+    for row in placed:
+        t = trials[row["_i"]]
+        t.profile, t.task_id, t.repetition = row["profile"], row["task_id"], row["repetition"]
+        out.append(t)
+    return out, errors
 
 
 def number_repetitions(trials: list[Trial]) -> None:

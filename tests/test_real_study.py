@@ -1,0 +1,144 @@
+"""A real public A/B study end to end: CodeScaleBench's paired Harbor trials (../shared/fixtures/real-ab).
+
+Claude Code + Haiku 4.5 without (``baseline``) and with (``mcp``) a Sourcegraph MCP server, run as
+separate Harbor jobs of one agent and model; the MCP arm names its tasks ``mcp_<task>_<random>``.
+The study's own per-trial ``task_metrics.json`` is the reference the analysis must agree with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis_lib import analyse
+from analysis_lib.report.audit import read_audit
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = ROOT / "params" / "studies" / "codescalebench.yaml"
+
+
+def _tree_digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()}
+
+
+def _study_metrics(runs: Path) -> pd.DataFrame:
+    """One row per trial with the study's own task_metrics.json: arm, task folder, status, reward, tokens."""
+    rows = []
+    for path in sorted(runs.rglob("task_metrics.json")):
+        tm = json.loads(path.read_text())
+        rel = path.parent.relative_to(runs).parts  # group/suite/arm/task/trial
+        rows.append({"arm": rel[2], "task_id": rel[3], "passed": tm["status"] == "passed", "reward": tm["reward"],
+                     "input": tm["input_tokens"] + tm["cache_read_tokens"] + tm["cache_creation_tokens"],
+                     "output": tm["output_tokens"], "trial_path": "/".join(rel)})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def study_result(codescalebench, tmp_path_factory):
+    before = _tree_digest(codescalebench)
+    out = tmp_path_factory.mktemp("csb")
+    result = analyse(codescalebench, out, design=STUDY, workers=1, cache=False)
+    assert _tree_digest(codescalebench) == before  # the runs are read-only input
+    return result, out
+
+
+def test_without_a_study_file_the_arms_pool_with_a_warning_naming_what_differs(codescalebench):
+    result = analyse(codescalebench, None, workers=1, cache=False)
+    assert result.metrics["profile"].nunique() == 1 and len(result.metrics) == 18
+    pooled = [f.message for f in result.audit.findings if f.check == "pooled"]
+    assert len(pooled) == 1
+    assert "environment.override_storage_mb" in pooled[0]
+    assert "8 tasks appear under two names" in pooled[0] and "mcp_" in pooled[0]
+    assert "sibling folders 'baseline' and 'mcp'" in pooled[0] and "--study" in pooled[0]
+
+
+def test_the_study_file_forms_two_arms_and_pairs_eight_tasks(study_result):
+    result, _ = study_result
+    m = result.metrics
+    assert m.groupby("profile").size().to_dict() == {"baseline": 9, "mcp": 9}
+    assert not m["task_id"].str.startswith("mcp_").any()
+    arms = result.audit.arms.set_index("arm")
+    assert arms.loc["mcp", "n_pairs_complete"] == 8 and arms.loc["mcp", "n_pairs_incomplete"] == 2
+    assert result.baseline.name == "baseline" and result.baseline.source == "the study file"
+
+
+def test_pass_rates_and_mean_rewards_equal_the_studys_own_metrics(study_result, codescalebench):
+    result, _ = study_result
+    ref = _study_metrics(codescalebench)
+    m = result.metrics.assign(path=result.metrics["trial_path"].astype(str))
+    both = m.merge(ref, left_on="path", right_on="trial_path", suffixes=("", "_study"))
+    assert len(both) == 16  # every trial with its task_metrics.json
+    for arm, sub in both.groupby("profile"):
+        assert sub["success"].astype(bool).mean() == pytest.approx(sub["passed"].mean(), abs=1e-12), arm
+        assert sub["reward"].mean() == pytest.approx(sub["reward_study"].mean(), abs=1e-12), arm
+    # Over all trials (the two without task_metrics.json included): the study's summary, expected.json.
+    expected = json.loads((codescalebench / "expected.json").read_text())["per_arm"]
+    for arm, sub in m.groupby("profile"):
+        assert sub["success"].astype(bool).mean() == pytest.approx(expected[arm]["success_rate_all_trials"], abs=1e-12)
+        assert sub["reward"].mean() == pytest.approx(expected[arm]["mean_reward_all_trials"], abs=1e-12)
+
+
+def test_tokens_are_the_studys_counts_once_per_call_and_say_their_source(study_result, codescalebench):
+    result, _ = study_result
+    ref = _study_metrics(codescalebench).set_index("trial_path")
+    m = result.metrics.set_index(result.metrics["trial_path"].astype(str))
+    with_study = m.loc[ref.index]
+    counted = with_study[with_study["token_source"] == "study_metrics"]
+    assert len(counted) == 14  # the two rate-limited trials keep their (zero) trajectory counts
+    assert (counted["total_input_tokens"] == ref.loc[counted.index, "input"]).all()
+    assert (counted["total_output_tokens"] == ref.loc[counted.index, "output"]).all()
+    assert set(with_study["token_source"]) == {"study_metrics", "trajectory"}
+    # Harbor's result.json repeats usage per content block: 2.0-2.8 times the counts once per call.
+    ratio = counted["other_input_tokens"] / counted["total_input_tokens"]
+    assert (counted["other_token_source"] == "harbor_result").all() and ratio.between(2.0, 2.8).all()
+
+
+def test_the_audit_lists_the_slices_real_problems(study_result):
+    result, out = study_result
+    found = {f.check: f for f in result.audit.findings}
+    assert "element-web-unread-indicators-diverge-fix-001" in found["coverage"].message  # baseline only
+    assert "webclients-excessive-repeated-api-fix-001" in found["coverage"].message  # mcp only
+    never = [f for f in result.audit.findings if "never reached the model" in f.message]
+    assert never and "You've hit your limit" in never[0].message and "baseline 1, mcp 1" in never[0].message
+    assert "mcp was offered MCP tools" in found["mcp_use"].message
+    tokens = [f.message for f in result.audit.findings if f.check == "tokens"]
+    assert any("result.json" in t and "run high" in t for t in tokens)  # two trials have Harbor's counts only
+    assert any("baseline 2.14×" in t and "mcp 2.23×" in t for t in tokens)  # the disagreement per arm
+    arms = result.audit.arms.set_index("arm")
+    assert arms["mcp_offered"].tolist() == [False, True]  # baseline, mcp: as the study file declares
+    assert arms.loc["baseline", "n_never_reached_model"] == 1 and arms.loc["baseline", "span_hours"] < 2
+    written = read_audit(out)
+    assert written is not None and len(written[0]) == 2 and len(written[1]) == len(result.audit.findings)
+
+
+@pytest.mark.slow
+def test_the_paper_pipeline_runs_on_the_real_study(codescalebench, tmp_path):
+    """``make paper PARAMS=params/codescalebench.yaml``: notebooks 00-05 and real TeX, in a copy of the project."""
+    from analysis_lib import pipeline
+
+    if os.environ.get("CI") == "true":
+        assert shutil.which("pdflatex"), "CI=true but pdflatex is missing: .ci/run installs TeX"
+    root = tmp_path / "project"
+    shutil.copytree(ROOT / "notebooks", root / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(ROOT / "params", root / "params")
+    (root / "paper").mkdir()
+    shutil.copyfile(ROOT / "paper" / "main.tex", root / "paper" / "main.tex")
+    params = (ROOT / "params" / "codescalebench.yaml").read_text()
+    yaml_params = params.replace("runs_dir: ../shared/fixtures/real-ab/codescalebench",
+                                 f"runs_dir: {os.path.relpath(codescalebench, root)}")
+    (root / "params" / "codescalebench.yaml").write_text(yaml_params)
+    pipeline.run_pipeline(root / "params" / "codescalebench.yaml", root, quiet=True, latex=shutil.which("pdflatex") is not None)
+    paper_dir = root / "results" / "codescalebench" / "paper"
+    snippets = {p.name: p.read_text() for p in (paper_dir / "snippets").glob("*.tex")}
+    assert not any("SIMULATED" in text for text in snippets.values())
+    assert "Real runs of a public study" in snippets["data.tex"] and "CodeScaleBench" in snippets["data.tex"]
+    assert "tab:design-audit" in snippets["design_audit.tex"] and "never reached the model" in snippets["design_audit.tex"]
+    assert (root / "results" / "codescalebench" / "notebooks" / "05_paper.ipynb").exists()
+    if shutil.which("pdflatex"):
+        assert (paper_dir / "main.pdf").stat().st_size > 10_000
