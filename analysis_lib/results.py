@@ -23,11 +23,12 @@ import pandas as pd
 
 from . import plan as plan_mod
 from .comparisons import compare, profile_pairs
+from .design_audit import DesignAudit
 from .fileio import atomic_write_text, read_json
 from .hypotheses import test_sequence
-from .ingest.provenance import declared_baseline
 from .layer1 import analyse
 from .report import plan_figures
+from .report.audit import audit_frames, audit_markdown
 from .report.comparison_report import CORRECTION_NAMES, hypotheses_table, mcnemar_lines, methods_lines, subgroups_table, tier_table
 from .report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
 from .report.markdown import table as _table
@@ -197,8 +198,8 @@ def _budget_section(obj: dict) -> list[str]:
 
 def results_report(obj: dict, ev: pd.DataFrame, table: pd.DataFrame, metrics: pd.DataFrame, check: plan_mod.PlanCheck, *,
                    simulated: bool, baseline: str, refused_reason: str | None, figures: list[tuple[str, str]],
-                   mismatches: list[str], ingest_errors: int, source: str) -> str:
-    """RESULTS.md: banners, plan hash, completeness, design, the three tiers, environment, budget, figures."""
+                   mismatches: list[str], ingest_errors: int, source: str, audit: DesignAudit | None = None) -> str:
+    """RESULTS.md: banners, plan hash, completeness, the design audit, design, the three tiers, environment, budget, figures."""
     plan = check.plan
     out: list[str] = []
     if simulated:
@@ -231,6 +232,8 @@ def results_report(obj: dict, ev: pd.DataFrame, table: pd.DataFrame, metrics: pd
     if ingest_errors:
         out += [f"{ingest_errors} input problems were met while reading the trial folders (see "
                 "`python -m analysis_lib RUNS --no-llm`, errors.csv).", ""]
+    if audit is not None:
+        out += audit_markdown(*audit_frames(audit))
     out += _design_section(obj, plan, baseline, int(metrics["task_id"].nunique()) if len(metrics) else 0)
     for tier in plan_mod.TIERS:
         out += _tier_section(tier, table, plan)
@@ -316,13 +319,15 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     outcome = ResultsOutcome(0, plan_check=check)
     ev = evaluation_table(obj)
     conditions = [str(c) for c in obj.get("conditions") or []]
-    result = analyse(runs, None, profiles=conditions or None, cache=False, workers=workers)
+    result = analyse(runs, None, profiles=conditions or None, cache=False, workers=workers, plan=plan_path, baseline=baseline)
     simulated = obj.get("simulated") is True or result.simulated
     metrics = result.metrics
     if "started_at" in metrics:
         check.note_first_trial(metrics["started_at"].dropna().tolist())
     if metrics.empty:
         raise ResultsError(f"{plan_mod.display_path(runs)}: no trial could be read from the runs folder")
+    if result.baseline_error:
+        raise ResultsError(result.baseline_error)
     mismatches = _cross_check(ev, metrics)
     missing = ev[ev["verdict"].isna()]
     outcome.missing = missing
@@ -334,11 +339,7 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
         refused = {c: "refused: evaluations missing" for c in ("success", "tests_passed_ratio", "token_efficiency")}
         outcome.refused, outcome.exit_code = True, 1
     profiles = sorted(metrics["profile"].astype(str).unique())
-    base = baseline or plan.pairing.baseline or declared_baseline(runs)
-    if base is None and conditions:
-        base = conditions[0]  # the manifest's first condition is the baseline by convention
-    if base is not None and base not in profiles:
-        raise ResultsError(f"baseline {base!r} is not a condition of this run; conditions: {profiles}")
+    base = result.baseline.name  # the one rule: explicit, plan, the run's index.json (the manifest's first condition)
     pairs = profile_pairs(profiles, baseline=base)
     table = compare(metrics, plan, pairs, refused=refused)
     outcome.table = table
@@ -347,7 +348,8 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
         figures = _write_plots(table, metrics, Path(plots), simulated, outcome, Path(output))
     text = results_report(obj, ev, table, metrics, check, simulated=simulated, baseline=pairs[0][0] if pairs else (base or "–"),
                           refused_reason=refused_reason, figures=figures, mismatches=mismatches,
-                          ingest_errors=int((result.errors["severity"] == "error").sum()), source=plan_mod.display_path(full_run))
+                          ingest_errors=int((result.errors["severity"] == "error").sum()), source=plan_mod.display_path(full_run),
+                          audit=result.audit)
     text += _claims_and_groups(obj, metrics, plan, pairs, refused_reason)
     outcome.files.insert(0, atomic_write_text(output, text))
     outcome.messages = [f"warning: {w}" for w in check.warnings]

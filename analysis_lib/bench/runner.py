@@ -535,6 +535,7 @@ def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, s
             "seed": rc.plan.seed,
             "manifest": rc.plan.manifest.name,
             "profiles": [c.name for c in rc.plan.manifest.conditions],
+            "baseline": rc.plan.manifest.conditions[0].name,  # the manifest's first condition, by convention
             "tasks": [t.id for t in rc.plan.manifest.tasks],
             "runs": [
                 {
