@@ -176,6 +176,12 @@ def design_audit(metrics: pd.DataFrame, *, baseline: str | None, design: StudyDe
             "span_hours": (max(starts) - min(starts)).total_seconds() / 3600 if starts else np.nan,
         })
     table = pd.DataFrame(rows, columns=AUDIT_COLUMNS)
+    if len(table) and table["mcp_offered"].eq(True).any() and design is None:
+        # Configurations that name MCP servers in one arm and none in another: the other was not offered any.
+        configured = {a for a in arms if "run_config" in metrics and metrics.loc[metrics["profile"].astype(str) == a,
+                                                                                "run_config"].notna().all()}
+        table["mcp_offered"] = [False if v is None and a in configured else v for a, v in zip(table["arm"], table["mcp_offered"],
+                                                                                            strict=True)]
     audit = DesignAudit(table, baseline=baseline, design_name=design.name if design else None, pairs=pairs)
     audit.findings = _findings(metrics, table, pairs, audit, design, errors, reruns)
     return audit
@@ -193,10 +199,16 @@ def _rule(arm: str, sub: pd.DataFrame, design: StudyDesign | None) -> str:
 
 
 def _mcp_offered(arm: str, sub: pd.DataFrame, design: StudyDesign | None) -> bool | None:
-    if design is not None and arm in design.arms:
+    """Whether the arm was offered MCP tools: as the study file declares, else when its trials' configuration
+    names MCP servers or the benchmark runner recorded their exposure; None when nothing says."""
+    if design is not None and arm in design.arms and design.arms[arm].mcp is not None:
         return design.arms[arm].mcp
     if "mcp_exposed" in sub and sub["mcp_exposed"].notna().any():
         return True  # the benchmark runner records exposure for treatment trials only
+    if "run_config" in sub:
+        configs = [orjson.loads(c) for c in sub["run_config"].dropna() if isinstance(c, str) and c]
+        if any(c.get("agent.mcp_servers") or c.get("mcp_servers") for c in configs):
+            return True
     return None
 
 
@@ -231,7 +243,9 @@ def _findings(metrics: pd.DataFrame, table: pd.DataFrame, pairs: pd.DataFrame, a
         infra = by_arm["n_infra_errors"]
         if infra.sum() > 0:
             detail = ", ".join(f"{a} {int(v)} of {int(by_arm.loc[a, 'n_trials'])}" for a, v in infra.items())
-            uneven = infra.max() > 0 and (infra / by_arm["n_trials"]).max() >= 2 * max((infra / by_arm["n_trials"]).min(), 1e-9)
+            rate = infra / by_arm["n_trials"]
+            # Concentrated: at least 2 more in one arm than in another, at twice the rate or more.
+            uneven = infra.max() - infra.min() >= 2 and rate.max() >= 2 * rate.min()
             out.append(Finding("warning" if uneven else "note", "infrastructure",
                                f"infrastructure errors per arm: {detail}" + (" (concentrated in one arm: excluding "
                                "them is not neutral)" if uneven else "") + "; their tasks leave the paired comparisons"))
@@ -285,7 +299,7 @@ def _token_findings(metrics: pd.DataFrame, table: pd.DataFrame, base: str | None
                            "tokens only from Harbor's result.json, which repeats one API call's usage on every "
                            f"content block: {its} token counts run high"))
     rated = table[table["token_ratio_median"].notna()]
-    if len(rated):
+    if len(rated) and (rated["token_ratio_median"] - 1).abs().max() > RATIO_GAP / 2:
         desc = ", ".join(f"{r.arm} {r.token_ratio_median:.2f}× ({r.token_ratio_min:.2f}–{r.token_ratio_max:.2f})"
                          for r in rated.itertuples())
         other = TOKEN_SOURCES.get(str(rated["token_other_source"].iloc[0]), str(rated["token_other_source"].iloc[0]))
@@ -303,19 +317,20 @@ def _time_findings(table: pd.DataFrame, base: str | None) -> list[Finding]:
     out: list[Finding] = []
     if base is None or base not in set(table["arm"]):
         return out
-    def mid(r) -> pd.Timestamp | None:
+    def span(r) -> tuple[pd.Timestamp, pd.Timestamp] | None:
         a, b = _stamp(r["first_start"]), _stamp(r["last_start"])
-        return None if a is None or b is None else a + (b - a) / 2
+        return None if a is None or b is None else (a, b)
     rows = table.set_index("arm")
-    m0 = mid(rows.loc[base])
+    s0 = span(rows.loc[base])
     for arm in rows.index:
-        if arm == base:
+        s1 = span(rows.loc[arm])
+        if arm == base or s0 is None or s1 is None:
             continue
-        m1 = mid(rows.loc[arm])
-        if m0 is None or m1 is None:
-            continue
-        gap = (m1 - m0).total_seconds() / 3600
-        if abs(gap) > SPAN_GAP_HOURS:
+        gap = ((s1[0] + (s1[1] - s1[0]) / 2) - (s0[0] + (s0[1] - s0[0]) / 2)).total_seconds() / 3600
+        overlap = (min(s0[1], s1[1]) - max(s0[0], s1[0])).total_seconds()
+        shorter = min((s0[1] - s0[0]).total_seconds(), (s1[1] - s1[0]).total_seconds())
+        interleaved = overlap > 0 and overlap >= 0.5 * shorter  # arms run side by side (a blocked schedule)
+        if abs(gap) > SPAN_GAP_HOURS and not interleaved:
             out.append(Finding("warning", "time", f"{arm} ran {abs(gap) / 24:.1f} days {'after' if gap > 0 else 'before'} "
                                f"{base} (midpoints of their start times): model versions, rate limits and the "
                                "environment may have changed between the arms"))

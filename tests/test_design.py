@@ -296,3 +296,15 @@ def test_equal_counts_of_other_agents_stay_distinct_calls():
     doc["agent"]["name"] = "terminus-2"
     tokens = trajectory_tokens(parse_trajectory(doc, "t.json"))
     assert tokens["output"] == 3 + 3 + 467 + 4 + 110 + 2 + 139  # every step is its own call
+
+
+def test_the_runners_own_layout_needs_no_study_file(sample_runs):
+    """Arms are the run folders' profiles; MCP offered where the configuration names MCP servers; arms run
+    side by side in a blocked schedule are not flagged for time; nothing is pooled."""
+    result = analyse(sample_runs, None, workers=2, cache=False)
+    arms = result.audit.arms.set_index("arm")
+    assert arms["mcp_offered"].to_dict() == {"codecanvas": True, "codegraph": True, "text": False}
+    assert (arms["n_pairs_complete"] == 24).all() and (arms["repetitions_per_task"] == "3").all()
+    checks = {f.check for f in result.audit.findings}
+    assert not checks & {"pooled", "time", "coverage", "problem"}
+    assert result.baseline.name == "text" and result.baseline.source == "the runs folder's index.json"
