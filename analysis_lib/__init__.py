@@ -42,6 +42,9 @@ _API = {
     "tool_calls_df": "analysis_lib.frames",
     "tests_df": "analysis_lib.frames",
     "codecanvas_table": "analysis_lib.codecanvas.metrics",
+    # The study design: which trials form each arm, and the baseline.
+    "load_design": "analysis_lib.design",
+    "resolve_baseline": "analysis_lib.baseline",
     # The plan and the analysis it fixes.
     "load_plan": "analysis_lib.plan",
     "check_plan": "analysis_lib.plan",
@@ -64,9 +67,11 @@ __all__ = [
     "check_plan",
     "codecanvas_table",
     "compare",
+    "load_design",
     "load_plan",
     "load_trials",
     "profile_pairs",
+    "resolve_baseline",
     "run_pipeline",
     "simulate_runs",
     "steps_df",
@@ -81,7 +86,9 @@ __all__ = [
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time __getattr__ loads on first use
     from .codecanvas.metrics import codecanvas_table
+    from .baseline import resolve_baseline
     from .comparisons import compare, profile_pairs
+    from .design import load_design
     from .frames import steps_df, tests_df, tool_calls_df, trials_df
     from .ingest.load import load_trials
     from .layer1 import analyse, write_outputs

@@ -4,17 +4,20 @@
 ``steps_df`` (one row per step), ``tool_calls_df`` (one row per tool call) and ``tests_df`` (one
 row per verifier test). Each takes a runs folder or trials already loaded with
 :func:`analysis_lib.ingest.load.load_trials`, and carries the identity columns
-``profile, task_id, repetition, run_id, trial_path`` so that frames join on them.
+``profile, task_id, repetition, run_id, trial_path`` so that frames join on them. Of a runs folder,
+``design`` (a study file or its path, :mod:`analysis_lib.design`) places the trials into arms.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 
 import orjson
 import pandas as pd
 
+from .design import StudyDesign, load_design
 from .ingest.load import load_trials
 from .metrics import DEFAULT_CONFIG, IDENTITY_COLUMNS, MetricsConfig
 from .tools import DEFAULT_MCP_TOOLS, categorize, files_touched
@@ -24,9 +27,12 @@ from .trials_table import table_of_trials, trials_table
 MESSAGE_CHARS = 300  # message text kept per step row
 
 
-def _trials(source: str | os.PathLike | Iterable[Trial]) -> list[Trial]:
+Design = StudyDesign | str | os.PathLike | None
+
+
+def _trials(source: str | os.PathLike | Iterable[Trial], design: Design = None) -> list[Trial]:
     if isinstance(source, (str, os.PathLike)):
-        return load_trials(source)[0]
+        return load_trials(source, design)[0]
     return list(source)
 
 
@@ -35,15 +41,21 @@ def _identity(t: Trial) -> dict:
             "trial_path": t.trial_path}
 
 
-def trials_df(source: str | os.PathLike | Iterable[Trial], config: MetricsConfig = DEFAULT_CONFIG) -> pd.DataFrame:
+def trials_df(source: str | os.PathLike | Iterable[Trial], config: MetricsConfig = DEFAULT_CONFIG,
+              design: Design = None) -> pd.DataFrame:
     """One row per trial with every Layer 1 metric.
 
     Of a runs folder: exactly the ``metrics_detail.csv`` table that ``analyse`` writes (trial paths
-    relative to the folder, a ``simulated`` column). Of loaded trials: the same rows, with their
-    paths as the trials give them, so that the table joins the other frames of those trials.
+    relative to the folder, a ``simulated`` column; arms as ``design`` places them). Of loaded trials:
+    the same rows, with their paths as the trials give them, so that the table joins the other frames
+    of those trials.
     """
     if isinstance(source, (str, os.PathLike)):
-        return trials_table(source, config=config).frame
+        if design is not None and not isinstance(design, StudyDesign):
+            design = load_design(design)
+        if design is not None:
+            config = replace(config, success_rule=design.success)
+        return trials_table(source, config=config, design=design).frame
     return table_of_trials(source, config)
 
 
@@ -55,10 +67,10 @@ def _walk(traj: Trajectory, agent: str = ""):
         yield from _walk(sub, f"{agent}/{sub.agent_name or 'subagent'}#{i + 1}".lstrip("/"))
 
 
-def steps_df(source: str | os.PathLike | Iterable[Trial]) -> pd.DataFrame:
+def steps_df(source: str | os.PathLike | Iterable[Trial], design: Design = None) -> pd.DataFrame:
     """One row per trajectory step: source, time, tokens, tool calls and errors of the step."""
     rows = []
-    for t in _trials(source):
+    for t in _trials(source, design):
         if t.trajectory is None:
             continue
         ident = _identity(t)
@@ -78,10 +90,11 @@ def steps_df(source: str | os.PathLike | Iterable[Trial]) -> pd.DataFrame:
     return df
 
 
-def tool_calls_df(source: str | os.PathLike | Iterable[Trial], mcp_tools: frozenset[str] = DEFAULT_MCP_TOOLS) -> pd.DataFrame:
+def tool_calls_df(source: str | os.PathLike | Iterable[Trial], mcp_tools: frozenset[str] = DEFAULT_MCP_TOOLS,
+                  design: Design = None) -> pd.DataFrame:
     """One row per tool call: name, taxonomy category, arguments, error flag, files touched."""
     rows = []
-    for t in _trials(source):
+    for t in _trials(source, design):
         if t.trajectory is None:
             continue
         ident = _identity(t)
@@ -103,10 +116,10 @@ def tool_calls_df(source: str | os.PathLike | Iterable[Trial], mcp_tools: frozen
     return pd.DataFrame(rows, columns=cols)
 
 
-def tests_df(source: str | os.PathLike | Iterable[Trial]) -> pd.DataFrame:
+def tests_df(source: str | os.PathLike | Iterable[Trial], design: Design = None) -> pd.DataFrame:
     """One row per verifier test (CTRF or imported): name, status, duration, file."""
     rows = []
-    for t in _trials(source):
+    for t in _trials(source, design):
         for r in t.tests or []:
             rows.append({**_identity(t), "name": r.name, "status": r.status, "duration_sec": r.duration_sec,
                          "file_path": r.file_path, "suite": r.suite, "message": r.message})
