@@ -85,8 +85,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time __getattr__ loads on first use
-    from .codecanvas.metrics import codecanvas_table
     from .baseline import resolve_baseline
+    from .codecanvas.metrics import codecanvas_table
     from .comparisons import compare, profile_pairs
     from .design import load_design
     from .frames import steps_df, tests_df, tool_calls_df, trials_df

@@ -57,7 +57,8 @@ def run_cli(args: argparse.Namespace) -> int:
     """``python -m analysis_lib RUNS_DIR``: Layer 1, then the comparisons (two profiles or more) and the LLM analyses
     (unless ``--no-llm``); exit 0 when trials were analysed, 1 when none, 2 on a usage error."""
     outcome = "succeeded" if args.succeeded else "failed" if args.failed else None
-    out_dir = None if args.list else args.output
+    # --list and --estimate-cost only print: nothing is written but the estimate itself.
+    out_dir = None if args.list or args.estimate_cost else args.output
     progress = not args.quiet and sys.stderr.isatty()
     try:
         result = analyse(
@@ -94,6 +95,8 @@ def run_cli(args: argparse.Namespace) -> int:
     status = 0 if n else 1
     for line in runs_dir_warnings(args.runs_dir):  # pairs whose two sides ran in different environments
         print(f"warning: {line}", file=sys.stderr)
+    if args.estimate_cost:
+        return _run_layer2(args, result) if n else status
     if n and not args.llm_only and outcome is not None:
         # Trials chosen by their outcome make any comparison of outcomes (and of what goes with them) biased.
         print(f"note: no comparisons on trials selected by outcome (--{outcome})", file=sys.stderr)

@@ -99,7 +99,7 @@ def analyse(
                          cache_dir=cache_dir if cache else None, workers=workers, progress=progress, design=design)
     df = table.frame
     errors = pd.DataFrame(
-        [(relative_to_runs(e.path, runs_dir), e.stage, e.severity, e.message) for e in table.errors], columns=ERROR_COLUMNS
+        [(_error_path(e.path, runs_dir), e.stage, e.severity, e.message) for e in table.errors], columns=ERROR_COLUMNS
     )
     summary = summary_frame(df)
     summary["simulated"] = table.simulated
@@ -119,6 +119,16 @@ def analyse(
     if out_dir is not None:
         result.files = write_outputs(result, out_dir)
     return result
+
+
+def _error_path(path: str, runs_dir: str | os.PathLike) -> str:
+    """Where an error was met, relative to the runs folder; the runs folder itself as the user named it."""
+    rel = relative_to_runs(path, runs_dir)
+    if rel not in (".", ""):
+        return rel
+    given = os.fspath(runs_dir)
+    # "." says nothing in a report read elsewhere, an absolute path is this machine's: the folder's own name then.
+    return os.path.basename(os.path.abspath(given)) if os.path.isabs(given) or given.rstrip("/") in (".", "") else given
 
 
 def plan_check(runs_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, plan: str | os.PathLike | None = None):

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ from papermill.exceptions import PapermillExecutionError
 from . import notebook_pairs
 from .design import DesignError, load_design
 from .ingest.discover import discover
+from .metrics import DEFAULT_CONFIG
+from .trials_table import trials_table
 
 __all__ = ["PIPELINE_NOTEBOOKS", "ParamsError", "NotebookFailed", "pipeline_notebooks", "allowed_parameters",
            "load_params", "kernel_env", "run_notebook", "run_pipeline", "compile_paper", "record_notebooks", "cli"]
@@ -175,25 +177,42 @@ def compile_paper(paper_dir: Path, quiet: bool = False) -> Path | None:
     return paper_dir / "main.pdf"
 
 
-def preflight(params_file: str | Path, params: dict[str, Any], root: Path) -> None:
-    """What would make a notebook fail for its input, checked before any notebook runs (nothing is written):
-    the runs folder exists and holds trials, and the study file, when given, can be used."""
-    runs_dir = params.get("runs_dir")
-    if isinstance(runs_dir, str):
-        folder = root / runs_dir
-        if not folder.is_dir():
-            raise ParamsError(f"{params_file}: runs_dir {runs_dir!r} is not a folder (paths are relative to the project root)")
-        sources, errors = discover(folder)
-        if not sources:
-            why = errors[0].message if errors else "no trials found"
-            raise ParamsError(f"{params_file}: runs_dir {runs_dir!r} holds no trial this project reads ({why}); "
-                              "nothing was run or written")
+def preflight(params_file: str | Path, params: dict[str, Any], root: Path, allowed: dict[str, dict[str, Any]]) -> None:
+    """What would make the notebooks fail, or compare nothing, checked before any of them runs (so that no
+    earlier output is overwritten): the runs folder exists and holds trials of at least two profiles (arms),
+    and the study file, when given, can be used. Reads the trials once more than notebook 01 will (a few
+    seconds for a thousand trials), writing nothing."""
+    if "runs_dir" not in allowed:
+        return  # notebooks that read no runs
+    runs_dir = params.get("runs_dir", _default(allowed, "runs_dir"))
+    folder = root / str(runs_dir)
+    if not folder.is_dir():
+        raise ParamsError(f"{params_file}: runs_dir {runs_dir!r} is not a folder (paths are relative to the project root)")
+    sources, errors = discover(folder)
+    if not sources:
+        why = errors[0].message if errors else "no trials found"
+        raise ParamsError(f"{params_file}: runs_dir {runs_dir!r} holds no trial this project reads ({why}); "
+                          "nothing was run or written")
+    design = None
     study = params.get("study")
     if isinstance(study, str) and study:
         try:
-            load_design(root / study)
+            design = load_design(root / study)
         except DesignError as exc:
             raise ParamsError(f"{params_file}: study: {str(exc).replace(str(root) + os.sep, '')}") from None
+    config = replace(DEFAULT_CONFIG, success_rule=design.success) if design is not None else DEFAULT_CONFIG
+    table = trials_table(folder, config=config, design=design)
+    profiles = sorted(table.frame["profile"].dropna().astype(str).unique())
+    if len(profiles) < 2:
+        found = f"one profile ({profiles[0]}, {len(table.frame)} trials)" if profiles else "no readable trial"
+        hint = " or declare its arms in a study file (study: ...; docs/studies.md)" if not design else ""
+        raise ParamsError(f"{params_file}: runs_dir {runs_dir!r} holds {found}: the paper compares profiles; add "
+                          f"the runs of another profile{hint}; nothing was run or written")
+
+
+def _default(allowed: dict[str, dict[str, Any]], name: str) -> str:
+    """A notebook parameter's default as papermill reports it (a Python literal, quotes stripped)."""
+    return str(allowed[name]["default"]).strip("'\"")
 
 
 def run_pipeline(params_file: str | Path, root: str | Path = ".", out_dir: str | Path | None = None,
@@ -210,9 +229,9 @@ def run_pipeline(params_file: str | Path, root: str | Path = ".", out_dir: str |
     notebooks = pipeline_notebooks(nb_dir)
     allowed = allowed_parameters(notebooks)
     params = load_params(params_file, allowed)
-    preflight(params_file, params, root)
+    preflight(params_file, params, root, allowed)
     if out_dir is None:
-        out_dir = Path(str(params.get("output_dir") or allowed["output_dir"]["default"]).strip("'\"")) / "notebooks"
+        out_dir = Path(str(params.get("output_dir") or _default(allowed, "output_dir"))) / "notebooks"
     if only:
         unknown = sorted(set(only) - set(PIPELINE_NOTEBOOKS))
         if unknown:

@@ -180,3 +180,21 @@ def test_unwritable_cache_does_not_stop_the_analysis(runs, tmp_path, capsys):
     res = analyse(runs, tmp_path / "out", cache_dir=blocker)
     assert len(res.metrics) == 8 and (tmp_path / "out" / "metrics_detail.csv").is_file()
     assert "cache not written" in capsys.readouterr().err
+
+
+def test_an_empty_runs_folder_is_named_not_dotted(tmp_path, run_cli):
+    empty = tmp_path / "my-runs"
+    empty.mkdir()
+    for given in (".", str(empty)):
+        proc = run_cli(given, "--no-llm", "-o", tmp_path / "out", cwd=empty)
+        assert proc.returncode == 1
+        assert "error: my-runs: discover: no trials found" in proc.stderr  # its name, never "." or a machine path
+        assert str(tmp_path) not in (tmp_path / "out" / "errors.csv").read_text()
+
+
+def test_estimate_cost_prints_and_writes_only_the_estimate(sample_runs, tmp_path, run_cli, no_keys):
+    out = tmp_path / "out"
+    proc = run_cli(sample_runs, "--estimate-cost", "--limit", "4", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "total" in proc.stdout
+    assert sorted(p.name for p in out.iterdir() if p.name != ".cache") == ["llm_cost_estimate.json"]  # no Layer 1, no comparisons

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import nbformat
 import papermill
 import pytest
+from builders import small_runs
 from nbformat.v4 import new_code_cell, new_notebook
 
 from analysis_lib import pipeline
@@ -157,3 +159,46 @@ def test_sanitizers_touch_no_stored_output():
                 for text in texts:
                     for rule, rx in rules.items():
                         assert not rx.search(text), f"{name}: sanitizer {rule} matches {rx.search(text).group()!r}"
+
+
+def _one_profile(runs: Path) -> None:
+    small_runs(runs)
+    shutil.rmtree(next(runs.glob("*__mcp")))
+
+
+def _sample_outputs(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in (root / "results").rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(("make_runs", "message"), [
+    (lambda runs: None, "holds no trial this project reads (no trials found (empty folder or unknown layout))"),
+    (lambda runs: (runs / "notes.txt").write_text("not a run"), "holds no trial this project reads"),
+    (lambda runs: _one_profile(runs), "holds one profile (base, 3 trials)"),
+])
+def test_a_runs_folder_that_cannot_be_compared_stops_before_any_notebook(tmp_path, make_runs, message):
+    """Empty, unrecognised or one-profile: one line naming the folder, and nothing run or written."""
+    root = tmp_path / "project"
+    (root / "results" / "mine").mkdir(parents=True)
+    (root / "results" / "mine" / "run_info.json").write_text('{"earlier": true}')
+    runs = root / "runs" / "mine"
+    runs.mkdir(parents=True)
+    make_runs(runs)
+    params = root / "mine.yaml"
+    params.write_text("runs_dir: runs/mine\noutput_dir: results/mine\n")
+    before = _sample_outputs(root)
+    allowed = pipeline.allowed_parameters(pipeline.pipeline_notebooks(NOTEBOOKS))
+    with pytest.raises(pipeline.ParamsError) as err:
+        pipeline.preflight(params, pipeline.load_params(params, allowed), root, allowed)
+    line = str(err.value)
+    assert "\n" not in line and "runs_dir 'runs/mine'" in line and message in line and "nothing was run or written" in line
+    assert _sample_outputs(root) == before
+
+
+def test_the_paper_command_stops_on_an_empty_runs_folder_with_exit_code_2(tmp_path, capsys):
+    (tmp_path / "runs").mkdir()
+    params = tmp_path / "p.yaml"
+    params.write_text(f"runs_dir: {os.path.relpath(tmp_path / 'runs', ROOT)}\noutput_dir: results/never\n")
+    assert pipeline.cli(["--params", str(params), "--root", str(ROOT), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "holds no trial" in err[0]
+    assert not (ROOT / "results" / "never").exists()
