@@ -762,4 +762,4 @@ def test_ingest_imports_nothing_above_it() -> None:
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
     loaded = {m.split(".")[1] for m in eval(out)}  # noqa: S307 (our own printed list)
-    assert loaded <= {"ingest", "trial", "fileio", "tools"}, loaded
+    assert loaded <= {"ingest", "trial", "design", "fileio", "tools"}, loaded

@@ -45,6 +45,8 @@ def test_nbval_fails_when_a_metric_definition_changes(tmp_path, sample_runs):
     # A throwaway project beside the copy: the notebook reads ../runs/sample and writes ../results.
     (tmp_path / "notebooks").mkdir()
     shutil.copyfile(ROOT / "notebooks" / "01_metrics.ipynb", tmp_path / "notebooks" / "01_metrics.ipynb")
+    (tmp_path / "params").mkdir()
+    shutil.copyfile(ROOT / "params" / "analysis_plan.yaml", tmp_path / "params" / "analysis_plan.yaml")  # the plan it reads
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "sample").symlink_to(sample_runs, target_is_directory=True)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
