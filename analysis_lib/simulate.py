@@ -109,7 +109,9 @@ class Effects:
     task_token_sd: float = _doc(0.45, "sd of the per-task log-token level (task size)")
     trial_token_sd: float = _doc(0.25, "sd of the per-trial log-token noise (repetition noise)")
     output_share: float = _doc(0.02, "share of output tokens in total tokens")
-    cached_share: float = _doc(0.80, "share of cached tokens in input tokens (ATIF: prompt tokens include cached)")
+    cached_share: float = _doc(0.80, "median share of cached tokens in input tokens (ATIF: prompt tokens include cached)")
+    trial_cache_sd: float = _doc(
+        0.6, "sd of the per-trial logit noise of the cached share (cache hits vary, so cost is not a multiple of tokens)")
     price_input_per_mtok: float = _doc(3.0, "USD per 1M uncached input tokens")
     price_cached_per_mtok: float = _doc(0.30, "USD per 1M cached input tokens")
     price_output_per_mtok: float = _doc(15.0, "USD per 1M output tokens")
@@ -136,6 +138,9 @@ class Effects:
     mcp_call_share: dict[str, float] = _doc(
         _profiles(0.0, 0.25, 0.30), "share of a trial's tool calls that are MCP calls, when it adopts MCP"
     )
+    cache_shift: dict[str, float] = _doc(
+        _profiles(0.0, 0.3, 0.5), "logit shift of the cached share vs text (MCP tool definitions join the cached prefix)"
+    )
 
     @classmethod
     def null(cls, **overrides: Any) -> Effects:
@@ -150,6 +155,7 @@ class Effects:
             breadth_ratio=dict(one),
             mcp_adoption=dict(zero),
             mcp_call_share=dict(zero),
+            cache_shift=dict(zero),
         )
         base.update(overrides)
         return cls(**base)
@@ -160,7 +166,7 @@ class Effects:
 
     def get(self, name: str, profile: str) -> float:
         """Per-profile value with the neutral default for profiles the dict does not name."""
-        neutral = 0.0 if name in ("success_lift", "mcp_adoption", "mcp_call_share") else 1.0
+        neutral = 0.0 if name in ("success_lift", "mcp_adoption", "mcp_call_share", "cache_shift") else 1.0
         return float(getattr(self, name).get(profile, neutral))
 
 
@@ -211,8 +217,6 @@ def _draw(seed: int, n_tasks: int, repetitions: int, profiles: tuple[str, ...], 
     total = np.maximum(total, 1000).astype(np.int64)
     output = np.rint(total * eff.output_share).astype(np.int64)
     inp = total - output
-    cached = np.rint(inp * eff.cached_share).astype(np.int64)
-    cost = cost_usd(inp, cached, output, eff)
 
     calls = np.rint(eff.base_tool_calls_median * np.exp(eff.task_calls_sd * z + eff.trial_calls_sd * eps_calls) * prof("tool_call_ratio"))
     calls = np.maximum(calls, eff.min_tool_calls).astype(np.int64)
@@ -243,6 +247,11 @@ def _draw(seed: int, n_tasks: int, repetitions: int, profiles: tuple[str, ...], 
     timeout, infra = timeout.reshape(shape), infra.reshape(shape)
     elapsed = np.where(timeout, eff.agent_timeout_sec, elapsed)
     success = success & ~infra
+    # Drawn last, so that adding it left every earlier draw of a seed as it was.
+    eps_cache = rng.standard_normal(shape)
+    share = _expit(np.log(eff.cached_share / (1 - eff.cached_share)) + prof("cache_shift") + eff.trial_cache_sd * eps_cache)
+    cached = np.rint(inp * share).astype(np.int64)
+    cost = cost_usd(inp, cached, output, eff)
     return dict(
         success=success,
         total_tokens=total,
@@ -258,6 +267,13 @@ def _draw(seed: int, n_tasks: int, repetitions: int, profiles: tuple[str, ...], 
         agent_timeout=timeout,
         p_task=np.broadcast_to(p_task.reshape(1, T, 1), shape),
     )
+
+
+def _price_per_token(eff: Effects, profile: str) -> float:
+    """USD per token of a trial at the profile's median cached share."""
+    share = float(_expit(np.log(eff.cached_share / (1 - eff.cached_share)) + eff.get("cache_shift", profile)))
+    inp = 1.0 - eff.output_share
+    return float(cost_usd(inp, inp * share, eff.output_share, eff))
 
 
 def cost_usd(input_tokens: Any, cached_tokens: Any, output_tokens: Any, eff: Effects) -> Any:
@@ -286,8 +302,10 @@ def simulate_metrics(
     - ``success ~ Bernoulli(expit(logit(p_t) + success_lift[profile]))``, independent across trials;
     - ``total_tokens = round(base_tokens_median * exp(task_token_sd z_t + trial_token_sd e) *
       token_ratio[profile])`` with ``e ~ N(0, 1)`` per trial (floor 1000); output tokens are
-      ``round(output_share * total)``, input = total - output, cached = ``round(cached_share * input)``;
-      ``total_cost_usd`` prices them (:func:`cost_usd`). Tokens do not depend on success;
+      ``round(output_share * total)``, input = total - output, cached = ``round(s * input)`` with the
+      cached share ``s = expit(logit(cached_share) + cache_shift[profile] + trial_cache_sd e_c)``, drawn
+      last; ``total_cost_usd`` prices them (:func:`cost_usd`), so cost and tokens differ by the
+      trial's cache hits. Tokens do not depend on success;
     - ``tool_calls_count = max(min_tool_calls, round(base_tool_calls_median * exp(task_calls_sd z_t +
       trial_calls_sd e') * tool_call_ratio[profile]))``;
     - ``elapsed_sec = min(agent_timeout_sec, calls * sec_per_call_median * exp(trial_time_sd e'') *
@@ -357,7 +375,10 @@ def true_effects(
       attenuation by repetition-level noise: there is none on the log-odds here);
     - ``token_ratio`` and ``token_reduction_pct`` = 100 (1 - ratio): the ratio of per-task medians
       (tokens are log-normal around a task level, independent of success, so every per-task
-      median, and the median of per-task ratios, scale exactly by it); cost scales the same;
+      median, and the median of per-task ratios, scale exactly by it);
+    - ``cost_ratio``: the token ratio times the ratio of the price per token at each profile's
+      median cached share (cache hits are a noise of their own, so the per-task medians of cost
+      scale by it only up to the asymmetry of that noise: a fraction of a point);
     - ``tool_call_ratio`` (exact up to rounding and the ``min_tool_calls`` floor) and
       ``elapsed_ratio`` = tool_call_ratio x time_ratio (up to the timeout cap).
     """
@@ -376,6 +397,7 @@ def true_effects(
         tok = eff.get("token_ratio", prof) / eff.get("token_ratio", baseline)
         calls = eff.get("tool_call_ratio", prof) / eff.get("tool_call_ratio", baseline)
         time = eff.get("time_ratio", prof) / eff.get("time_ratio", baseline)
+        price = _price_per_token(eff, prof) / _price_per_token(eff, baseline)
         out[prof] = {
             "success_rate": r,
             "success_diff_points": 100.0 * (r - base_rate),
@@ -383,7 +405,7 @@ def true_effects(
             "conditional_odds_ratio": math.exp(lift),
             "token_ratio": tok,
             "token_reduction_pct": 100.0 * (1.0 - tok),
-            "cost_ratio": tok,
+            "cost_ratio": tok * price,
             "tool_call_ratio": calls,
             "elapsed_ratio": calls * time,
             "mcp_adoption": eff.get("mcp_adoption", prof),
