@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .trial import IngestError
 
 __all__ = ["DesignError", "StudyDesign", "Arm", "Assignment", "load_design", "parse_design", "assign", "apply_design",
-           "trial_record", "glob_regex", "reward_succeeds", "DEFAULT_SUCCESS", "RERUN_COLUMNS"]
+           "trial_record", "glob_regex", "reward_succeeds", "used_mcp", "DEFAULT_SUCCESS", "RERUN_COLUMNS"]
 
 DEFAULT_SUCCESS = "reward == 1"
 _SUCCESS = re.compile(r"^\s*reward\s*(==|>=|>)\s*([0-9]*\.?[0-9]+)\s*$")
@@ -211,6 +211,20 @@ def reward_succeeds(reward: float, rule: str = DEFAULT_SUCCESS) -> bool:
     return r == x if op == "==" else r >= x if op == ">=" else r > x
 
 
+def used_mcp(recorded: Any, mcp_calls: Any) -> bool | None:
+    """Whether a trial offered MCP tools used them: as recorded (the runner's ``mcp_used``), else whether an
+    MCP call ran (``mcp_tool_calls > 0``); None when neither is known (no call record)."""
+    if isinstance(recorded, bool) or (type(recorded).__module__ == "numpy" and "bool" in type(recorded).__name__):
+        return bool(recorded)
+    if isinstance(recorded, str) and recorded.lower() in ("true", "false"):
+        return recorded.lower() == "true"
+    try:
+        calls = float(mcp_calls)
+    except (TypeError, ValueError):
+        return None
+    return None if calls != calls else calls > 0  # NaN: no call record
+
+
 @functools.lru_cache(maxsize=256)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """A path glob as a regular expression: ``*`` and ``?`` stay within one folder name, ``**`` spans folders.
@@ -368,9 +382,8 @@ def apply_design(rows: list[dict[str, Any]], design: StudyDesign, root_dir: str
             new["repetition"] = a.repetition
         if a.dataset_version is not None:
             new["dataset_version"] = a.dataset_version
-        if arm.mcp and new.get("mcp_used") is None and new.get("mcp_tool_calls") is not None:
-            # An arm offered MCP tools: a trial used them when an MCP call ran.
-            new["mcp_used"] = bool(new["mcp_tool_calls"] > 0)
+        if arm.mcp:
+            new["mcp_used"] = used_mcp(new.get("mcp_used"), new.get("mcp_tool_calls"))
         placed.append(new)
     kept, reruns = _reruns(placed, design.reruns)
     return kept, errors, reruns
