@@ -1,0 +1,94 @@
+"""Where discordant trajectories first part ways: the definition, the sample runs and real trajectories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis_lib import divergence as DV
+from analysis_lib.comparisons import usable_trials
+from analysis_lib.ingest.atif import read_trajectory
+from analysis_lib.ingest.load import load_trials
+from analysis_lib.layer1 import analyse
+from analysis_lib.trial import Step, ToolCall, Trajectory
+from analysis_lib.trials_table import relative_to_runs
+
+
+def _traj(*calls: tuple[str, dict]) -> Trajectory:
+    steps = [Step(1, "user", message="fix it")]
+    steps += [Step(i + 2, "agent", tool_calls=[ToolCall(i + 2, name, args)]) for i, (name, args) in enumerate(calls)]
+    return Trajectory("ATIF-v1.6", steps=steps)
+
+
+def test_an_action_is_the_tool_and_its_target():
+    acts = DV.actions(_traj(("Read", {"file_path": "./src/a.py"}), ("Edit", {"file_path": "src/a.py", "old_string": "x"}),
+                            ("Bash", {"command": "pytest -q tests"}), ("Bash", {"command": "cat src/b.py"}),
+                            ("Grep", {"pattern": "foo"}), ("mcp__codegraph__search_code", {"query": "foo"})))
+    assert [a.key() for a in acts] == [("Read", "src/a.py"), ("Edit", "src/a.py"), ("Bash", "pytest"), ("Bash", "src/b.py"),
+                                       ("Grep", ""), ("mcp__codegraph__search_code", "")]
+    assert [a.mcp for a in acts] == [False] * 5 + [True]
+    assert DV.actions(None) is None
+
+
+def test_first_divergence_is_the_first_differing_position_or_the_end_of_the_shorter():
+    read = lambda p: DV.Action("Read", p, False)  # noqa: E731
+    a = [read("x"), read("y"), DV.Action("Edit", "y", False)]
+    assert DV.first_divergence(a, list(a)) is None
+    assert DV.first_divergence(a, [read("x"), read("z")]) == 2
+    assert DV.first_divergence(a, [read("x"), read("z")], names_only=True) == 3  # same tools up to the shorter's end
+    assert DV.first_divergence(a, a[:2]) == 3
+    assert DV.first_divergence([], a) == 1
+
+
+@pytest.fixture(scope="module")
+def sample(sample_runs, tmp_path_factory):
+    return analyse(sample_runs, tmp_path_factory.mktemp("sample"), cache=False).metrics
+
+
+def test_sample_discordant_pairs_diverge_where_the_full_trajectories_say(sample, sample_runs):
+    offered = {"text": False, "codegraph": True, "codecanvas": True}
+    div = DV.divergence_pairs(sample, [("text", "codegraph")], sample_runs, offered)
+    trials = usable_trials(sample)
+    wins = trials.assign(win=trials["success"].astype(bool)).set_index(["profile", "task_id", "repetition"])["win"]
+    # Every discordant repetition is listed once, with the arm that passed.
+    expected = {(t, r) for (p, t, r), w in wins.items() if p == "text" and ("codegraph", t, r) in wins
+                and wins[("codegraph", t, r)] != w}
+    assert set(zip(div["task_id"], div["repetition"], strict=True)) == expected and len(div) == len(expected) > 0
+    # Recompute from the full trajectories of load_trials (every trial read, not only the discordant ones).
+    full, _ = load_trials(sample_runs)
+    seqs = {relative_to_runs(t.trial_path, sample_runs): DV.actions(t.trajectory) for t in full}
+    for r in div.itertuples():
+        sa, sb = seqs[r.trial_path_a], seqs[r.trial_path_b]
+        assert r.diverge_at == DV.first_divergence(sa, sb) and r.n_calls_a == len(sa)
+        at = r.diverge_at - 1
+        assert r.mcp_call == (at < len(sb) and sb[at].mcp)
+    table = DV.divergence_table(div)
+    assert list(table.columns) == DV.TABLE_COLUMNS
+    assert table["n_pairs"].sum() == len(div) == (table["n_at_mcp_call"] + table["n_at_other_call"]).sum()
+
+
+def test_real_trajectories_become_actions_on_files(real_fixtures):
+    path = Path(real_fixtures, "skillsbench-trajectories/shenghan/gemini-cli/gemini3flash/noskills/"
+                "gemini-cli-gemini3flash-noskills-3d-scan-calc-a2c944/3d-scan-calc__35QwY5n/agent/trajectory.json")
+    acts = DV.actions(read_trajectory(path))
+    assert len(acts) == 14 and acts[0].key() == ("read_file", "material_density_table.md")
+    assert ("write_file", "calculate_mass.py") in [a.key() for a in acts] and not any(a.mcp for a in acts)
+
+
+def test_real_study_discordant_pairs_without_trajectories_are_counted_as_such(codescalebench, tmp_path):
+    res = analyse(codescalebench, tmp_path, cache=False, design="params/studies/codescalebench.yaml")
+    div = DV.divergence_pairs(res.metrics, [("baseline", "mcp")], codescalebench, {"baseline": False, "mcp": True})
+    # The slice's two discordant tasks: pytorch-optimizer (only mcp passed), vscode (only baseline passed); the
+    # source kept no trajectory for either side.
+    assert sorted(zip(div["task_id"], div["passed"], strict=True)) == [
+        ("pytorch-optimizer-foreach-refac-001", "mcp"), ("vscode-stale-diagnostics-feat-001", "baseline")]
+    assert (div["status"] == "no trajectory").all()
+    assert DV.divergence_table(div)["n_no_trajectory"].sum() == 2
+
+
+def test_only_the_sources_of_the_wanted_trials_are_read(sample, sample_runs):
+    path = sample["trial_path"].iloc[0]
+    seqs, errors = DV.read_actions(sample_runs, [path])
+    assert list(seqs) == [path] and not errors and len(seqs[path]) > 0
+    assert DV.read_actions(sample_runs, []) == ({}, [])
