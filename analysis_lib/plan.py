@@ -38,7 +38,7 @@ from .stats import holm
 from .trial import InputError
 
 __all__ = [
-    "PlanError", "AnalysisPlan", "PlanCheck", "LOCK_NAME", "default_plan_path", "load_plan", "parse_plan",
+    "PlanError", "AnalysisPlan", "BesideItt", "PlanCheck", "LOCK_NAME", "default_plan_path", "load_plan", "parse_plan",
     "plan_hash", "plan_yaml", "plan_record", "write_preregistration", "check_plan", "adjust_p", "metric_kind",
 ]
 
@@ -188,6 +188,57 @@ class Hypothesis(_Strict):
         return self
 
 
+# Trajectory behaviours a mediation decomposition may go through, and the outcomes it decomposes.
+MEDIATORS = ("files_read", "exploration_breadth", "steps_to_first_edit")
+MEDIATION_OUTCOMES = ("success", "total_tokens")
+
+
+def _plain_metric(where: str, metric_id: str) -> str:
+    try:
+        kind = metric_kind(metric_id)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    if metric_id.endswith("*") or metric_id == "cost_per_success":
+        raise ValueError(f"{where}: {metric_id} is not a per-trial metric")
+    return kind
+
+
+class BesideItt(_Strict):
+    """Estimands reported beside the planned comparisons by assignment (docs/analysis-plan.md).
+
+    ``compliance``: the effect among trials that used MCP (CACE) and the naive users-vs-baseline
+    comparison, for ``compliance_metrics`` (default: the primary tier's per-trial metrics);
+    ``infrastructure_bounds``: worst- and best-case bounds of every primary comparison for the
+    trials lost to infrastructure failures; ``divergence`` (exploratory): where the trajectories of
+    discordant pairs first part ways; ``mediation`` (exploratory): the success and token effects
+    decomposed through ``mediators``.
+    """
+
+    compliance: bool = True
+    infrastructure_bounds: bool = True
+    divergence: bool = True
+    mediation: bool = False
+    compliance_metrics: list[str] | None = None
+    mediators: list[str] = Field(default_factory=lambda: list(MEDIATORS))
+    mediation_outcomes: list[str] = Field(default_factory=lambda: list(MEDIATION_OUTCOMES))
+
+    @model_validator(mode="after")
+    def _metrics_known(self) -> BesideItt:
+        for key in ("compliance_metrics", "mediators", "mediation_outcomes"):
+            for i, metric_id in enumerate(getattr(self, key) or []):
+                _plain_metric(f"{key}[{i}]", metric_id)
+        for i, metric_id in enumerate(self.mediation_outcomes):
+            if metric_kind(metric_id) == "continuous" and registry.metric(metric_id).scale not in ("ratio", "difference"):
+                raise ValueError(f"mediation_outcomes[{i}]: {metric_id} has no comparison scale")
+        return self
+
+    def metrics_for_compliance(self, plan: AnalysisPlan) -> list[str]:
+        """The metrics whose CACE is reported: as declared, else the primary tier's per-trial metrics."""
+        if self.compliance_metrics is not None:
+            return list(self.compliance_metrics)
+        return [m.id for m in plan.tiers.primary.metrics if not m.id.endswith("*") and m.id != "cost_per_success"]
+
+
 class AnalysisPlan(_Strict):
     """The validated plan (see params/analysis_plan.yaml for the meaning of every key)."""
 
@@ -198,6 +249,8 @@ class AnalysisPlan(_Strict):
     tiers: Tiers
     # A fixed sequence: each step is tested at alpha only if every step before it held.
     hypotheses: list[Hypothesis] = Field(default_factory=list)
+    # Estimands beside intention to treat; absent: the defaults of BesideItt (and the plan's hash unchanged).
+    beside_itt: BesideItt | None = None
 
     @model_validator(mode="after")
     def _tier_rules(self) -> AnalysisPlan:
@@ -235,6 +288,10 @@ class AnalysisPlan(_Strict):
                     raise ValueError(f"{where}.test: a sensitivity analysis is a test (not descriptive)")
                 _check_test_fits_repetitions(where, m, m.repetitions or self.pairing.repetitions)
         return self
+
+    def beside(self) -> BesideItt:
+        """What is reported beside intention to treat: the plan's ``beside_itt``, else the defaults."""
+        return self.beside_itt if self.beside_itt is not None else BesideItt()
 
     def tier_metrics(self) -> list[tuple[str, MetricSpec, Tier]]:
         tiers = TIERS + (("sensitivity",) if self.tiers.sensitivity is not None else ())

@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from . import plan as plan_mod
+from .beside_itt import beside_itt
 from .comparisons import compare, profile_pairs
 from .design_audit import DesignAudit
 from .fileio import atomic_write_text, read_json
@@ -29,6 +30,7 @@ from .hypotheses import test_sequence
 from .layer1 import analyse
 from .report import plan_figures
 from .report.audit import audit_frames, audit_markdown
+from .report.beside_itt import beside_markdown
 from .report.comparison_report import CORRECTION_NAMES, hypotheses_table, mcnemar_lines, methods_lines, subgroups_table, tier_table
 from .report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
 from .report.markdown import table as _table
@@ -351,6 +353,10 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
                           ingest_errors=int((result.errors["severity"] == "error").sum()), source=plan_mod.display_path(full_run),
                           audit=result.audit)
     text += _claims_and_groups(obj, metrics, plan, pairs, refused_reason)
+    if pairs:
+        beside = beside_itt(metrics, table, plan, pairs, audit_arms=result.audit.arms if result.audit is not None else None,
+                            runs_dir=runs, refused=refused)
+        text += "\n" + "\n".join(beside_markdown(beside, plan.bootstrap.confidence))
     outcome.files.insert(0, atomic_write_text(output, text))
     outcome.messages = [f"warning: {w}" for w in check.warnings]
     if check.changed:

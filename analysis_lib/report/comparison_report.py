@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import power, stats
+from ..beside_itt import BesideResult, beside_itt
 from ..comparisons import compare, profile_pairs, usable_trials
 from ..design_audit import DesignAudit
 from ..fileio import atomic_write_csv, atomic_write_text
@@ -22,6 +23,7 @@ from ..repetitions import pass_at_k_table, variance_components
 from ..subgroups import subgroup_effects_by_pair
 from . import numbers as fmt
 from .audit import audit_frames, audit_markdown, data_banner
+from .beside_itt import beside_markdown, write_beside
 from .markdown import table as md_table
 
 __all__ = ["Study", "analyse_comparisons", "write_comparisons", "tier_table", "rates_table", "hypotheses_table",
@@ -49,6 +51,7 @@ class Study:
     variance: pd.DataFrame = field(default_factory=pd.DataFrame)  # between- and within-task variance
     pass_at_k: pd.DataFrame = field(default_factory=pd.DataFrame)
     subgroups: pd.DataFrame | None = None  # per group of tasks, when groups are given
+    beside: BesideResult | None = None  # the estimands beside intention to treat (compliance.csv, infra_bounds.csv, ...)
 
 
 def _default_check() -> PlanCheck | None:
@@ -80,15 +83,20 @@ def analyse_comparisons(metrics: pd.DataFrame, plan: AnalysisPlan, *, compare_pa
 def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check: PlanCheck | None = None,
                       compare_pair: tuple[str, str] | None = None, baseline: str | None = None,
                       simulated: bool = False, task_groups: pd.Series | None = None,
-                      audit: DesignAudit | tuple[pd.DataFrame, pd.DataFrame] | None = None, source=None) -> Study:
+                      audit: DesignAudit | tuple[pd.DataFrame, pd.DataFrame] | None = None, source=None,
+                      runs_dir: str | Path | None = None) -> Study:
     """Analyse and write ``comparisons.csv``, ``profile_rates.csv``, ``comparison_report.md`` (and the plan sidecar).
 
     ``audit``: the design audit, shown at the top of the report; ``source``: where real runs came from
-    (a study file's ``source``), named in the report's banner."""
+    (a study file's ``source``), named in the report's banner; ``runs_dir``: the runs, read (only) for the
+    divergence of discordant trajectories. The estimands the plan declares beside intention to treat
+    are written to their companion CSVs (:mod:`analysis_lib.beside_itt`)."""
     check = plan_check if plan_check is not None else _default_check()
     if check is None:
         raise PlanError("params/analysis_plan.yaml: the analysis plan cannot be read")
     study = analyse_comparisons(metrics, check.plan, compare_pair=compare_pair, baseline=baseline, task_groups=task_groups)
+    audit_arms = audit.arms if isinstance(audit, DesignAudit) else audit[0] if audit is not None else None
+    study.beside = beside_itt(metrics, study.comparisons, check.plan, study.pairs, audit_arms=audit_arms, runs_dir=runs_dir)
     out = Path(out_dir)
     atomic_write_csv(out / "comparisons.csv", study.comparisons)
     atomic_write_csv(out / "profile_rates.csv", study.rates)
@@ -98,6 +106,7 @@ def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check:
     atomic_write_csv(out / "pass_at_k.csv", study.pass_at_k)
     if study.subgroups is not None:
         atomic_write_csv(out / "subgroups.csv", study.subgroups)
+    write_beside(study.beside, out)
     write_sidecar(out, check)
     atomic_write_text(out / "comparison_report.md", comparison_report(metrics, study, check, simulated=simulated,
                                                                       audit=audit, source=source))
@@ -456,6 +465,8 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
             f"{FEW_PAIRS} pairs the intervals matter more than the p-values.",
             "",
         ]
+    if study.beside is not None and study.pairs:
+        parts += beside_markdown(study.beside, conf)
     parts += _repetitions_section(study, conf)
     if study.subgroups is not None and not study.subgroups.empty:
         parts += [

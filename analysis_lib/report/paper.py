@@ -21,6 +21,7 @@ from ..fileio import atomic_write_text
 from . import latex, markdown, tables
 from . import numbers as fmt
 from .audit import audit_markdown, audit_tex, data_banner
+from .beside_itt import beside_macros, beside_markdown, beside_tex
 from .comparison_report import mcnemar_lines, rates_table, tier_table
 from .figures import FOREST_NOTE
 
@@ -88,6 +89,8 @@ class PaperInputs:
     # The design audit (design_audit.csv, design_findings.csv), and where real runs came from (a study file's source).
     audit: tuple[pd.DataFrame, pd.DataFrame] | None = None
     data_source: dict | None = None
+    # The estimands beside intention to treat (compliance.csv, infra_bounds.csv, ...: report.beside_itt.read_beside).
+    beside: dict[str, pd.DataFrame] | None = None
 
     def source(self, key: str) -> str:
         return self.sources.get(key, f"{key}.csv")
@@ -208,6 +211,8 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                                     f"bootstrap 95% CI low; {what}"),
                         latex.Macro(key + "TotalHigh", _qty(r.total_change_high, 1, "%", sign=True), r.metric, csrc,
                                     f"bootstrap 95% CI high; {what}")]
+    if inputs.beside:
+        out += beside_macros(inputs.beside, inputs.sources.get("beside", "comparisons"))
     return out
 
 
@@ -411,7 +416,7 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     """
     snip = Path(paper_dir) / "snippets"
     sim, msrc = inputs.simulated, inputs.source("metrics")
-    for stale in ("comparisons.tex", "codecanvas.tex", "resolve_rates.tex", "rates.tex", "design_audit.tex"):
+    for stale in ("comparisons.tex", "codecanvas.tex", "resolve_rates.tex", "rates.tex", "design_audit.tex", "beside_itt.tex"):
         # A table from an earlier run must not outlive its input.
         (snip / stale).unlink(missing_ok=True)
     written: dict[str, Path] = {}
@@ -424,6 +429,10 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
         written["comparisons"] = latex.write_tex(snip / "comparisons.tex", comparisons_tex(inputs.comparisons, sim), sim,
                                                  inputs.source("comparisons"))
     md_sections = _markdown_sections(inputs, macros)
+    if inputs.beside:
+        written["beside_itt"] = latex.write_tex(snip / "beside_itt.tex", beside_tex(inputs.beside, sim), sim,
+                                                inputs.sources.get("beside", "comparisons"))
+        md_sections.append(("Beside intention to treat", "\n".join(beside_markdown(inputs.beside)[2:])))
     if inputs.codecanvas is not None and len(inputs.codecanvas):
         cc = inputs.codecanvas
         cols = [x for x in cc.columns if x not in {"profile", "task_id", "repetition", "run_id", "trial_path"}
