@@ -90,7 +90,8 @@ check.note_first_trial(metrics["started_at"].dropna().tolist() if "started_at" i
 print(check.timing_line())
 groups = read_task_groups(Path(project_root) / task_groups) if task_groups else None
 study = write_comparisons(metrics, paths.comparisons_dir, plan_check=check, baseline=base, simulated=simulated,
-                          task_groups=groups, audit=audit, source=info.get("data_source"))
+                          task_groups=groups, audit=audit, source=info.get("data_source"),
+                          runs_dir=Path(project_root) / info["runs_dir"])
 comparisons, rates = study.comparisons, study.rates
 for tier in ("primary", "secondary", "exploratory", "sensitivity"):
     if (comparisons["tier"] == tier).any():
@@ -170,3 +171,69 @@ else:
     figures.save_figure(fig, fig_dir, "tool_mix")
     display(fig)
     plt.close(fig)
+
+# %% [markdown]
+# ## Beside intention to treat
+#
+# Everything above compares the arms as assigned (intention to treat): every trial counts in its arm,
+# whatever its agent did, and no trial is dropped for not calling the tools. The plan's `beside_itt`
+# section declares what is reported beside it (by default: the effect among trials that used MCP, the
+# bounds for infrastructure failures and the divergence of discordant trajectories; the mediation
+# decomposition when declared). Each estimand has its own name and its own file beside
+# `comparisons.csv`: `compliance.csv`, `infra_bounds.csv`, `divergence.csv`, `mediation.csv`.
+
+# %%
+from analysis_lib.report.beside_itt import bounds_markdown, compliance_markdown, divergence_markdown, mediation_markdown
+
+beside = study.beside
+declared = beside.settings
+print("reported beside ITT: " + ", ".join(k for k in ("compliance", "infrastructure_bounds", "divergence", "mediation")
+                                          if getattr(declared, k)))
+print("arms offered MCP tools: " + ", ".join(a for a, v in beside.offered.items() if v is True))
+
+# %% [markdown]
+# ### The effect among trials that used MCP (CACE)
+#
+# Agents offered MCP tools do not always call them. Dividing the effect of offering them (a mean over
+# task pairs, so that it can be divided) by the share of the MCP arm's trials that called an MCP tool
+# gives the effect among the trials that use MCP when offered (the complier average causal effect),
+# with a delta-method interval, or Fieller's when the share is imprecise. It rests on the exclusion
+# restriction, doubtful for tokens (tool schemas cost tokens even when unused). The naive comparison
+# of users with the baseline is shown apart: agents choose when to call the tools, so it is biased.
+
+# %%
+if beside.compliance is not None:
+    display(Markdown("\n".join(compliance_markdown(beside.compliance, plan.bootstrap.confidence)[2:])))
+else:
+    print("not declared by the plan")
+
+# %% [markdown]
+# ### Infrastructure failures as bounds
+#
+# The planned estimate leaves infrastructure errors out (and counts trials that never reached the
+# model as the source scored them). Imputing those trials' outcomes both ways and rerunning the planned
+# test bounds how far they could move each primary comparison.
+
+# %%
+if beside.bounds is not None:
+    display(Markdown("\n".join(bounds_markdown(beside.bounds, plan.bootstrap.confidence)[2:])))
+else:
+    print("not declared by the plan")
+
+# %% [markdown]
+# ### Where discordant trajectories diverge (exploratory)
+#
+# For the task repetitions that passed under one arm and failed under the other: the first tool call
+# where the two trajectories differ, and whether the MCP arm's call there was an MCP call.
+
+# %%
+display(Markdown("\n".join(divergence_markdown(beside.divergence, beside.notes.get("divergence"))[2:])))
+
+# %% [markdown]
+# ### Mediation through trajectory behaviour (exploratory)
+#
+# How much of the success or token effect goes through files read, exploration breadth or the steps
+# before the first edit, under assumptions stated with the table; reported only when the plan declares it.
+
+# %%
+display(Markdown("\n".join(mediation_markdown(beside.mediation, plan.bootstrap.confidence)[2:])))

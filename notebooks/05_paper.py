@@ -48,6 +48,7 @@ import os
 
 from analysis_lib.report import paper
 from analysis_lib.report.audit import data_banner, read_audit
+from analysis_lib.report.beside_itt import read_beside
 
 # %%
 info = outputs.read_run_info(paths)
@@ -83,8 +84,10 @@ inputs = paper.PaperInputs(
     baseline=info["baseline"], plan=plan_record,
     sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
              "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file),
-             "audit": paths.rel(paths.analytics / "design_audit.csv")}, llm_snippets=llm_snippets,
-    audit=read_audit(paths.analytics), data_source=info.get("data_source"))
+             "audit": paths.rel(paths.analytics / "design_audit.csv"), "beside": paths.rel(paths.comparisons_dir)},
+    llm_snippets=llm_snippets,
+    audit=read_audit(paths.analytics), data_source=info.get("data_source"),
+    beside=read_beside(paths.comparisons_dir) or None)
 paper_path = Path(project_root) / paper_dir
 fig_path = Path(project_root) / figures_dir
 written = paper.write_paper_snippets(inputs, paper_path, fig_path,
