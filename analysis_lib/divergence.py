@@ -34,11 +34,13 @@ from .tools import DEFAULT_MCP_TOOLS, call_effects, categorize, shell_command
 from .trial import IngestError, Trajectory
 from .trials_table import relative_to_runs
 
-__all__ = ["Action", "COLUMNS", "TABLE_COLUMNS", "actions", "first_divergence", "discordant_pairs", "read_actions",
+__all__ = ["Action", "COLUMNS", "ESTIMAND", "TABLE_COLUMNS", "actions", "first_divergence", "discordant_pairs", "read_actions",
            "divergence_pairs", "divergence_table"]
 
 COLUMNS = ["profile_a", "profile_b", "task_id", "repetition", "passed", "trial_path_a", "trial_path_b", "n_calls_a",
-           "n_calls_b", "status", "diverge_at", "diverge_at_name", "call_a", "call_b", "mcp_arm", "mcp_call"]
+           "n_calls_b", "status", "estimand", "diverge_at", "diverge_at_name", "call_a", "call_b", "mcp_arm", "mcp_call"]
+# The one estimand of divergence.csv: the 1-based position of the first differing action (module docstring).
+ESTIMAND = "first_divergence"
 TABLE_COLUMNS = ["profile_a", "profile_b", "passed", "n_pairs", "n_no_trajectory", "n_identical", "n_diverged",
                  "n_at_mcp_call", "n_at_other_call", "median_diverge_at"]
 
@@ -144,6 +146,7 @@ def divergence_pairs(metrics: pd.DataFrame, pairs: list[tuple[str, str]], runs_d
         for r in disc.itertuples():
             sa, sb = seqs.get(r.trial_path_a), seqs.get(r.trial_path_b)
             row = {"profile_a": a, "profile_b": b, "task_id": r.task_id, "repetition": r.repetition, "passed": r.passed,
+                   "estimand": ESTIMAND,
                    "trial_path_a": r.trial_path_a, "trial_path_b": r.trial_path_b, "mcp_arm": mcp_arm,
                    "n_calls_a": None if sa is None else len(sa), "n_calls_b": None if sb is None else len(sb)}
             if sa is None or sb is None:

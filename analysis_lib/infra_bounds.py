@@ -30,12 +30,15 @@ from .plan import AnalysisPlan, MetricSpec, Tier
 __all__ = ["COLUMNS", "affected_reasons", "infra_bounds"]
 
 COLUMNS = [
-    "tier", "metric", "label", "scale", "unit", "profile_a", "profile_b", "estimand", "estimate", "ci_low", "ci_high",
+    "tier", "metric", "label", "scale", "unit", "profile_a", "profile_b", "estimand", "definition", "estimate", "ci_low",
+    "ci_high",
     "n_pairs", "bound_low", "bound_low_ci_low", "bound_low_ci_high", "bound_high", "bound_high_ci_low",
     "bound_high_ci_high", "bounds_ci_low", "bounds_ci_high", "n_pairs_imputed", "worst_case", "n_affected_a",
     "n_affected_b", "n_tasks_affected", "reasons_a", "reasons_b", "imputation", "note",
 ]
-ESTIMAND = "bounds on the planned estimate with the trials lost to infrastructure failures imputed both ways"
+ESTIMAND = "infra_bounds"
+DEFINITION = ("worst- and best-case bounds of the planned estimate (its own test and interval) with the trials lost to "
+              "infrastructure failures imputed both ways; estimate, ci_low, ci_high: the planned row itself")
 NEVER_REACHED = "never reached the model"
 
 
@@ -117,7 +120,7 @@ def infra_bounds(metrics: pd.DataFrame, comparisons: pd.DataFrame, plan: Analysi
         tasks = set(metrics.loc[in_a | in_b, "task_id"].astype(str))
         worst = {"higher": "low", "lower": "high"}.get(m.direction, "")
         row = {"tier": r.tier, "metric": r.metric, "label": r.label, "scale": r.scale, "unit": r.unit, "profile_a": a,
-               "profile_b": b, "estimand": ESTIMAND, "estimate": r.estimate, "ci_low": r.ci_low, "ci_high": r.ci_high,
+               "profile_b": b, "estimand": ESTIMAND, "definition": DEFINITION, "estimate": r.estimate, "ci_low": r.ci_low, "ci_high": r.ci_high,
                "n_pairs": r.n_pairs, "worst_case": worst, "n_affected_a": int(in_a.sum()), "n_affected_b": int(in_b.sum()),
                "n_tasks_affected": len(tasks), "reasons_a": _reasons(reasons[in_a]), "reasons_b": _reasons(reasons[in_b]),
                "imputation": ("affected trials fail in B and pass in A (lower), the reverse (upper)" if m.kind == "binary"

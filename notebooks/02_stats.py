@@ -227,7 +227,10 @@ else:
 # where the two trajectories differ, and whether the MCP arm's call there was an MCP call.
 
 # %%
-display(Markdown("\n".join(divergence_markdown(beside.divergence, beside.notes.get("divergence"))[2:])))
+if declared.divergence:
+    display(Markdown("\n".join(divergence_markdown(beside.divergence, beside.notes.get("divergence"))[2:])))
+else:
+    print("not declared by the plan")
 
 # %% [markdown]
 # ### Mediation through trajectory behaviour (exploratory)

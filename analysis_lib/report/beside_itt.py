@@ -87,7 +87,7 @@ def compliance_markdown(comp: pd.DataFrame, confidence: float = 0.95) -> list[st
                       f"trials that used MCP [{c} CI]", f"effect among users (CACE) [{c} CI]", "interval", "tasks"], rows),
             "", ASSUMPTIONS]
     if comp["metric"].isin(SCHEMA_COST_METRICS).any():
-        out += ["", f"Caveat: {TOKEN_CAVEAT}"]
+        out += ["", f"*Caveat.* {TOKEN_CAVEAT}"]
     out += ["", "**Naive comparison, biased (not an estimate of either effect):** the trials that called an MCP tool "
             "against all baseline trials. Agents choose when to call the tools, so users are not comparable with the "
             "baseline; it is shown only to contrast it with the CACE.", "",
@@ -106,9 +106,10 @@ def bounds_markdown(bounds: pd.DataFrame, confidence: float = 0.95) -> list[str]
         lost = f"{r.n_affected_a} / {r.n_affected_b}"
         reasons = "; ".join(f"{p}: {why}" for p, why in ((r.profile_a, r.reasons_a), (r.profile_b, r.reasons_b))
                             if isinstance(why, str) and why)
-        low = f"{fmt.number(fmt.scaled(r, r.bound_low), fmt.estimate_digits(r), sign=True)} " \
+        unit = fmt.comparison_unit(r.scale, r.unit)
+        low = f"{fmt.number(fmt.scaled(r, r.bound_low), fmt.estimate_digits(r), sign=True)} {unit} " \
               f"{fmt.interval(r, 'bound_low_ci_low', 'bound_low_ci_high')}" if not fmt.missing(r.bound_low) else fmt.DASH
-        high = f"{fmt.number(fmt.scaled(r, r.bound_high), fmt.estimate_digits(r), sign=True)} " \
+        high = f"{fmt.number(fmt.scaled(r, r.bound_high), fmt.estimate_digits(r), sign=True)} {unit} " \
                f"{fmt.interval(r, 'bound_high_ci_low', 'bound_high_ci_high')}" if not fmt.missing(r.bound_high) else fmt.DASH
         worst = {"low": "lower", "high": "upper"}.get(str(r.worst_case), fmt.DASH)
         rows.append([f"{r.label}, `{r.metric}`", _pair(r), f"{fmt.estimate(r)} {fmt.interval(r)}", lost,
