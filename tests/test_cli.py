@@ -22,6 +22,8 @@ FILES = ["metrics_detail.csv", "metrics_summary.csv", "aggregate_metrics.json", 
          "comparisons.csv", "profile_rates.csv", "comparison_report.md",
          # what the repetitions of a task say: variance components, pass@k / pass^k
          "variance_components.csv", "pass_at_k.csv",
+         # beside intention to treat (the plan's defaults): CACE, infrastructure bounds, divergence
+         "compliance.csv", "infra_bounds.csv", "divergence.csv",
          # the analysis plan sidecar (plan hash of the CSVs), and the plan record: these runs carry no
          # pre-registration, so the first analysis records its plan here, never in the runs folder
          "analysis_plan.json", "analysis_plan.lock.json"]

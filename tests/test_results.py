@@ -20,7 +20,9 @@ PLAN = ROOT / "params" / "analysis_plan.yaml"
 
 
 def _rows(text: str, metric: str) -> list[list[str]]:
-    """Cells of the report's table rows for a metric id (first cell: "label, `id`")."""
+    """Cells of the report's table rows for a metric id (first cell: "label, `id`"), in the planned tiers
+    (the estimands beside intention to treat, at the end, have tables of their own)."""
+    text = text.split("\n## Beside intention to treat", 1)[0]
     return [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()
             if line.startswith("| ") and line.split("|")[1].strip().endswith(f"`{metric}`")]
 
