@@ -18,8 +18,9 @@ import pandas as pd
 
 from .codecanvas.outputs import write_codecanvas_outputs
 from .fileio import atomic_write_csv, atomic_write_json
-from .metrics import CATEGORY_COLUMNS, DEFAULT_CONFIG, MetricsConfig
+from .metrics import DEFAULT_CONFIG, MetricsConfig
 from .plan import PlanError, check_plan, load_plan, write_sidecar
+from .registry import CATEGORY_IDS
 from .trials_table import relative_to_runs, trials_table
 
 SUMMARY_METRICS = [
@@ -130,7 +131,7 @@ def aggregate_metrics(df: pd.DataFrame, *, simulated: bool = False, seed: int = 
     if summary is None:
         summary = summary_frame(df)
     summary = summary.set_index("profile") if len(df) else pd.DataFrame()
-    cats = df[["profile"] + CATEGORY_COLUMNS].groupby("profile").sum(min_count=1) if len(df) else pd.DataFrame()
+    cats = df[["profile", *CATEGORY_IDS]].groupby("profile").sum(min_count=1) if len(df) else pd.DataFrame()
     profiles: dict[str, Any] = {}
     for profile, dists in df.groupby("profile", sort=True)["tool_distribution"]:
         dist: dict[str, int] = {}
@@ -146,7 +147,7 @@ def aggregate_metrics(df: pd.DataFrame, *, simulated: bool = False, seed: int = 
             "means": {m: _num(row[f"{m}_mean"]) for m in SUMMARY_METRICS},
             "medians": {m: _num(row[f"{m}_median"]) for m in SUMMARY_METRICS},
             "tool_distribution": dict(sorted(dist.items(), key=lambda kv: (-kv[1], kv[0]))),
-            "tool_category_calls": {c.removeprefix("calls_"): _num(cats.loc[profile, c]) for c in CATEGORY_COLUMNS},
+            "tool_category_calls": {c.removeprefix("calls_"): _num(cats.loc[profile, c]) for c in CATEGORY_IDS},
             "flags": {f: int(row[f"{f}_count"]) for f in FLAG_COLUMNS},
         }
     return {

@@ -44,6 +44,8 @@ class Step:
     completion_tokens: int | None = None
     cached_tokens: int | None = None
     cost_usd: float | None = None
+    # Anthropic cache writes of the call (``metrics.extra.cache_creation_input_tokens``), part of prompt_tokens.
+    cache_write_tokens: int | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     # Observation results without a matching tool call (terminus-2, parse errors).
     observations: list[str] = field(default_factory=list)
@@ -79,6 +81,10 @@ class Trajectory:
     final_metrics: FinalMetrics | None = None
     subagents: list[Trajectory] = field(default_factory=list)
     source_path: str | None = None
+    # Where the parent trajectory started this one (a subagent): the call whose result refers to it, and
+    # that call's step; None for the root, and for a subagent no result refers to.
+    parent_call_id: str | None = None
+    parent_step_id: int | None = None
     # Warnings raised while parsing leniently (unknown minor version, unresolved refs...).
     warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -210,8 +210,8 @@ def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
             "harbor_tokens": {k: res.get(k) for k in ("n_input_tokens", "n_cache_tokens", "n_output_tokens", "cost_usd", "cost_estimated")},
             "exception_type": res.get("exception_type"),
             "trial_name": res.get("trial_name"),
-            "mcp_exposed": res.get("mcp_exposed"),
-            "mcp_used": res.get("mcp_used"),
         },
+        # What the benchmark runner measured of a treatment trial (result.json "bench"), carried as the metrics' values.
+        carried_metrics={k: res[k] for k in ("mcp_exposed", "mcp_used") if res.get(k) is not None},
     )
     return [trial], errors
