@@ -101,9 +101,9 @@ def plan_check(runs_dir: str | os.PathLike, out_dir: str | os.PathLike | None = 
 
 
 def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """Per profile: counts, success rate (infra errors excluded), means and medians."""
+    """Per profile: counts, pass rate (registry ``pass_rate``: infra errors excluded), means and medians."""
     if df.empty:
-        return pd.DataFrame(columns=["profile", "n_trials", "n_tasks", "n_infra_errors", "n_scored", "successes", "success_rate"])
+        return pd.DataFrame(columns=["profile", "n_trials", "n_tasks", "n_infra_errors", "n_scored", "successes", "pass_rate"])
     g = df.groupby("profile", sort=True)
     success = df["success"].astype("Float64")
     out = pd.DataFrame({
@@ -112,7 +112,7 @@ def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
         "n_infra_errors": g["infra_error"].sum().astype(int),
         "n_scored": success.notna().groupby(df["profile"]).sum().astype(int),
         "successes": success.fillna(0).groupby(df["profile"]).sum().astype(int),
-        "success_rate": success.groupby(df["profile"]).mean().astype(float),
+        "pass_rate": success.groupby(df["profile"]).mean().astype(float),
     })
     values = df[SUMMARY_METRICS].replace([np.inf, -np.inf], np.nan).groupby(df["profile"])
     means, medians = values.mean(), values.median()
@@ -143,7 +143,7 @@ def aggregate_metrics(df: pd.DataFrame, *, simulated: bool = False, seed: int = 
             "n_trials": int(row["n_trials"]),
             "n_tasks": int(row["n_tasks"]),
             "n_scored": int(row["n_scored"]),
-            "success_rate": _num(row["success_rate"]),
+            "pass_rate": _num(row["pass_rate"]),
             "means": {m: _num(row[f"{m}_mean"]) for m in SUMMARY_METRICS},
             "medians": {m: _num(row[f"{m}_median"]) for m in SUMMARY_METRICS},
             "tool_distribution": dict(sorted(dist.items(), key=lambda kv: (-kv[1], kv[0]))),

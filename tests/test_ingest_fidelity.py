@@ -113,7 +113,7 @@ def _tb1_pass_at_k(recs: list[dict], k: int) -> float:
 
 def test_tb1_rates_match_tb1s_own_numbers(tmp_path: Path) -> None:
     """80 tasks x 5 attempts named <task>.<k>-of-5, null verdicts without timestamps, attempt 5 only in a
-    timestamped second results file: success rate and pass@5 equal TB1's accuracy and pass@5."""
+    timestamped second results file: pass rate and pass@5 equal TB1's accuracy and pass@5."""
     from analysis_lib.stats import pass_at_k
 
     modes = ["unset", "agent_timeout", "test_timeout", "parse_error", "unknown_agent_error"]
