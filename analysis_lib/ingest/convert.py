@@ -8,7 +8,6 @@ readers take like any other. Formats are detected by content, never by file name
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from ..fileio import loads_lenient, read_bytes
@@ -86,20 +85,19 @@ def detect_transcript_kind(path: str | os.PathLike) -> str | None:
 
 
 def is_subagent_transcript(path: str | os.PathLike) -> bool:
-    """True for ``<session>/subagents/agent-*.jsonl`` beside its ``<session>.jsonl``.
+    """True for a Claude Code subagent file whose session transcript is there, in either layout
+    (``<session>/subagents/agent-*.jsonl``, or ``agent-*.jsonl`` beside ``<session>.jsonl``).
 
     Such a file is converted with its session (embedded subagent); read on its own as well, its
-    API calls would be counted twice.
+    API calls would be counted twice and the session would lose them.
     """
-    p = Path(path)
-    if p.parent.name != "subagents" or not p.name.startswith("agent-") or p.suffix != ".jsonl":
-        return False
-    session_dir = p.parent.parent
-    return (session_dir.parent / f"{session_dir.name}.jsonl").is_file()
+    return claude_code.parent_session(path) is not None
 
 
-def convert_file(path: str | os.PathLike, kind: str | None = None, *, include_subagents: bool = True) -> dict[str, Any]:
-    """Convert one transcript to an ATIF trajectory dict (``kind`` detected when not given).
+def convert_file(path: str | os.PathLike, kind: str | None = None, *, include_subagents: bool = True,
+                 subagents: list[str] | None = None) -> dict[str, Any]:
+    """Convert one transcript to an ATIF trajectory dict (``kind`` detected when not given; a Claude Code
+    session's subagent files found, or ``subagents`` when given).
 
     Raises :class:`InputError` naming the file when it is unreadable or not a known transcript.
     """
@@ -110,7 +108,7 @@ def convert_file(path: str | os.PathLike, kind: str | None = None, *, include_su
             raise InputError(str(path), STAGE, "empty file")
         raise InputError(str(path), STAGE, "not a recognised transcript (Claude Code JSONL, stream-json, JSON export or Codex rollout)")
     if kind == "claude_code_jsonl":
-        return claude_code.transcript_to_atif(path, include_subagents=include_subagents)
+        return claude_code.transcript_to_atif(path, include_subagents=include_subagents, subagents=subagents)
     if kind == "claude_stream_json":
         return claude_code.stream_json_to_atif(path)
     if kind == "claude_export":

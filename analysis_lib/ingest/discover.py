@@ -22,6 +22,7 @@ from typing import Any
 
 from ..fileio import read_json
 from ..trial import IngestError, InputError
+from .claude_code import parent_session
 from .convert import detect_transcript_kind, is_subagent_transcript
 from .harbor import is_trial_result
 from .inspect_log import is_inspect_log
@@ -180,7 +181,12 @@ def discover(root: str | os.PathLike) -> tuple[list[TrialSource], list[IngestErr
         return [_file_source(root, kind)], []
     index = _read_index(root, errors)
     visited: set = set()
-    _walk(root, root, index, sources, errors, visited, depth=0)
+    subagents: dict[str, list[str]] = {}
+    _walk(root, root, index, sources, errors, visited, depth=0, subagents=subagents)
+    for s in sources:
+        if s.kind == "transcript":
+            # The session's subagent files, found on the way: its reader needs not look for them again.
+            s.meta["subagents"] = sorted(subagents.get(os.path.normpath(s.path), []))
     _number_run_layout_repetitions(sources, index)
     sources.sort(key=lambda s: (s.run_id, s.task_id or "", s.path))
     if not sources and not errors:
@@ -195,7 +201,7 @@ def _file_source(path: str, kind: str) -> TrialSource:
 
 
 def _walk(root: str, path: str, index: dict, sources: list, errors: list, visited: set, depth: int,
-          ident: tuple[int, int] | None = None) -> None:
+          ident: tuple[int, int] | None = None, subagents: dict[str, list[str]] | None = None) -> None:
     # Folders are identified by (device, inode): a symlink back to a visited folder is a loop.
     if ident is None:
         try:
@@ -242,8 +248,13 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
         if is_dir:
             # DirEntry.inode() costs no system call; symlinked folders need a stat of their target.
             child = None if e.is_symlink() else (ident[0], e.inode())
-            _walk(root, e.path, index, sources, errors, visited, depth + 1, child)
+            _walk(root, e.path, index, sources, errors, visited, depth + 1, child, subagents)
         elif e.name not in _JOB_LEVEL:
+            session = parent_session(e.path) if e.name.startswith("agent-") and e.name.endswith(".jsonl") else None
+            if session is not None:  # a Claude Code subagent: read with its session
+                if subagents is not None:
+                    subagents.setdefault(os.path.normpath(session), []).append(e.path)
+                continue
             try:
                 kind = _sniff_file(e.path)
             except InputError as exc:

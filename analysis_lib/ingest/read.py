@@ -58,7 +58,7 @@ def _read_legacy(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
 
 
 def _read_transcript(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
-    doc = convert_file(src.path)
+    doc = convert_file(src.path, subagents=src.meta.get("subagents"))
     traj = parse_trajectory(doc, src.path)
     task = os.path.splitext(os.path.basename(src.path))[0]
     trials, errors = _file_trial(src, traj, task, "transcript", default_profile="claude-code")
