@@ -13,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis_lib.ingest import mini_swe_agent
+from analysis_lib.ingest.atif import parse_trajectory
 from analysis_lib.ingest.discover import discover
 from analysis_lib.ingest.tb1 import read_tb1_run
 from analysis_lib.metrics import trial_metrics
@@ -296,6 +298,69 @@ def test_mini_swe_agent_real_trajectory(real_fixtures: Path, tmp_path: Path) -> 
     # Found under the RFC's own name too (by content), beside other native formats.
     sources, _ = discover(real_fixtures / "harbor-rfc-native-examples")
     assert [(s.kind, Path(s.path).name) for s in sources] == [("mini_swe_agent", "mini-swe-agent-trajectory.json")]
+
+
+@pytest.mark.real_fixtures
+def test_mini_swe_agent_format_error_turns_run_nothing(real_fixtures: Path, tmp_path: Path) -> None:
+    """mini-swe-agent runs a turn only when its message holds exactly one ```bash block; a message with two or none
+    is refused (the run's own format_error_template asks the model again) and nothing runs. Two such turns inserted
+    into the real run after its first command: they are agent steps without a call, the sed in one never edited."""
+    doc = json.loads((real_fixtures / MINI_REAL).read_text())
+    template = doc["info"]["config"]["agent"]["format_error_template"]
+    paid = doc["messages"][2]["extra"]  # a refused answer was still a paid call
+    refused = [
+        {"role": "assistant", "extra": paid,
+         "content": "THOUGHT: two steps at once.\n\n```bash\nsed -i 's/a/b/' setup.py\n```\n\n```bash\ncat hello.txt\n```"},
+        {"role": "user", "content": template.replace("{{actions|length}}", "2")},
+        {"role": "assistant", "extra": paid, "content": "THOUGHT: the file exists; nothing else to run."},
+        {"role": "user", "content": template.replace("{{actions|length}}", "0")},
+    ]
+    doc["messages"][4:4] = refused
+    (tmp_path / "hello-world.traj.json").write_text(json.dumps(doc))
+    res = trials_table(tmp_path, workers=1)
+    assert res.errors == []
+    (row,) = res.frame.to_dict("records")
+    assert (row["tool_calls_count"], json.loads(row["tool_distribution"])) == (3, {"bash": 3})  # not 4: nothing ran
+    assert (row["files_edited"], row["backtrack_count"]) == (1, 0)  # hello.txt only: setup.py was never edited
+    assert (row["agent_steps"], row["total_steps"]) == (5, 7)  # system, task, 3 commands and 2 refused turns
+    usage = paid["response"]["usage"]
+    original = sum(m["extra"]["response"]["usage"]["prompt_tokens"] for m in doc["messages"] if m["role"] == "assistant") - 2 * usage["prompt_tokens"]
+    assert row["total_input_tokens"] == original + 2 * usage["prompt_tokens"]
+    traj = parse_trajectory(mini_swe_agent.trajectory_to_atif(tmp_path / "hello-world.traj.json"))
+    errors = [s for s in traj.steps if s.extra.get("format_error")]
+    assert [(s.tool_calls, s.extra["actions_found"]) for s in errors] == [([], 2), ([], 0)]
+    assert "EXACTLY ONE action" in errors[0].observations[0]
+
+
+def test_mini_swe_agent_v2_text_actions_and_format_errors(tmp_path: Path) -> None:
+    """mini-swe-agent 2.x with a text model: the commands run are each message's extra.actions; a refused answer
+    is only the FormatError feedback's extra (interrupt_type, n_actions, model_response): a step without a call."""
+    doc = {
+        "info": {"mini_version": "2.1.0", "exit_status": "Submitted", "model_stats": {"instance_cost": 0.0, "api_calls": 3},
+                 "config": {"model": {"model_name": "anthropic/claude-sonnet-4-5-20250929"}}},
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Fix the bug."},
+            {"role": "assistant", "content": "```mswea_bash_command\ncat src/app.py\n```",
+             "extra": {"actions": [{"command": "cat src/app.py"}],
+                       "response": {"usage": {"prompt_tokens": 900, "completion_tokens": 30}}}},
+            {"role": "user", "content": "<returncode>0</returncode>\n<output>def main(): return 1</output>"},
+            {"role": "user", "content": "Please always provide EXACTLY ONE action in triple backticks, found 2 actions.",
+             "extra": {"interrupt_type": "FormatError", "n_actions": 2,
+                       "model_response": "```mswea_bash_command\nsed -i s/1/2/ src/app.py\n```\n```mswea_bash_command\nls\n```"}},
+            {"role": "assistant", "content": "```mswea_bash_command\nsed -i s/1/2/ src/main.py\n```",
+             "extra": {"actions": [{"command": "sed -i s/1/2/ src/main.py"}],
+                       "response": {"usage": {"prompt_tokens": 1000, "completion_tokens": 20}}}},
+            {"role": "user", "content": "<returncode>0</returncode>\n<output></output>"},
+        ],
+        "trajectory_format": "mini-swe-agent-1.1",
+    }
+    (tmp_path / "astropy__astropy-1.traj.json").write_text(json.dumps(doc))
+    res = trials_table(tmp_path, workers=1)
+    assert res.errors == []
+    (row,) = res.frame.to_dict("records")
+    assert (row["tool_calls_count"], row["files_read"], row["files_edited"]) == (2, 1, 1)  # src/main.py only
+    assert (row["agent_steps"], row["grep_before_edit"]) == (3, False)  # the refused `ls` searched nothing
 
 
 def test_mini_swe_agent_v2_tool_calls(tmp_path: Path) -> None:
