@@ -530,6 +530,19 @@ def test_swe_agent_traj(tmp_path: Path, function_calling: bool) -> None:
         assert row["calls_read"] == 1 and row["files_read"] == 1
 
 
+def test_swe_agent_replay_records_no_tokens_and_gets_none(tmp_path: Path) -> None:
+    """A SWE-agent replay (``sweagent run-replay``) runs every turn again without a model: its stats say 0 tokens
+    sent and received and 0 cost. Unknown, not 0 (README: empty means unknown)."""
+    doc = _swe_agent_traj(False)
+    doc["info"]["model_stats"] = {"instance_cost": 0.0, "tokens_sent": 0, "tokens_received": 0, "api_calls": 0}
+    (tmp_path / "marshmallow-code__marshmallow-1867.traj").write_text(json.dumps(doc))
+    (row,) = trials_table(tmp_path, workers=1).frame.to_dict("records")
+    assert row["tool_calls_count"] == 5
+    for col in ("total_input_tokens", "total_output_tokens", "total_tokens", "total_cost_usd", "token_efficiency"):
+        assert pd.isna(row[col]), col
+    assert not row["cost_estimated"]
+
+
 # --------------------------------------------------------------------------- unread agent logs
 
 
