@@ -113,9 +113,13 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
 def _run_layer2(args: argparse.Namespace, result: Layer1Result) -> int:
     from .judge.run import run_layer2  # litellm takes seconds to import: only when the LLM analyses run
 
-    trials, _ = load_trials(args.runs_dir)
-    keep = set(result.metrics["trial_path"])
-    trials = [t for t in trials if relative_to_runs(t.trial_path, args.runs_dir) in keep]
+    # Only the trials of the table (a --limit sample, a selection) are read again, with the table's repetitions.
+    root = args.runs_dir if os.path.isdir(args.runs_dir) else os.path.dirname(args.runs_dir)
+    repetition = dict(zip(result.metrics["trial_path"], result.metrics["repetition"], strict=True))
+    trials, _ = load_trials(args.runs_dir, [os.path.join(root, p) for p in repetition])
+    trials = [t for t in trials if relative_to_runs(t.trial_path, args.runs_dir) in repetition]
+    for t in trials:
+        t.repetition = int(repetition[relative_to_runs(t.trial_path, args.runs_dir)])
     args.simulated = result.simulated
     run_layer2(trials, result.metrics, Path(args.output), args)
     return 0

@@ -45,12 +45,14 @@ def _kind_of_lines(objs: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def detect_transcript_kind(path: str | os.PathLike) -> str | None:
+def detect_transcript_kind(path: str | os.PathLike, head_bytes: int | None = None) -> str | None:
     """The transcript kind of a file (one of :data:`KINDS`), or None when it is none of them.
 
+    With ``head_bytes``, only the file's first bytes are read (their last, cut line left out; the
+    whole file when its first line is longer): discovery needs no more to tell a kind.
     Raises :class:`InputError` only when the file cannot be read.
     """
-    data = read_bytes(path, STAGE)
+    data = read_bytes(path, STAGE) if head_bytes is None else _head(path, head_bytes)
     if not data.strip():
         return None
     head = data.lstrip()[:1]
@@ -82,6 +84,19 @@ def detect_transcript_kind(path: str | os.PathLike) -> str | None:
         if isinstance(obj, dict):
             objs.append(obj)
     return _kind_of_lines(objs)
+
+
+def _head(path: str | os.PathLike, n: int) -> bytes:
+    """The first ``n`` bytes of a file up to its last complete line (the whole file when the first line is longer)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(n)
+    except OSError:
+        return read_bytes(path, STAGE)  # raises the one-line InputError naming the problem
+    if len(data) < n:
+        return data
+    cut = data.rfind(b"\n")
+    return data[:cut] if cut > 0 else read_bytes(path, STAGE)
 
 
 def is_subagent_transcript(path: str | os.PathLike) -> bool:

@@ -7,25 +7,39 @@ sources but keeps one row per trial instead of parsed trajectories.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 
 from ..trial import IngestError, Trial
 from .discover import discover
 from .read import read_source
 
 
-def load_trials(runs_dir: str | os.PathLike) -> tuple[list[Trial], list[IngestError]]:
+def load_trials(runs_dir: str | os.PathLike, trial_paths: Collection[str] | None = None) -> tuple[list[Trial], list[IngestError]]:
     """Every trial under ``runs_dir`` with its full trajectory (for the LLM layer and notebooks).
 
-    This keeps parsed trajectories in memory; use it for hundreds of trials, not tens of thousands.
+    With ``trial_paths`` (as trials give them), only those trials, and only the sources that may
+    hold one are read (a ``--limit`` sample reads its trials, not the runs folder). This keeps parsed
+    trajectories in memory; use it for hundreds of trials, not tens of thousands.
     """
     sources, errors = discover(runs_dir)
+    if trial_paths is not None:
+        wanted = {os.path.normpath(p) for p in trial_paths}
+        sources = [s for s in sources if _may_hold(os.path.normpath(s.path), wanted)]
     trials: list[Trial] = []
     for src in sources:
         ts, es = read_source(src)
         trials.extend(ts)
         errors.extend(es)
+    if trial_paths is not None:
+        trials = [t for t in trials if os.path.normpath(t.trial_path) in wanted]
     number_repetitions(trials)
     return trials, errors
+
+
+def _may_hold(source: str, wanted: set[str]) -> bool:
+    """Whether a source at ``source`` may hold one of ``wanted``: it is one, or their file or folder
+    (a trial of a results file is ``<file>#<id>``, of a TB1 run a folder inside it)."""
+    return source in wanted or any(w.startswith((source + "#", source + os.sep)) for w in wanted)
 
 
 def number_repetitions(trials: list[Trial]) -> None:
