@@ -292,7 +292,7 @@ def code_version() -> str:
     """Hash of the code that computes a row: a changed reader or metric definition invalidates cached rows."""
     root = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256()
-    for rel in ("trial.py", "tools.py", "metrics.py", "pricing.py", "fileio.py", "trials_table.py", "ingest", "codecanvas"):
+    for rel in ("trial.py", "tools.py", "registry.py", "metrics.py", "pricing.py", "fileio.py", "trials_table.py", "ingest", "codecanvas"):
         path = os.path.join(root, rel)
         files = [path] if os.path.isfile(path) else sorted(
             os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(".py"))

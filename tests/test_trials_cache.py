@@ -178,3 +178,12 @@ def test_a_changed_subagent_file_reads_its_session_again(real_fixtures, tmp_path
     again = trials_table.trials_table(runs, cache_dir=cache, workers=1)
     assert again.cache_hits == 0 and reads == [str(runs / src.name)]
     assert again.frame["total_input_tokens"].iloc[0] < first.frame["total_input_tokens"].iloc[0]
+
+
+def test_the_code_version_covers_every_module_a_row_is_computed_by():
+    """A metric is defined and computed by its registry entry: changing the registry (or metrics) must invalidate rows."""
+    root = os.path.dirname(os.path.abspath(trials_table.__file__))
+    source = open(trials_table.__file__, encoding="utf-8").read()
+    for module in ("registry.py", "metrics.py", "tools.py", "trial.py", "pricing.py"):
+        assert f'"{module}"' in source.split("def code_version", 1)[1].split("return", 1)[0], module
+        assert os.path.isfile(os.path.join(root, module))
