@@ -32,7 +32,7 @@ from .tools import (
     is_permission_denial,
     name_category,
 )
-from .trial import ToolCall, Trajectory, Trial
+from .trial import Step, ToolCall, Trajectory, Trial
 
 __all__ = ["IDENTITY_COLUMNS", "CONTEXT_COLUMNS", "MetricsConfig", "DEFAULT_CONFIG", "TrialFacts", "TokenTotals",
            "trial_metrics", "trajectory_tokens", "token_totals", "estimated_cost", "call_order", "mcp_column",
@@ -120,11 +120,15 @@ class TrialFacts:
     function computes, else (no value) what the trial's source carried for it (``Trial.carried_metrics``).
     """
 
+    trial: Trial
+    config: MetricsConfig
+    traj: Trajectory | None
+    steps: list[Step]  # the root trajectory's steps outside copied context: what step counts and positions refer to
+
     def __init__(self, trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> None:
         self.trial = trial
         self.config = config
-        self.traj: Trajectory | None = trial.trajectory
-        # The root trajectory's steps outside copied context: what step counts and positions refer to.
+        self.traj = trial.trajectory
         self.steps = [s for s in self.traj.steps if not s.is_copied_context] if self.traj is not None else []
         self._values: dict[str, Any] = {}
 

@@ -117,6 +117,11 @@ def _flag(condition: Any) -> bool:
     return bool(condition)
 
 
+def _category_calls(category: str) -> Compute:
+    """Calls of a trajectory in one taxonomy category."""
+    return lambda f: f.walk.categories.get(category, 0) if f.walk else None
+
+
 _M = Metric
 _ENTRIES = [
     _M("success", "success", "flag", "reward == 1.0. A trial whose harness raised counts as a failure only when its "
@@ -256,8 +261,7 @@ _ENTRIES = [
 ] + [
     _M(c, f"{c.removeprefix('calls_')} calls", "calls", f"calls in the taxonomy category `{c.removeprefix('calls_')}` "
        "(tool names of Claude Code, Codex, OpenHands, Terminus, mini-swe-agent, gemini-cli mapped onto one taxonomy "
-       "in `analysis_lib/tools.py`)", "count", subagents=_CALLS,
-       compute=lambda f, c=c: f.walk.categories.get(c.removeprefix("calls_"), 0) if f.walk else None)
+       "in `analysis_lib/tools.py`)", "count", subagents=_CALLS, compute=_category_calls(c.removeprefix("calls_")))
     for c in CATEGORY_IDS
 ]
 METRICS: dict[str, Metric] = {m.id: m for m in _ENTRIES}
