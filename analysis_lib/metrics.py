@@ -113,6 +113,9 @@ class CallWalk:
     first_edit_timestamp: str | None = None
 
 
+_UNSET = object()
+
+
 class TrialFacts:
     """What the metric functions of the registry read of one trial; ``facts[id]`` is another metric's value.
 
@@ -133,10 +136,9 @@ class TrialFacts:
         self._values: dict[str, Any] = {}
 
     def __getitem__(self, metric_id: str) -> Any:
-        try:
-            return self._values[metric_id]
-        except KeyError:
-            pass
+        value = self._values.get(metric_id, _UNSET)
+        if value is not _UNSET:
+            return value
         m = METRICS[metric_id]
         value = m.compute(self) if m.compute is not None else None
         if value is None and m.carried:
@@ -280,10 +282,19 @@ def trajectory_tokens(traj: Trajectory) -> dict[str, Any]:
             if s.usage_key in seen:
                 continue
             seen.add(s.usage_key)
-        for i, v in enumerate((s.prompt_tokens, s.completion_tokens, s.cached_tokens, s.cache_write_tokens)):
-            if v is not None:
-                sums[i] += v
-                known[i] = True
+        # Hot path (every agent step of every trial): one test per count, no inner loop.
+        if s.prompt_tokens is not None:
+            sums[0] += s.prompt_tokens
+            known[0] = True
+        if s.completion_tokens is not None:
+            sums[1] += s.completion_tokens
+            known[1] = True
+        if s.cached_tokens is not None:
+            sums[2] += s.cached_tokens
+            known[2] = True
+        if s.cache_write_tokens is not None:
+            sums[3] += s.cache_write_tokens
+            known[3] = True
         if s.cost_usd is not None:
             any_cost = True
             cost += s.cost_usd
@@ -404,6 +415,9 @@ def call_order(traj: Trajectory) -> list[tuple[ToolCall, int | None, str | None]
     """Every call of a trajectory and its subagents in call order (``registry.CALL_ORDER``), each with the
     1-based position of the root step it counts at (None for a subagent no result refers to) and the
     timestamp of the step holding it."""
+    if not traj.subagents:  # the common case: the root's calls in step order
+        steps = [s for s in traj.steps if not s.is_copied_context]
+        return [(c, pos, s.timestamp) for pos, s in enumerate(steps, start=1) for c in s.tool_calls]
     return [(a.call, a.position, a.timestamp) for a in _ordered(traj)]
 
 
