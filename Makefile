@@ -90,6 +90,7 @@ sample: install
 ## bench: the performance benchmarks (prints measured ratios)
 bench: setup
 	$(BIN)/python benchmarks/bench_ingest.py
+	$(BIN)/python benchmarks/bench_discovery.py
 	$(BIN)/python benchmarks/bench_stats.py
 	$(BIN)/python benchmarks/bench_judge.py
 

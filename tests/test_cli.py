@@ -54,7 +54,7 @@ def test_writes_the_four_files(runs, tmp_path):
     assert not detail["trial_path"].str.startswith("/").any()  # no machine paths in outputs
     summary = pd.read_csv(out / "metrics_summary.csv").set_index("profile")
     # small_runs: success when (task + profile index) is even -> base tasks 0,2 pass; mcp tasks 1,3 pass
-    assert summary.loc["base", "success_rate"] == 0.5 and summary.loc["mcp", "n_trials"] == 4
+    assert summary.loc["base", "pass_rate"] == 0.5 and summary.loc["mcp", "n_trials"] == 4
     agg = json.loads((out / "aggregate_metrics.json").read_text())
     assert agg["profiles"]["mcp"]["tool_distribution"]["mcp__codegraph__search_code"] == 4
     assert "analysed 8 trials (2 profiles, 4 tasks)" in proc.stdout

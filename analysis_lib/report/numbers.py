@@ -48,9 +48,9 @@ def decimals(metric_id: str) -> int:
 
 
 def value(metric_id: str, x, *, rate: bool = False) -> str:
-    """A value of the metric in its unit (a rate as a percentage with one decimal)."""
+    """A value of the metric in its unit (a rate as a percentage, with the registry's decimals of a rate)."""
     if rate:
-        return DASH if missing(x) else number(100 * float(x), 1) + " %"
+        return DASH if missing(x) else number(100 * float(x), decimals("pass_rate")) + " %"
     d = decimals(metric_id)
     if registry.metric(metric_id).kind == "count" and not missing(x) and float(x) != round(float(x)) and abs(float(x)) < 100:
         d = 1  # the median of an even number of small counts can fall halfway

@@ -123,7 +123,7 @@ def _value_digits(row) -> tuple[float, int]:
     if row.scale in fmt.POINT_SCALES:
         return 100.0, 1
     if row.scale == "cost_per_success":
-        return 1.0, 3
+        return 1.0, fmt.decimals("cost_per_success")
     d = fmt.decimals(row.metric)
     if registry.metric(row.metric).kind == "count" and (row.a_value % 1 or row.b_value % 1):
         d = max(d, 1)  # a median of an even number of counts can fall halfway
@@ -170,14 +170,15 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                 ("pass rate", r.pass_rate, r.pass_rate_low, r.pass_rate_high, "pass_rate"),
                 ("resolve rate", r.resolve_rate, r.resolve_rate_low, r.resolve_rate_high, "resolve_rate"),
             ):
-                out += [latex.Macro(latex.macro_name(stem, p), _qty(100 * est, 1, "%"), what, rsrc, p),
-                        latex.Macro(latex.macro_name(stem, "low", p), _qty(100 * lo, 1, "%"), what, rsrc, f"{p}, 95% CI low"),
-                        latex.Macro(latex.macro_name(stem, "high", p), _qty(100 * hi, 1, "%"), what, rsrc, f"{p}, 95% CI high")]
+                d = fmt.decimals(what)
+                out += [latex.Macro(latex.macro_name(stem, p), _qty(100 * est, d, "%"), what, rsrc, p),
+                        latex.Macro(latex.macro_name(stem, "low", p), _qty(100 * lo, d, "%"), what, rsrc, f"{p}, 95% CI low"),
+                        latex.Macro(latex.macro_name(stem, "high", p), _qty(100 * hi, d, "%"), what, rsrc, f"{p}, 95% CI high")]
             out += [latex.Macro(latex.macro_name("successes", p), str(int(r.successes)), "success", rsrc, p),
                     latex.Macro(latex.macro_name("trials", p), str(int(r.n_outcome)), "success", rsrc, f"{p}, known outcome"),
                     latex.Macro(latex.macro_name("tasks resolved", p), str(int(r.tasks_resolved)), "resolve_rate", rsrc, p),
                     latex.Macro(latex.macro_name("tasks", p), str(int(r.n_tasks)), "resolve_rate", rsrc, p),
-                    latex.Macro(latex.macro_name("cost per success", p), _qty(r.cost_per_success, 3, "USD"),
+                    latex.Macro(latex.macro_name("cost per success", p), _qty(r.cost_per_success, fmt.decimals("cost_per_success"), "USD"),
                                 "cost_per_success", rsrc, p)]
     if inputs.comparisons is not None:
         csrc = inputs.source("comparisons")
@@ -231,9 +232,10 @@ def _s(x, digits: int, sign: bool = False) -> str:
 
 
 def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
-    rows = [[latex.escape_tex(r.profile), str(int(r.n_outcome)), _s(100 * r.pass_rate, 1), _s(100 * r.pass_rate_low, 1),
-             _s(100 * r.pass_rate_high, 1), f"{int(r.tasks_resolved)}/{int(r.n_tasks)}", _s(100 * r.resolve_rate, 1),
-             _s(100 * r.resolve_rate_low, 1), _s(100 * r.resolve_rate_high, 1), _s(r.cost_per_success, 3)]
+    dp, dr, dc = fmt.decimals("pass_rate"), fmt.decimals("resolve_rate"), fmt.decimals("cost_per_success")
+    rows = [[latex.escape_tex(r.profile), str(int(r.n_outcome)), _s(100 * r.pass_rate, dp), _s(100 * r.pass_rate_low, dp),
+             _s(100 * r.pass_rate_high, dp), f"{int(r.tasks_resolved)}/{int(r.n_tasks)}", _s(100 * r.resolve_rate, dr),
+             _s(100 * r.resolve_rate_low, dr), _s(100 * r.resolve_rate_high, dr), _s(r.cost_per_success, dc)]
             for r in rates.itertuples()]
     head = ["Profile", "Trials", "{Pass rate}", "\\multicolumn{2}{c}{95\\% CI}", "Tasks", "{Resolve rate}",
             "\\multicolumn{2}{c}{95\\% CI}", "{Cost/success}"]
