@@ -131,9 +131,14 @@ def locked_env(lock: str, *, minimum: tuple[int, int] = (3, 11)) -> Path:
 HARBOR_VERSION = "0.25.0"
 
 
+def harbor_version() -> str:
+    """The Harbor release under test: :data:`HARBOR_VERSION`, or ``$HARBOR_TEST_VERSION``."""
+    return os.environ.get("HARBOR_TEST_VERSION", HARBOR_VERSION)
+
+
 def harbor_env() -> Path:
     """The interpreter of Harbor's side environment: Python >= 3.12 (Harbor's requirement), ``harbor`` beside it."""
-    version = os.environ.get("HARBOR_TEST_VERSION", HARBOR_VERSION)
+    version = harbor_version()
     if (LOCKS / f"harbor-{version}.txt").exists():
         return locked_env(f"harbor-{version}", minimum=(3, 12))
     return side_env(f"harbor-{version}", [f"harbor=={version}"], minimum=(3, 12))

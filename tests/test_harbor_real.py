@@ -22,7 +22,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from side_envs import HARBOR_VERSION, run_json
+from ci_rule import skip_or_fail_in_ci
+from side_envs import harbor_version, run_json
 
 from analysis_lib.bench import adapters
 from analysis_lib.bench.manifest import parse_manifest
@@ -44,6 +45,18 @@ def harbor(harbor_python, monkeypatch) -> str:
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-dummy")  # the claude-code agent's preflight wants a key
     return str(harbor_python.parent / "harbor")
+
+
+@pytest.fixture
+def host_namespaces() -> None:
+    """HostEnvironment's chroot needs a user and mount namespace (util-linux's unshare; no root needed)."""
+    try:
+        proc = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True, text=True, timeout=60)
+        problem = proc.stderr.strip() if proc.returncode else None
+    except OSError as exc:
+        problem = str(exc)
+    if problem:
+        skip_or_fail_in_ci(f"unshare cannot make a user and mount namespace here ({problem}): Harbor's trials cannot run")
 
 
 def harbor_task(folder: Path) -> Path:
@@ -99,10 +112,11 @@ def test_every_flag_the_adapter_passes_lands_in_harbors_job_config(harbor, tmp_p
     (agent,) = config["agents"]
     assert (agent["name"], agent["model_name"]) == ("claude-code", MODEL)
     if "dataset" in settings:
-        assert config["datasets"] == [{"name": "terminal-bench", "version": "2.0", "task_names": ["hello-world"]}]
-        assert "tasks" not in config
+        (dataset,) = config["datasets"]
+        assert (dataset["name"], dataset["version"], dataset["task_names"]) == ("terminal-bench", "2.0", ["hello-world"])
+        assert not config.get("tasks")  # 0.25 prints only the fields set, 0.26 all of them
     else:
-        assert [Path(t["path"]) for t in config["tasks"]] == [tmp_path / "task"]
+        assert [Path(t["path"]) for t in config["tasks"]] == [tmp_path / "task"] and not config.get("datasets")
     if "extra_args" in settings:
         assert agent["kwargs"] == {"max_turns": 5} and config["n_attempts"] == 2
 
@@ -115,7 +129,7 @@ def test_harbors_dry_run_accepts_the_task_and_the_adapters_command(harbor, tmp_p
     assert not (tmp_path / "jobs").exists()  # a dry run runs nothing
 
 
-def test_the_runner_drives_real_harbor_trials_and_keeps_what_harbor_wrote(harbor, tmp_path):
+def test_the_runner_drives_real_harbor_trials_and_keeps_what_harbor_wrote(harbor, host_namespaces, tmp_path):
     from analysis_lib.bench.runner import run_full
     from analysis_lib.trials_table import trials_table
 
@@ -139,7 +153,7 @@ def test_the_runner_drives_real_harbor_trials_and_keeps_what_harbor_wrote(harbor
     assert [(by[c]["status"], by[c]["outcome"]) for c in ("mcp", "text")] == [("completed", "passed"), ("completed", "failed")]
     assert res["budget"]["spent_usd"] == pytest.approx(2 * USAGE["cost_usd"])
     for cond, t in by.items():
-        assert t["warnings"] == [] and t["environment"]["adapter_version"] == HARBOR_VERSION
+        assert t["warnings"] == [] and t["environment"]["adapter_version"] == harbor_version()
         d = runs / t["trial_dir"]
         text = (d / "result.json").read_text()
         result = json.loads(text)
@@ -157,7 +171,7 @@ def test_the_runner_drives_real_harbor_trials_and_keeps_what_harbor_wrote(harbor
         assert rows.loc[profile, "total_cost_usd"] == pytest.approx(USAGE["cost_usd"]) and rows.loc[profile, "tool_calls_count"] == 1
 
 
-def test_the_analysis_reads_a_job_folder_harbor_wrote(harbor, tmp_path):
+def test_the_analysis_reads_a_job_folder_harbor_wrote(harbor, host_namespaces, tmp_path):
     from analysis_lib.trials_table import trials_table
 
     task = harbor_task(tmp_path / "hello-world")
