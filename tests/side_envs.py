@@ -145,8 +145,10 @@ def harbor_env() -> Path:
 
 
 def run_json(python: Path, code: str, payload: Any = None, *, timeout: float = 300, env: dict[str, str] | None = None) -> Any:
-    """Run ``code`` in a side environment's interpreter with ``payload`` as JSON on stdin; its stdout, parsed as JSON."""
-    proc = subprocess.run([str(python), "-c", code], input=json.dumps(payload), capture_output=True, text=True,
+    """Run ``code`` in a side environment's interpreter with ``payload`` as JSON on stdin; its stdout, parsed as JSON.
+
+    Isolated (``-I``): nothing of this checkout (PYTHONPATH, the working folder) reaches the reference's imports."""
+    proc = subprocess.run([str(python), "-I", "-c", code], input=json.dumps(payload), capture_output=True, text=True,
                           timeout=timeout, env=env)
     if proc.returncode != 0:
         raise AssertionError(f"{python} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")

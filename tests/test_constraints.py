@@ -23,7 +23,8 @@ def _pins(text: str) -> dict[str, str]:
 
 
 def test_constraints_pin_every_installed_package_at_its_version():
-    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--all", "--exclude-editable", "--disable-pip-version-check"],
+    # -I: neither PYTHONPATH nor the working folder (whose agent_ab_analytics.egg-info would list the project) counts.
+    frozen = subprocess.run([sys.executable, "-I", "-m", "pip", "freeze", "--all", "--exclude-editable", "--disable-pip-version-check"],
                             capture_output=True, text=True, check=True, timeout=120).stdout
     installed, pinned = _pins(frozen), _pins((ROOT / "constraints.txt").read_text())
     unpinned = sorted(f"{n}=={v}" for n, v in installed.items() if n not in pinned)
