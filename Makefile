@@ -19,7 +19,8 @@ install: $(BIN)/.installed
 
 $(BIN)/.installed: pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	# pip itself is pinned too (constraints.txt), as every other package.
+	$(BIN)/pip install --quiet --upgrade -c constraints.txt pip
 	# constraints.txt pins every package to the versions the tests passed with (reproducible installs).
 	$(BIN)/pip install --quiet -c constraints.txt -e .
 	touch $@

@@ -43,6 +43,8 @@ if log:
                              "run": os.environ.get("BENCH_RUN"), "mcp": mcp is not None, "model": model,
                              "strict": "--strict-mcp-config" in args, "argv": args, "pid": os.getpid()}) + "\n")
 time.sleep(float(os.environ.get("FAKE_CLAUDE_SLEEP", "0")))
+if os.environ.get("FAKE_CLAUDE_WOKE"):  # the agent outlived its sleep (a test that stops it checks this never appears)
+    open(os.environ["FAKE_CLAUDE_WOKE"], "w").close()
 reported = os.environ.get("FAKE_CLAUDE_REPORT_MODEL_MCP") if mcp else None
 reported = reported or model
 sid = str(uuid.uuid4())
@@ -99,7 +101,10 @@ if mode == "solved":
 elif mode == "fail":
     print(json.dumps({"status": "ok", "passed": False}))
 elif mode == "hang":
-    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a grandchild that must be killed too
+    # a grandchild that must be killed too: its pid in hang.pid; it leaves hang.woke if it outlives its sleep
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60); open('hang.woke', 'w').close()"])
+    with open("hang.pid", "w") as fh:
+        fh.write(str(child.pid))
     time.sleep(60)
 elif mode == "garbage":
     print("<html>definitely not json</html>")

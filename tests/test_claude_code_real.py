@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from anthropic_server import AnthropicServer, Turn, text, tool_use, usage_totals
 from bench_support import make_repo
+from ci_rule import skip_or_fail_in_ci
 from install_lock import exclusive
 
 from analysis_lib.ingest.atif import parse_trajectory
@@ -42,19 +43,13 @@ EXPLORE_INSTRUCTION = "TASK-EXPLORE: make main() return 2."
 MCP_SERVER = Path(__file__).with_name("mcp_stdio_server.py")
 
 
-def _unavailable(reason: str):
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {reason}: CI must run the real Claude Code tests")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module", params=CLAUDE_CODE_VERSIONS)
 def claude_bin(request) -> str:
     """The pinned Claude Code CLI, installed from the npm registry into .cache/claude-code/<version>."""
     version = request.param
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
-        _unavailable("node/npm not found: the real Claude Code CLI cannot be installed")
+        skip_or_fail_in_ci("node/npm not found: the real Claude Code CLI cannot be installed")
     prefix = ROOT / ".cache" / "claude-code" / version
     exe = prefix / "node_modules" / ".bin" / "claude"
     with exclusive(prefix.with_name(f"{version}.lock")):  # a parallel worker waits for this install
@@ -62,10 +57,10 @@ def claude_bin(request) -> str:
             proc = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error",
                                    f"@anthropic-ai/claude-code@{version}"], capture_output=True, text=True, timeout=600)
             if proc.returncode != 0 or not exe.exists():
-                _unavailable(f"npm could not install @anthropic-ai/claude-code@{version}: {proc.stderr.strip()[-300:]}")
+                skip_or_fail_in_ci(f"npm could not install @anthropic-ai/claude-code@{version}: {proc.stderr.strip()[-300:]}")
     out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60)
     if out.returncode != 0 or version not in out.stdout:
-        _unavailable(f"Claude Code {version} does not start here: {(out.stderr or out.stdout).strip()[-300:]}")
+        skip_or_fail_in_ci(f"Claude Code {version} does not start here: {(out.stderr or out.stdout).strip()[-300:]}")
     return str(exe)
 
 

@@ -682,8 +682,9 @@ def test_cli_folder_skips_subagent_files_and_non_transcripts(real_fixtures, tmp_
 
 
 def test_converted_trajectories_parse_with_the_atif_reader(real_fixtures):
-    """The output must be readable by the project's own ATIF parser (when it is on this branch)."""
-    atif = pytest.importorskip("analysis_lib.ingest.atif")
+    """The output must be readable by the project's own ATIF parser."""
+    from analysis_lib.ingest import atif
+
     for rel in (MAIN_SESSION, "claude-code-log/edge_cases.jsonl", "ccusage/codex/sessions/project-alpha/session-alpha.jsonl"):
         doc = convert_file(real_fixtures / rel)
         traj = atif.parse_trajectory(doc, str(real_fixtures / rel))
@@ -696,16 +697,19 @@ def test_converted_trajectories_parse_with_the_atif_reader(real_fixtures):
     assert bash.is_error is True
 
 
-def test_converted_trajectories_validate_with_harbor_models(real_fixtures):
-    """Strict when writing: Harbor's own ATIF models (extra='forbid') accept the output.
+@pytest.mark.slow  # Harbor's side environment (tests/side_envs.py): built once, 1-3 min
+def test_converted_trajectories_validate_with_harbor_models(real_fixtures, harbor_python):
+    """Strict when writing: Harbor's own ATIF models (extra='forbid'), in Harbor's side environment, accept the output."""
+    from side_envs import run_json
 
-    harbor needs Python >= 3.12; with 3.11 install its models only
-    (``pip install --no-deps --ignore-requires-python harbor==0.25.0``) to run this check.
-    """
-    models = pytest.importorskip("harbor.models.trajectories")
     docs = [convert_file(real_fixtures / rel) for rel in sorted(FIXTURES)] + [stream_json_to_atif(STREAM_SAMPLE)]
-    for doc in docs:
-        models.Trajectory.model_validate(doc)
+    check = (
+        "import json, sys\nfrom pydantic import ValidationError\nfrom harbor.models.trajectories import Trajectory\n"
+        "errors = []\nfor doc in json.load(sys.stdin):\n"
+        "    try:\n        Trajectory.model_validate(doc)\n        errors.append(None)\n"
+        "    except ValidationError as exc:\n        errors.append(str(exc)[:2000])\nprint(json.dumps(errors))\n"
+    )
+    assert run_json(harbor_python, check, docs) == [None] * len(docs)
 
 
 def test_discovery_reads_subagent_files_only_through_their_session(real_fixtures):

@@ -158,6 +158,7 @@ def test_clustered_proportion_variance_is_statsmodels_cluster_variance():
     assert row["ci_high"] - row["ci_low"] >= naive["ci_high"] - naive["ci_low"] - 1e-12
 
 
+@pytest.mark.slow  # 2,000 simulated studies (~10 s of CPU)
 def test_clustered_proportion_covers_in_simulation_where_the_trial_level_wilson_does_not():
     rng = np.random.default_rng(7)
     n_tasks, reps, sims = 24, 3, 2000

@@ -729,8 +729,8 @@ def test_subagent_calls_priced_at_their_own_models_rate(tmp_path: Path) -> None:
     Vertex id is priced through the model's one name."""
     from analysis_lib import pricing
 
-    if pricing.model_prices("claude-sonnet-4-5-20250929") is None or pricing.model_prices("claude-haiku-4-5-20251001") is None:
-        pytest.skip("litellm's price map is not installed")
+    # litellm (pinned) ships the offline price map: both models must be in it.
+    assert pricing.model_prices("claude-sonnet-4-5-20250929") is not None and pricing.model_prices("claude-haiku-4-5-20251001") is not None
     sub = _atif(
         {"name": "claude-code", "version": "2", "model_name": "claude-haiku-4-5-20251001"},
         [

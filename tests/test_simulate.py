@@ -112,15 +112,6 @@ def test_partial_effect_dicts_and_custom_profiles():
     assert (df["mcp_tool_calls"] == 0).all()
 
 
-def test_simulate_metrics_fast():
-    import time
-
-    t0 = time.perf_counter()
-    for seed in range(200):
-        simulate_metrics(seed)
-    assert time.perf_counter() - t0 < 3.0
-
-
 def test_simulate_metrics_rejects_bad_arguments():
     with pytest.raises(ValueError, match="n_tasks"):
         simulate_metrics(1, n_tasks=0)
