@@ -100,9 +100,11 @@ def trajectory_tokens(traj: Trajectory) -> dict[str, Any]:
         # The totals say what the steps say (once per call), or are the sum of the repeated usage
         # (Harbor's Claude Code conversion): the steps, counted once per call, are the counts.
         out["repeated"] = naive_in > raw_in and fm.prompt_tokens == naive_in
-        if not out["repeated"]:  # what only the totals record (cache writes, cost) is kept
-            for key, value in (("cache_write", fm.cache_write_tokens), ("cost", fm.cost_usd)):
-                if value is not None and (key == "cost" or out[key] is None):
+        if not out["repeated"]:  # the producer's own totals: they win on output (streamed steps carry a partial
+            # count, e.g. Claude Code's stream-json) and add what only they record (cache writes, cost)
+            for key, value in (("output", fm.completion_tokens), ("cached", fm.cached_tokens),
+                               ("cache_write", fm.cache_write_tokens), ("cost", fm.cost_usd)):
+                if value is not None and (key != "cache_write" or out[key] is None):
                     out[key] = value
         return out
     for key, value in (("input", fm.prompt_tokens), ("output", fm.completion_tokens), ("cached", fm.cached_tokens),

@@ -157,6 +157,10 @@ def test_the_command_line_reads_a_limited_sample_once_for_each_layer(tmp_path, m
     proc = run_cli(runs, "--limit", "2", "--seed", "3", "--estimate-cost", "--model", "openai/gpt-4o-mini", "-q",
                    "-o", tmp_path / "out", env={"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": ""})
     assert proc.returncode == 0, proc.stderr
-    detail = (tmp_path / "out" / "metrics_detail.csv").read_text().splitlines()
-    assert len(detail) == 3  # header and the 2 sampled trials
-    assert len(layer2) == 2 and all(any(Path(p).name in line for line in detail) for p in layer2)
+    assert not (tmp_path / "out" / "metrics_detail.csv").exists()  # an estimate writes only the estimate
+    listed = run_cli(runs, "--limit", "2", "--seed", "3", "--list", "-q")  # the same seeded sample, printed
+    assert listed.returncode == 0, listed.stderr
+    sampled = [line.split()[-1] for line in listed.stdout.splitlines() if "__" in line]  # the path column
+    assert len(sampled) == 2, listed.stdout
+    assert len(layer2) == 2 and sorted(any(s in p for s in sampled) for p in layer2) == [True, True]
+    assert len({s for s in sampled for p in layer2 if s in p}) == 2  # each sampled trial read once
