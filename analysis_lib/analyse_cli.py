@@ -103,7 +103,7 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
     try:
         write_comparisons(result.metrics, args.output, plan_check=result.plan_check,
                           compare_pair=tuple(args.compare) if args.compare else None, baseline=baseline,
-                          simulated=result.simulated)
+                          simulated=result.simulated, plan_next=args.plan_next)
     except PlanError as exc:
         print(f"error: {exc}; no comparisons written", file=sys.stderr)
         return 2
