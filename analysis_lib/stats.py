@@ -59,6 +59,9 @@ __all__ = [
     "tango_interval",
     "clustered_proportion",
     "ratio_of_totals",
+    "paired_t",
+    "sign_flip",
+    "gee_difference",
 ]
 
 _TRUE = {"true", "1", "1.0", "yes", "pass", "passed"}
@@ -73,6 +76,11 @@ def as_outcome(values: Iterable) -> pd.Series:
 
     Empty cells (infra errors carry no outcome) become NaN rather than fail, so that callers
     can exclude them instead of counting them against a profile.
+
+    Examples
+    --------
+    >>> as_outcome(["True", "false", "", None, 1, 0.0, "maybe"]).tolist()
+    [1.0, 0.0, nan, nan, 1.0, 0.0, nan]
     """
     s = pd.Series(values)
     if pd.api.types.is_bool_dtype(s.dtype) or pd.api.types.is_numeric_dtype(s.dtype):
@@ -110,45 +118,75 @@ def aggregate_repetitions(trials: pd.DataFrame, metric: str, *, binary: bool | N
     ``how`` (default: ``majority`` for pass/fail, ``median`` otherwise): ``majority`` takes the
     majority vote of pass/fail repetitions, a tie (as many passes as fails) counting as a **fail**
     and flagged in ``tie``; ``mean`` the task's pass rate (every repetition counts, no ties);
-    ``median`` the median; ``geometric_mean`` exp(mean log v), NaN when a repetition is not
-    positive. Missing values (NaN, e.g. the outcome of an infra error) are left out.
+    ``median`` the median (``mean`` for continuous metrics: the arithmetic mean, which keeps zeros);
+    ``geometric_mean`` exp(mean log v), NaN when a repetition is not positive. Missing values (NaN, e.g. the outcome of an infra error) are left out.
 
     Returns columns ``profile, task_id, value, n_reps, n_pass, tie`` (``n_pass``/``tie`` are
     NaN/False for continuous metrics), sorted by profile and task.
+
+    Examples
+    --------
+    Two passes of three decide the task; one of two is a tie, counted as a fail and flagged:
+
+    >>> trials = pd.DataFrame({"profile": "A", "task_id": ["t1", "t1", "t1", "t2", "t2"],
+    ...                        "success": [True, True, False, True, False], "tokens": [10, 30, 20, 5, 7]})
+    >>> print(aggregate_repetitions(trials, "success")[["task_id", "value", "n_pass", "tie"]].to_string(index=False))
+    task_id  value  n_pass   tie
+         t1    1.0     2.0 False
+         t2    0.0     1.0  True
+    >>> aggregate_repetitions(trials, "tokens")["value"].tolist()  # numpy.median of each task's repetitions
+    [20.0, 6.0]
     """
     binary = (metric == "success") if binary is None else binary
     how = how or ("majority" if binary else "median")
     if how not in AGGREGATES or (binary and how not in ("majority", "mean")):
         raise ValueError(f"cannot aggregate {'pass/fail' if binary else 'continuous'} repetitions by {how!r}")
-    df = pd.DataFrame(
-        {
-            "profile": trials["profile"].astype(str).to_numpy(),
-            "task_id": trials["task_id"].astype(str).to_numpy(),
-            "v": _values(trials, metric, binary).to_numpy(),
-        }
-    ).dropna(subset=["v"])
-    g = df.groupby(["profile", "task_id"], sort=True)["v"]
+    g = _repetition_groups(trials, _values(trials, metric, binary).to_numpy())
+    n_reps = np.bincount(g.code, minlength=g.size)
+    out = pd.DataFrame({"profile": g.profile, "task_id": g.task, "n_reps": n_reps})
     if binary:
-        out = g.agg(n_reps="count", n_pass="sum").reset_index()
-        if how == "mean":
-            out["value"] = out["n_pass"] / out["n_reps"]
-            out["tie"] = False
-        else:
-            out["value"] = (2 * out["n_pass"] > out["n_reps"]).astype(float)
-            out["tie"] = 2 * out["n_pass"] == out["n_reps"]
-    elif how == "geometric_mean":
-        logs = np.log(df["v"].where(df["v"] > 0))
-        out = pd.DataFrame({"profile": df["profile"], "task_id": df["task_id"], "log": logs, "v": df["v"]}) \
-            .groupby(["profile", "task_id"], sort=True) \
-            .agg(value=("log", lambda s: float(np.exp(s.mean())) if s.notna().all() else np.nan),
-                 n_reps=("v", "count")).reset_index()
-        out["n_pass"] = np.nan
-        out["tie"] = False
-    else:
-        out = g.agg(value="median", n_reps="count").reset_index()
-        out["n_pass"] = np.nan
-        out["tie"] = False
+        n_pass = np.bincount(g.code, weights=g.v, minlength=g.size)
+        out["value"] = n_pass / n_reps if how == "mean" else (2 * n_pass > n_reps).astype(float)
+        out["n_pass"] = n_pass
+        out["tie"] = (2 * n_pass == n_reps) if how == "majority" else False
+        return out[["profile", "task_id", "value", "n_reps", "n_pass", "tie"]]
+    if how == "geometric_mean":
+        positive = np.bincount(g.code, weights=(g.v > 0).astype(float), minlength=g.size) == n_reps
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logs = np.bincount(g.code, weights=np.log(np.where(g.v > 0, g.v, 1.0)), minlength=g.size)
+        value = np.where(positive, np.exp(logs / n_reps), np.nan)
+    elif how == "mean":
+        value = np.bincount(g.code, weights=g.v, minlength=g.size) / n_reps
+    else:  # median: the middle of each group's sorted values (groups are contiguous after the sort)
+        order = np.lexsort((g.v, g.code))
+        v_sorted = g.v[order]
+        start = np.concatenate([[0], np.cumsum(n_reps)[:-1]])
+        value = (v_sorted[start + (n_reps - 1) // 2] + v_sorted[start + n_reps // 2]) / 2.0
+    out["value"] = value
+    out["n_pass"] = np.nan
+    out["tie"] = False
     return out[["profile", "task_id", "value", "n_reps", "n_pass", "tie"]]
+
+
+class _Groups:
+    """The (profile, task) groups of the trials with a value: one code per value, groups in sorted order."""
+
+    def __init__(self, profile: np.ndarray, task: np.ndarray, code: np.ndarray, v: np.ndarray) -> None:
+        self.profile, self.task, self.code, self.v = profile, task, code, v
+        self.size = profile.size
+
+
+def _repetition_groups(trials: pd.DataFrame, values: np.ndarray) -> _Groups:
+    """Trials with a value, grouped by (profile, task_id) in sort order (numpy: groupby is slow on string columns)."""
+    keep = ~np.isnan(values)
+    prof = trials["profile"].astype(str).to_numpy()[keep]
+    task = trials["task_id"].astype(str).to_numpy()[keep]
+    p_code, p_uniq = pd.factorize(prof, sort=True)
+    t_code, t_uniq = pd.factorize(task, sort=True)
+    key = p_code.astype(np.int64) * max(len(t_uniq), 1) + t_code
+    uniq, code = np.unique(key, return_inverse=True)
+    return _Groups(np.asarray(p_uniq, dtype=object)[uniq // max(len(t_uniq), 1)],
+                   np.asarray(t_uniq, dtype=object)[uniq % max(len(t_uniq), 1)], code.reshape(-1), values[keep])
 
 
 def pair_tasks(trials: pd.DataFrame, metric: str, a: str, b: str, *, binary: bool | None = None,
@@ -157,19 +195,28 @@ def pair_tasks(trials: pd.DataFrame, metric: str, a: str, b: str, *, binary: boo
 
     Repetitions are aggregated with :func:`aggregate_repetitions` (``how``) first. Returns columns
     ``task_id, a, b, n_a, n_b, tie_a, tie_b`` sorted by task_id.
+
+    Examples
+    --------
+    >>> trials = pd.DataFrame({"profile": ["A", "A", "B", "B", "B"], "task_id": ["t1", "t2", "t1", "t2", "t9"],
+    ...                        "tokens": [10, 20, 8, 15, 1]})
+    >>> pair_tasks(trials, "tokens", "A", "B")[["task_id", "a", "b"]].values.tolist()
+    [['t1', 10.0, 8.0], ['t2', 20.0, 15.0]]
     """
     agg = aggregate_repetitions(trials, metric, binary=binary, how=how)
-    both = agg[agg["profile"] == a].merge(agg[agg["profile"] == b], on="task_id", how="inner",
-                                          suffixes=("_a", "_b")).sort_values("task_id")
+    prof = agg["profile"].to_numpy()
+    side_a, side_b = agg[prof == a], agg[prof == b]
+    tasks, ia, ib = np.intersect1d(side_a["task_id"].to_numpy(dtype=str), side_b["task_id"].to_numpy(dtype=str),
+                                   return_indices=True)
     return pd.DataFrame(
         {
-            "task_id": both["task_id"].to_numpy(),
-            "a": both["value_a"].to_numpy(float),
-            "b": both["value_b"].to_numpy(float),
-            "n_a": both["n_reps_a"].to_numpy(int),
-            "n_b": both["n_reps_b"].to_numpy(int),
-            "tie_a": both["tie_a"].to_numpy(bool),
-            "tie_b": both["tie_b"].to_numpy(bool),
+            "task_id": tasks.astype(object),
+            "a": side_a["value"].to_numpy(float)[ia],
+            "b": side_b["value"].to_numpy(float)[ib],
+            "n_a": side_a["n_reps"].to_numpy(int)[ia],
+            "n_b": side_b["n_reps"].to_numpy(int)[ib],
+            "tie_a": side_a["tie"].to_numpy(bool)[ia],
+            "tie_b": side_b["tie"].to_numpy(bool)[ib],
         }
     )
 
@@ -180,6 +227,13 @@ def pair_trials(trials: pd.DataFrame, metric: str, a: str, b: str, *, binary: bo
     Meaningful when the schedule ran A and B of the same task and repetition as a block (same
     environment, same time slot). Returns ``task_id, repetition, a, b``. Raises ValueError when a
     (profile, task_id, repetition) occurs twice, because such trials cannot be matched one to one.
+
+    Examples
+    --------
+    >>> trials = pd.DataFrame({"profile": ["A", "A", "B", "B"], "task_id": "t1", "repetition": [0, 1, 1, 0],
+    ...                        "tokens": [1, 2, 3, 4]})
+    >>> pair_trials(trials, "tokens", "A", "B")[["repetition", "a", "b"]].values.tolist()
+    [[0.0, 1.0, 4.0], [1.0, 2.0, 3.0]]
     """
     binary = (metric == "success") if binary is None else binary
     if "repetition" not in trials.columns:
@@ -219,7 +273,11 @@ def pair_trials(trials: pd.DataFrame, metric: str, a: str, b: str, *, binary: bo
 
 
 def mcnemar_table(a: ArrayLike, b: ArrayLike) -> pd.DataFrame:
-    """The 2x2 table of paired outcomes: rows A pass/fail, columns B pass/fail (counts)."""
+    """The 2x2 table of paired outcomes: rows A pass/fail, columns B pass/fail (counts).    Examples
+    --------
+    >>> mcnemar_table([1, 1, 1, 0, 0, 0, 0, 1], [1, 0, 1, 1, 1, 1, 0, 1]).values.tolist()
+    [[3, 1], [3, 1]]
+    """
     a = np.asarray(a, dtype=bool)
     b = np.asarray(b, dtype=bool)
     if a.shape != b.shape:
@@ -243,6 +301,16 @@ def mcnemar_from_table(table, *, exact: bool = True, correction: bool = True) ->
     Analysis, 3rd ed., sec. 11.1; statsmodels ``mcnemar``; R ``mcnemar.test``.
 
     Returns one row: ``n_pairs, n_both, n_a_only, n_b_only, n_neither, statistic, p_val, method``.
+
+    Examples
+    --------
+    R's ``?mcnemar.test`` example (Agresti 1990, p. 350, presidential approval):
+    ``mcnemar.test(Performance)`` gives McNemar's chi-squared = 16.818, df = 1, p-value = 4.115e-05:
+
+    >>> performance = [[794, 150], [86, 570]]
+    >>> r = mcnemar_from_table(performance, exact=False).iloc[0]
+    >>> print(f"chi-squared = {r['statistic']:.3f}, p-value = {r['p_val']:.3e}")
+    chi-squared = 16.818, p-value = 4.115e-05
     """
     t = np.asarray(table, dtype=float)
     if t.shape != (2, 2) or np.any(t < 0):
@@ -277,7 +345,15 @@ def mcnemar_from_table(table, *, exact: bool = True, correction: bool = True) ->
 
 
 def mcnemar(a: ArrayLike, b: ArrayLike, *, exact: bool = True, correction: bool = True) -> pd.DataFrame:
-    """McNemar's test on paired pass/fail outcomes ``a`` (baseline) and ``b``; see :func:`mcnemar_from_table`."""
+    """McNemar's test on paired pass/fail outcomes ``a`` (baseline) and ``b``; see :func:`mcnemar_from_table`.    Examples
+    --------
+    One task passes only under A, three only under B; statsmodels' ``mcnemar([[3, 1], [3, 1]],
+    exact=True).pvalue`` is 0.625 (the binomial tail 2 P(X <= 1), X ~ Bin(4, 1/2)):
+
+    >>> r = mcnemar([1, 1, 1, 0, 0, 0, 0, 1], [1, 0, 1, 1, 1, 1, 0, 1]).iloc[0]
+    >>> print(r["n_a_only"], r["n_b_only"], r["p_val"])
+    1 3 0.625
+    """
     return mcnemar_from_table(mcnemar_table(a, b).to_numpy(), exact=exact, correction=correction)
 
 
@@ -419,7 +495,15 @@ def _wilcoxon_core(d: np.ndarray, zero_method: str = "wilcox", correction: bool 
 
 
 def rank_biserial(x: ArrayLike, y: ArrayLike | None = None, *, zero_method: str = "wilcox") -> float:
-    """Matched-pairs rank-biserial correlation ``(T+ - T-) / (T+ + T-)`` of ``d = x - y`` (Kerby 2014)."""
+    """Matched-pairs rank-biserial correlation ``(T+ - T-) / (T+ + T-)`` of ``d = x - y`` (Kerby 2014).    Examples
+    --------
+    R's ``effectsize::rank_biserial(x, y, paired = TRUE)`` on the ``?wilcox.test`` data gives r = 0.78:
+
+    >>> x = [1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30]
+    >>> y = [0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29]
+    >>> print(f"{rank_biserial(x, y):.2f}")
+    0.78
+    """
     return float(wilcoxon(x, y, zero_method=zero_method)["RBC"].iloc[0])
 
 
@@ -508,6 +592,17 @@ def bootstrap_paired(
 
     Returns one row per statistic: ``statistic, estimate, ci_low, ci_high, n_pairs, n_boot,
     n_undefined, confidence, seed, method``.
+
+    Examples
+    --------
+    The estimates are the sample statistics (``np.median(b - a)`` for ``median_diff``); the intervals
+    are seeded, so a rerun gives the same numbers:
+
+    >>> a = [10.0, 12.0, 9.0, 14.0, 11.0, 13.0, 8.0, 12.0]
+    >>> b = [9.0, 10.0, 9.5, 11.0, 10.0, 12.5, 7.0, 10.0]
+    >>> r = bootstrap_paired(a, b, statistics=("median_diff",), n_boot=2000, seed=1).iloc[0]
+    >>> print(r["estimate"], float(np.median(np.subtract(b, a))), r["ci_low"] <= r["estimate"] <= r["ci_high"])
+    -1.0 -1.0 True
     """
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
@@ -566,6 +661,14 @@ def wilson_ci(successes, n, *, confidence: float = 0.95) -> pd.DataFrame:
     Science 16:101-133; statsmodels ``proportion_confint(method="wilson")``.
 
     Returns ``successes, n, proportion, ci_low, ci_high`` (NaN where n = 0).
+
+    Examples
+    --------
+    statsmodels' ``proportion_confint(7, 24, method="wilson")`` gives (0.14915, 0.49168):
+
+    >>> r = wilson_ci(7, 24).iloc[0]
+    >>> print(f"{r['proportion']:.4f} [{r['ci_low']:.5f}, {r['ci_high']:.5f}]")
+    0.2917 [0.14915, 0.49168]
     """
     k = np.atleast_1d(np.asarray(successes, dtype=float))
     m = np.atleast_1d(np.asarray(n, dtype=float))
@@ -588,6 +691,13 @@ def cohens_h(p_a, p_b):
     The arcsine transform equalises the variance, so h means the same at p = 0.5 as near 0 or 1;
     |h| = 0.2 / 0.5 / 0.8 are Cohen's small / medium / large. Reference: Cohen (1988),
     Statistical Power Analysis for the Behavioral Sciences, 2nd ed., ch. 6.
+
+    Examples
+    --------
+    Cohen (1988), Table 6.2.1: phi(0.50) - phi(0.25) = 1.5708 - 1.0472 = 0.52:
+
+    >>> print(f"{cohens_h(0.25, 0.50):.4f}")
+    0.5236
     """
     return 2 * np.arcsin(np.sqrt(np.asarray(p_b, dtype=float))) - 2 * np.arcsin(np.sqrt(np.asarray(p_a, dtype=float)))
 
@@ -598,6 +708,14 @@ def holm(p_values: ArrayLike) -> np.ndarray:
     With the m non-missing p-values sorted ``p_(1) <= ... <= p_(m)``, the adjusted value is
     ``max_{j <= i} min(1, (m - j + 1) p_(j))``. Reference: Holm (1979), Scandinavian Journal of
     Statistics 6:65-70; statsmodels ``multipletests(method="holm")``.
+
+    Examples
+    --------
+    statsmodels' ``multipletests([0.01, 0.04, 0.03, 0.20, 0.002], method="holm")[1]`` gives
+    [0.04, 0.09, 0.09, 0.2, 0.01]:
+
+    >>> [round(float(p), 10) for p in holm([0.01, 0.04, 0.03, 0.20, 0.002])]
+    [0.04, 0.09, 0.09, 0.2, 0.01]
     """
     p = np.asarray(p_values, dtype=float)
     out = np.full(p.shape, np.nan)
@@ -630,6 +748,17 @@ def clustered_mean_difference(pairs: pd.DataFrame, *, confidence: float = 0.95) 
 
     Returns one row: ``n_trials, n_clusters, mean_diff, se_cluster, se_naive, design_effect,
     df, ci_low, ci_high``.
+
+    Examples
+    --------
+    statsmodels' ``OLS(b - a, 1).fit(cov_type="cluster", cov_kwds={"groups": task}, use_t=True)`` on
+    these four tasks gives -1.375, SE 0.23936, 95 % interval [-2.13674, -0.61326]:
+
+    >>> pairs = pd.DataFrame({"task_id": ["t1", "t1", "t2", "t2", "t3", "t3", "t4", "t4"],
+    ...                       "a": [10, 12, 8, 9, 15, 14, 11, 10], "b": [9, 10, 8, 7, 12, 13, 9, 10]})
+    >>> r = clustered_mean_difference(pairs).iloc[0]
+    >>> print(f"{r['mean_diff']:.3f}, SE {r['se_cluster']:.5f}, [{r['ci_low']:.5f}, {r['ci_high']:.5f}], df {r['df']:.0f}")
+    -1.375, SE 0.23936, [-2.13674, -0.61326], df 3
     """
     d = (pairs["b"].to_numpy(float) - pairs["a"].to_numpy(float))
     g = pairs["task_id"].astype(str).to_numpy()
@@ -667,6 +796,16 @@ def pass_at_k(trials: pd.DataFrame, k: int, *, metric: str = "success") -> pd.Da
     non-missing outcomes are left out and counted in ``n_tasks_short``.
 
     Returns ``profile, k, n_tasks, n_tasks_short, pass_at_k, pass_hat_k``.
+
+    Examples
+    --------
+    A task passed 2 of 5 times: of the C(5, 2) = 10 pairs of repetitions, the C(3, 2) = 3 pairs of
+    failures miss, so pass@2 = 1 - 3/10 = 0.7 (Chen et al. 2021, eq. 1), and pass^2 = C(2, 2)/10 = 0.1:
+
+    >>> trials = pd.DataFrame({"profile": "A", "task_id": "t1", "success": [1, 0, 0, 1, 0]})
+    >>> r = pass_at_k(trials, 2).iloc[0]
+    >>> print(f"{r['pass_at_k']:.1f} {r['pass_hat_k']:.1f}")
+    0.7 0.1
     """
     per = pass_at_k_per_task(trials, k, metric=metric)
     rows = []
@@ -683,6 +822,13 @@ def pass_at_k_per_task(trials: pd.DataFrame, k: int, *, metric: str = "success")
 
     Rows of :func:`aggregate_repetitions` with the two columns added; NaN where the task has fewer
     than k repetitions with an outcome.
+
+    Examples
+    --------
+    >>> trials = pd.DataFrame({"profile": "A", "task_id": ["t1"] * 5 + ["t2"], "success": [1, 0, 0, 1, 0, 1]})
+    >>> r = pass_at_k_per_task(trials, 2)
+    >>> r["at_k"].round(2).tolist()  # t2 has one repetition: fewer than k
+    [0.7, nan]
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -755,6 +901,18 @@ def plan_sample_size(
 
     Returns ``kind, effect, n_tasks, power, power_se, n_sim, alpha, target_power, n_required,
     n_pilot, seed``.
+
+    Examples
+    --------
+    For pass/fail the simulation reproduces the exact power of McNemar's exact test
+    (:func:`analysis_lib.power.mcnemar_exact_power`, an exact sum) within its Monte-Carlo error:
+
+    >>> from analysis_lib.power import mcnemar_exact_power
+    >>> pilot = pd.DataFrame({"a": [1.0] * 10 + [0.0] * 10, "b": [1.0] * 8 + [0.0] * 12})
+    >>> sim = plan_sample_size(pilot, effect=0.2, kind="binary", n_tasks=(60,), n_sim=4000, seed=3).iloc[0]
+    >>> exact = mcnemar_exact_power(60, 0.5 * 0.2, 0.5 * 0.6)  # p10 = P(A pass) q-, p01 = P(A fail) q+
+    >>> bool(abs(sim["power"] - exact) < 4 * sim["power_se"])
+    True
     """
     if kind not in ("continuous", "binary"):
         raise ValueError(f"kind must be 'continuous' or 'binary', got {kind!r}")
@@ -846,6 +1004,13 @@ def project_spend(
 
     Returns ``profile, metric, n_pilot_runs, per_run_median, per_run_p90, n_runs,
     projected_median, projected_p90``.
+
+    Examples
+    --------
+    >>> pilot = pd.DataFrame({"profile": ["A"] * 5, "total_cost_usd": [1, 2, 3, 4, 10]})
+    >>> r = project_spend(pilot, n_tasks=50, repetitions=3, metrics=("total_cost_usd",)).iloc[0]
+    >>> print(r["per_run_median"], r["n_runs"], r["projected_median"], round(r["per_run_p90"], 2))  # numpy quantile
+    3.0 150 450.0 7.6
     """
     if n_tasks < 1 or repetitions < 1:
         raise ValueError("n_tasks and repetitions must be >= 1")
@@ -1050,6 +1215,14 @@ def mcnemar_midp(n10: int, n01: int) -> float:
     ``p = 2 * (P(X < k) + P(X = k) / 2)``, ``X ~ Bin(n10 + n01, 1/2)``, ``k = min(n10, n01)``,
     capped at 1; 1 without discordant pairs. Reference: Fagerland, Lydersen & Laake (2013), BMC
     Med Res Methodol 13:91 (recommended over the exact conditional test for its size).
+
+    Examples
+    --------
+    Fagerland, Lydersen & Laake (2013), the airway hyper-responsiveness example (1 and 7 discordant
+    pairs): exact conditional p = 0.070, mid-p = 0.039 (= 10/256):
+
+    >>> print(f"{mcnemar_midp(1, 7):.3f}")
+    0.039
     """
     m = int(n10) + int(n01)
     if m == 0:
@@ -1068,6 +1241,16 @@ def conditional_odds_ratio(n10: int, n01: int, *, confidence: float = 0.95) -> p
     Breslow & Day (1980), sec. 5.2.
 
     Returns one row: ``n10, n01, odds_ratio, ci_low, ci_high``.
+
+    Examples
+    --------
+    7 of 8 discordant pairs favour B: statsmodels' Clopper-Pearson ``proportion_confint(7, 8,
+    method="beta")`` = (0.47349, 0.99684), i.e. odds (0.8993, 315.48); the interval holds 1 as the
+    exact test (p = 0.070) does not reject:
+
+    >>> r = conditional_odds_ratio(1, 7).iloc[0]
+    >>> print(f"{r['odds_ratio']:.1f} [{r['ci_low']:.4f}, {r['ci_high']:.2f}]")
+    7.0 [0.8993, 315.48]
     """
     n10, n01 = int(n10), int(n01)
     m = n10 + n01
@@ -1108,6 +1291,15 @@ def tango_interval(n10: int, n01: int, n: int, *, confidence: float = 0.95) -> p
     proportions", Stat Med 33:2850-2875. Reference: Tango (1998), Stat Med 17:891-908 (erratum 18:1999).
 
     Returns one row: ``n_pairs, difference, ci_low, ci_high, z``.
+
+    Examples
+    --------
+    At 0 Tango's statistic is McNemar's uncorrected z: R's ``mcnemar.test(Performance, correct = FALSE)``
+    gives chi-squared = 17.356, and sqrt(17.356) = 4.166 (B is the second survey, which lost approval):
+
+    >>> r = tango_interval(150, 86, 1600).iloc[0]
+    >>> print(f"z = {r['z']:.3f}, difference {r['difference']:.3f} [{r['ci_low']:.4f}, {r['ci_high']:.4f}]")
+    z = -4.166, difference -0.040 [-0.0590, -0.0214]
     """
     n10, n01, n = int(n10), int(n01), int(n)
     if n == 0:
@@ -1134,6 +1326,16 @@ def clustered_proportion(successes: ArrayLike, trials: ArrayLike, *, confidence:
     24:193-201), which stays inside [0, 1] and widens with the clustering.
 
     Returns one row: ``successes, n_trials, n_tasks, proportion, ci_low, ci_high, design_effect, n_effective``.
+
+    Examples
+    --------
+    statsmodels' clustered variance of the intercept (``OLS(y, 1).fit(cov_type="cluster")``) is 0.15909^2
+    for these six tasks of three trials; the design effect compares it with p(1-p)/N:
+
+    >>> r = clustered_proportion([3, 2, 0, 1, 3, 2], [3, 3, 3, 3, 3, 3]).iloc[0]
+    >>> se = (r["design_effect"] * r["proportion"] * (1 - r["proportion"]) / r["n_trials"]) ** 0.5
+    >>> print(f"{r['proportion']:.4f}, clustered SE {se:.5f}, design effect {r['design_effect']:.3f}")
+    0.6111, clustered SE 0.15909, design effect 1.917
     """
     s = np.asarray(successes, dtype=float)
     t = np.asarray(trials, dtype=float)
@@ -1169,6 +1371,14 @@ def ratio_of_totals(num_a: ArrayLike, den_a: ArrayLike, num_b: ArrayLike, den_b:
 
     Returns rows ``arm`` = ``A``, ``B``, ``B/A`` with ``estimate, ci_low, ci_high, n_tasks, n_boot,
     n_undefined``.
+
+    Examples
+    --------
+    Cost per success of A = 6 / 1, of B = 3 / 2, so B/A = 0.25:
+
+    >>> r = ratio_of_totals([1.0, 2.0, 3.0], [0, 0, 1], [1.0, 1.0, 1.0], [1, 1, 0], n_boot=500, seed=1)
+    >>> r.set_index("arm")["estimate"].tolist()
+    [6.0, 1.5, 0.25]
     """
     arr = [np.asarray(v, dtype=float) for v in (num_a, den_a, num_b, den_b)]
     n = arr[0].size
@@ -1213,6 +1423,19 @@ def paired_t(d: ArrayLike, *, confidence: float = 0.95) -> pd.DataFrame:
     n - 1. The interval and the test are the same computation, so they always agree.
 
     Returns one row: ``n, estimate, se, df, statistic, p_val, ci_low, ci_high``.
+
+    Examples
+    --------
+    R's ``?t.test`` example, Student's sleep data: ``t.test(extra ~ group, data = sleep, paired = TRUE)``
+    gives t = -4.0621, df = 9, p-value = 0.002833, 95 percent confidence interval -2.4598858 -0.7001142,
+    mean difference -1.58:
+
+    >>> g1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0]
+    >>> g2 = [1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4]
+    >>> r = paired_t(np.subtract(g1, g2)).iloc[0]
+    >>> print(f"t = {r['statistic']:.4f}, df = {r['df']:.0f}, p-value = {r['p_val']:.6f}, "
+    ...       f"CI {r['ci_low']:.7f} {r['ci_high']:.7f}, mean {r['estimate']:.2f}")
+    t = -4.0621, df = 9, p-value = 0.002833, CI -2.4598858 -0.7001142, mean -1.58
     """
     x = np.asarray(d, dtype=float)
     x = x[np.isfinite(x)]
@@ -1341,6 +1564,18 @@ def gee_difference(y: ArrayLike, arm_b: ArrayLike, cluster: ArrayLike, *, confid
     A sensitivity analysis for the per-task pass@1 difference: it weighs trials by the working
     correlation instead of weighing every task the same. Returns one row: ``estimate, se, df, t, p_val,
     ci_low, ci_high, n_trials, n_clusters``.
+
+    Examples
+    --------
+    With the same number of trials per task and arm, the GEE estimate is the plain difference of the
+    arms' pass rates (here 10/12 - 5/12); its t test has tasks - 1 degrees of freedom:
+
+    >>> y = [1, 1, 0, 1, 1, 1,  0, 0, 1, 1, 0, 1,  0, 0, 0, 1, 1, 1,  1, 1, 0, 0, 1, 1]
+    >>> arm = [0, 0, 0, 1, 1, 1] * 4
+    >>> task = [t for t in range(4) for _ in range(6)]
+    >>> r = gee_difference(y, arm, task).iloc[0]
+    >>> print(f"{r['estimate']:.4f} = {10 / 12 - 5 / 12:.4f}, df {r['df']:.0f}")
+    0.4167 = 0.4167, df 3
     """
     import statsmodels.api as sm  # 1.4 s to import; only the GEE sensitivity analysis needs it
 
