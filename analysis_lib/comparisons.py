@@ -233,11 +233,12 @@ def excludes_zero(row: Any) -> bool:
     return not (lo <= 0 <= hi)
 
 
-def interval_note(row: Any, alpha: float) -> str | None:
+def interval_note(row: Any, alpha: float, *, with_p: bool = True) -> str | None:
     """The sentence a row needs beside its p-value where interval and test seem to, or do, disagree.
 
     A Tango score interval beside McNemar's exact test can exclude 0 while the test does not reject (or the
-    reverse); an inverted interval that is open at 0 prints as ``[.., 0]`` although it excludes 0.
+    reverse); an inverted interval that is open at 0 prints as ``[.., 0]`` although it excludes 0. Without
+    ``with_p`` the sentence quotes no number (the paper's prose gives the p-value as a macro beside it).
     """
     get = row.get if isinstance(row, dict) else lambda k, d=None: getattr(row, k, d)
     p, lo, hi = get("p_value"), get("ci_low"), get("ci_high")
@@ -254,10 +255,11 @@ def interval_note(row: Any, alpha: float) -> str | None:
     if get("scale") == "rate":
         test = get("test") or "McNemar's exact test"
         return (f"Tango's score interval {'excludes' if excludes else 'holds'} 0 while {test} "
-                f"{'does not reject' if excludes else 'rejects'} (p = {p:.3f}): a score interval and an exact test can "
+                f"{'does not reject' if excludes else 'rejects'}{f' (p = {p:.3f})' if with_p else ''}: a score interval "
+                "and an exact test can "
                 "disagree near the boundary; the exact odds-ratio interval follows the exact test")
     return (f"the interval {'excludes' if excludes else 'holds'} 0 while the test "
-            f"{'does not reject' if excludes else 'rejects'} (p = {p:.3f})")
+            f"{'does not reject' if excludes else 'rejects'}" + (f" (p = {p:.3f})" if with_p else ""))
 
 
 def _binary_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, confidence: float) -> dict:

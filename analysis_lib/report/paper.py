@@ -269,7 +269,7 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool) -> str:
         unit_tex = {"%": "\\%", "pp": "pp"}.get(unit, latex.escape_tex(unit))
         e = fmt.estimate_digits(r)
         p_cell = _p_cell(r.p_value)
-        why = interval_note(r, CONFIDENCE_ALPHA)
+        why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
         if why:  # the reason sits beside the p-value it qualifies
             notes.append(f"\\textsuperscript{{{chr(ord('a') + len(notes))}}}\\,{latex.escape_tex(r.label)}, "
                          f"{latex.escape_tex(r.profile_b)}: {latex.escape_tex(why)}.")
@@ -361,12 +361,12 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
             if key + "OddsRatio" in names:
                 text += (f"; discordant-pair odds ratio \\{key}OddsRatio{{}}, exact 95\\% CI \\{key}OddsRatioLow{{}} "
                          f"to \\{key}OddsRatioHigh{{}}")
-            why = interval_note(r, CONFIDENCE_ALPHA)
+            why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
             lines.append(text + (f"; {latex.escape_tex(why)}" if why else "") + ").")
         else:
             total = (f" The total over the paired tasks changed by \\{key}Total{{}} (bootstrap 95\\% CI "
                      f"\\{key}TotalLow{{}} to \\{key}TotalHigh{{}})." if key + "Total" in names else "")
-            why = interval_note(r, CONFIDENCE_ALPHA)
+            why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
             lines.append(f"{subject} changed the typical task by \\{key}Est{{}} against "
                          f"\\texttt{{{latex.escape_tex(r.profile_a)}}} (95\\% CI \\{key}Low{{}} to \\{key}High{{}}; "
                          f"Wilcoxon \\{key}P{{}}, \\{key}PAdj{{}}; \\{key}Pairs{{}} tasks"
@@ -384,11 +384,13 @@ def _claim_text(inputs: PaperInputs) -> str:
     hyp = inputs.hypotheses
     if hyp is None or hyp.empty:
         return text + " (The sequence's results were not available when these snippets were generated.)"
+    ordinal = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
     for r in hyp.itertuples():
         key = latex.macro_name("hypothesis", r.metric.replace("__", " "), r.profile_b, "vs", r.profile_a)
         interval = "" if fmt.missing(r.estimate) else \
-            f" (\\{key}Est{{}}, {100 * r.confidence:g}\\% CI \\{key}Low{{}} to \\{key}High{{}})"
-        text += (f" Step {r.step}, \\texttt{{{latex.escape_tex(r.profile_b)}}} against "
+            f" (\\{key}Est{{}}, interval \\{key}Low{{}} to \\{key}High{{}})"
+        step = ordinal[r.step - 1] if r.step <= len(ordinal) else "next"
+        text += (f" The {step} step, \\texttt{{{latex.escape_tex(r.profile_b)}}} against "
                  f"\\texttt{{{latex.escape_tex(r.profile_a)}}}: {latex.escape_tex(r.label)} {r.claim}, "
                  f"\\{key}Result{{}}{interval}.")
     return text
