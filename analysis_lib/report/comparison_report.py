@@ -138,6 +138,10 @@ def tier_caption(comparisons: pd.DataFrame, tier: str, alpha: float = 0.05) -> s
     if "pass_rate" in scales and tested:
         out.append(f"pass@1 intervals are the paired t interval, or invert the sign-flip test, or come from the GEE's t "
                    f"test: each excludes 0 exactly when its unadjusted p < {alpha:g}.")
+    if (sub["total_change_pct"].notna().any() or "cost_per_success" in scales):
+        out.append("The change of the total and cost per success carry percentile bootstrap intervals over tasks, "
+                   "which cover less than their nominal level with few tasks (about 90 % for a nominal 95 % at 12 "
+                   "to 24 tasks in the simulator's calibration, benchmarks/calibration.py).")
     if tested and tier != "sensitivity":
         out.append("Intervals are not adjusted for multiplicity; the adjusted p decides significance.")
     return " ".join(out)

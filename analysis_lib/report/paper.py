@@ -364,8 +364,9 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
             why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
             lines.append(text + (f"; {latex.escape_tex(why)}" if why else "") + ").")
         else:
-            total = (f" The total over the paired tasks changed by \\{key}Total{{}} (bootstrap 95\\% CI "
-                     f"\\{key}TotalLow{{}} to \\{key}TotalHigh{{}})." if key + "Total" in names else "")
+            total = (f" The total over the paired tasks changed by \\{key}Total{{}} (percentile bootstrap 95\\% CI "
+                     f"\\{key}TotalLow{{}} to \\{key}TotalHigh{{}}, which covers less than its nominal level with few "
+                     "tasks)." if key + "Total" in names else "")
             why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
             lines.append(f"{subject} changed the typical task by \\{key}Est{{}} against "
                          f"\\texttt{{{latex.escape_tex(r.profile_a)}}} (95\\% CI \\{key}Low{{}} to \\{key}High{{}}; "
