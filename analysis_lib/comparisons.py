@@ -245,6 +245,9 @@ def interval_note(row: Any, alpha: float, *, with_p: bool = True) -> str | None:
     if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
         return None
     at_zero = (lo == 0 and _open_at(row, "low")) or (hi == 0 and _open_at(row, "high"))
+    if at_zero and get("estimate") == 0:  # most differences are 0; the test looks at the others, which lean one way
+        return ("the estimate is 0 (most differences are 0) but the interval is open at 0: its test, which sets the "
+                "zeros aside, rejects 0 itself because the other differences lean one way")
     if p is None or pd.isna(p):
         return "the interval is open at 0: its test rejects at 0 itself and accepts every shift just inside" if at_zero \
             else None

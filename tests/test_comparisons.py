@@ -263,3 +263,6 @@ def test_rows_say_where_interval_and_test_disagree_and_where_an_interval_is_open
     hl = {"scale": "ratio", "p_value": 0.03, "ci_low": -20.0, "ci_high": 0.0, "ci_open": "high"}
     assert C.excludes_zero(hl) and "open at 0" in C.interval_note(hl, 0.05)
     assert C.interval_note({**hl, "ci_open": None, "p_value": 0.2}, 0.05) is None
+    # mostly zeros: the estimate sits on the open end, and the note says why the two part ways there
+    zeros = {"scale": "difference", "p_value": None, "estimate": 0.0, "ci_low": 0.0, "ci_high": 0.17, "ci_open": "low"}
+    assert "the estimate is 0 (most differences are 0)" in C.interval_note(zeros, 0.05)
