@@ -135,7 +135,8 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
     try:
         write_comparisons(result.metrics, args.output, plan_check=result.plan_check,
                           compare_pair=tuple(args.compare) if args.compare else None, baseline=result.baseline.name,
-                          simulated=result.simulated, audit=audit, source=result.design.source if result.design else None)
+                          simulated=result.simulated, audit=audit, source=result.design.source if result.design else None,
+                          plan_next=args.plan_next)
     except PlanError as exc:
         print(f"error: {exc}; no comparisons written", file=sys.stderr)
         return 2

@@ -165,7 +165,7 @@ class Hypothesis(_Strict):
     ``superior``: B better in the metric's direction; ``noninferior``: B not worse by more than
     ``margin``; ``equivalent``: B within ``margin`` either way (TOST). Margins are in the
     comparison's own scale: a fraction of the rate for pass/fail (0.05 = 5 points), a relative
-    change for ratio metrics (0.10 = 10 %).
+    change for ratio metrics (0.10: B/A between 1/1.1 and 1.1, symmetric on the log scale).
     """
 
     id: str
@@ -198,6 +198,9 @@ class AnalysisPlan(_Strict):
     tiers: Tiers
     # A fixed sequence: each step is tested at alpha only if every step before it held.
     hypotheses: list[Hypothesis] = Field(default_factory=list)
+    # Which family carries the claim: the primary tier or the hypotheses sequence (then required); the other
+    # is supportive. Two confirmatory families, each at alpha, could together err at up to twice alpha.
+    claim_family: Literal["primary", "hypotheses"] | None = None
 
     @model_validator(mode="after")
     def _tier_rules(self) -> AnalysisPlan:
@@ -222,6 +225,11 @@ class AnalysisPlan(_Strict):
                 seen[m.id] = tier
         if self.tiers.exploratory.correction != "none":
             raise ValueError("tiers.exploratory.correction: exploratory metrics have no p-values to correct (use none)")
+        if self.hypotheses and self.claim_family is None:
+            raise ValueError("claim_family: a plan with hypotheses must say which family carries its claim, the primary "
+                             "tier or the hypotheses sequence (the other is then supportive)")
+        if self.claim_family == "hypotheses" and not self.hypotheses:
+            raise ValueError("claim_family: hypotheses, but the plan declares no hypotheses")
         sens = self.tiers.sensitivity
         if sens is not None:
             if sens.correction != "none":
@@ -235,6 +243,11 @@ class AnalysisPlan(_Strict):
                     raise ValueError(f"{where}.test: a sensitivity analysis is a test (not descriptive)")
                 _check_test_fits_repetitions(where, m, m.repetitions or self.pairing.repetitions)
         return self
+
+    @property
+    def claim(self) -> str:
+        """The family that carries the claim: ``primary`` (the default without hypotheses) or ``hypotheses``."""
+        return self.claim_family or "primary"
 
     def tier_metrics(self) -> list[tuple[str, MetricSpec, Tier]]:
         tiers = TIERS + (("sensitivity",) if self.tiers.sensitivity is not None else ())

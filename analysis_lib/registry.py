@@ -81,6 +81,16 @@ class Metric:
         return "median" if self.kind in ("continuous", "count") else "not aggregated"
 
     @property
+    def mean_of_repetitions(self) -> str:
+        """How a plan that counts every repetition combines a task's repetitions, by the comparison scale.
+
+        A ratio (log B/A) needs positive values: their geometric mean. On the difference scale the
+        arithmetic mean, which keeps zeros: counts such as duplicate reads or calls of one MCP tool are
+        often 0, and a geometric mean would leave such a task out.
+        """
+        return "geometric_mean" if self.scale == "ratio" else "mean"
+
+    @property
     def axis_label(self) -> str:
         """The label with its unit, for axes and table headers."""
         if not self.unit or self.unit in ("share", "flag") or self.label.endswith(self.unit):

@@ -29,7 +29,15 @@ from .hypotheses import test_sequence
 from .layer1 import analyse
 from .report import plan_figures
 from .report.audit import audit_frames, audit_markdown
-from .report.comparison_report import CORRECTION_NAMES, hypotheses_table, mcnemar_lines, methods_lines, subgroups_table, tier_table
+from .report.comparison_report import (
+    CORRECTION_NAMES,
+    family_role,
+    hypotheses_table,
+    mcnemar_lines,
+    methods_lines,
+    subgroups_table,
+    tier_table,
+)
 from .report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
 from .report.markdown import table as _table
 from .report.numbers import number
@@ -125,7 +133,8 @@ def _usd(x: Any) -> str:
 
 def _tier_section(tier: str, rows: pd.DataFrame, plan: plan_mod.AnalysisPlan) -> list[str]:
     corr = CORRECTION_NAMES[getattr(plan.tiers, tier).correction]
-    title = {"primary": f"Primary metrics (pre-registered tests, {corr} correction over the tier)",
+    title = {"primary": f"Primary metrics (pre-registered tests, {corr} correction over the tier; "
+                        f"{family_role(plan, 'primary')})",
              "secondary": f"Secondary metrics (pre-registered tests, {corr} correction over the tier)",
              "exploratory": "Exploratory metrics (descriptive only, not tested)"}[tier]
     out = [f"## {title}", ""]
@@ -285,7 +294,7 @@ def _claims_and_groups(obj: dict, metrics: pd.DataFrame, plan: plan_mod.Analysis
     """The plan's fixed-sequence hypotheses and, where the manifest names repositories, the subgroup table."""
     out: list[str] = []
     if plan.hypotheses and pairs:
-        out += ["## Fixed-sequence hypotheses (as declared, in order)", ""]
+        out += [f"## Fixed-sequence hypotheses (as declared, in order; {family_role(plan, 'hypotheses')})", ""]
         if refused_reason:
             out += [f"Not tested: {refused_reason}.", ""]
         else:

@@ -18,9 +18,11 @@
 # Each profile is compared with the baseline on the tasks both ran (a paired design; the task is the
 # unit, its repetitions combined first). What is tested, how, and with which correction is read from
 # the pre-registered analysis plan `params/analysis_plan.yaml`; the comparison engine
-# (`analysis_lib.comparisons`) gives every estimate with the interval of the same estimand and a
-# test that agrees with it. Every number below, and every number of the paper, comes from the two
-# files it writes: `comparisons.csv` and `profile_rates.csv`.
+# (`analysis_lib.comparisons`) gives every estimate with the interval of the same estimand and its
+# test. Inverted intervals (Hodges-Lehmann, sign-flip, the exact odds ratio) exclude 0 exactly when
+# their test's unadjusted p < 0.05; Tango's score interval beside McNemar's exact test can disagree
+# with it near 0, and the table's note says where it does. Every number below, and every number of
+# the paper, comes from the two files it writes: `comparisons.csv` and `profile_rates.csv`.
 
 # %%
 import os

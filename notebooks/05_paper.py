@@ -61,6 +61,8 @@ metrics = pd.read_csv(paths.metrics_detail)
 comparisons = pd.read_csv(paths.comparisons_csv) if paths.comparisons_csv.exists() else None
 rates_file = paths.comparisons_dir / "profile_rates.csv"
 rates = pd.read_csv(rates_file) if rates_file.exists() else None
+hyp_file = paths.comparisons_dir / "hypotheses.csv"
+hypotheses = pd.read_csv(hyp_file) if hyp_file.exists() else None  # only when the plan declares a sequence
 plan_file = paths.analytics / "analysis_plan.json"
 plan_record = paper.PlanRecord.from_sidecar(json.loads(plan_file.read_text(encoding="utf-8"))) if plan_file.exists() else None
 cc_file = paths.codecanvas / "codecanvas_table.csv"
@@ -79,10 +81,10 @@ for name, frame in (("comparisons", comparisons), ("profile rates", rates), ("pl
 
 # %%
 inputs = paper.PaperInputs(
-    metrics=metrics, comparisons=comparisons, rates=rates, codecanvas=codecanvas, simulated=simulated,
+    metrics=metrics, comparisons=comparisons, rates=rates, codecanvas=codecanvas, simulated=simulated, hypotheses=hypotheses,
     baseline=info["baseline"], plan=plan_record,
     sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
-             "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file),
+             "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file), "hypotheses": paths.rel(hyp_file),
              "audit": paths.rel(paths.analytics / "design_audit.csv")}, llm_snippets=llm_snippets,
     audit=read_audit(paths.analytics), data_source=info.get("data_source"))
 paper_path = Path(project_root) / paper_dir

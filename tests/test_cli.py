@@ -98,6 +98,15 @@ def test_compare_with_an_unknown_profile_names_it(runs, tmp_path, run_cli):
     assert proc.returncode == 2 and "unknown profile(s) ['nope']" in proc.stderr
 
 
+def test_plan_next_adds_the_power_analysis_for_the_next_study(runs, tmp_path, run_cli):
+    quick = run_cli(runs, "--no-llm", "-q", "-o", tmp_path / "quick")
+    assert quick.returncode == 0
+    assert "computed on request" in (tmp_path / "quick" / "comparison_report.md").read_text()
+    full = run_cli(runs, "--no-llm", "-q", "--plan-next", "-o", tmp_path / "full")
+    report = (tmp_path / "full" / "comparison_report.md").read_text()
+    assert full.returncode == 0 and "Planned at alpha" in report and "(the plan's)" in report
+
+
 def test_subcommand_help_and_unknown_option(run_cli):
     assert run_cli("--help").returncode == 0
     bad = run_cli("runs", "--no-such-option")

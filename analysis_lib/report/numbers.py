@@ -14,7 +14,7 @@ import pandas as pd
 from .. import registry
 from ..comparisons import POINT_SCALES
 
-__all__ = ["MINUS", "missing", "number", "value", "estimate", "interval", "p_value", "plural", "decimals",
+__all__ = ["MINUS", "missing", "number", "value", "estimate", "interval", "open_at_zero", "p_value", "plural", "decimals",
            "tex_number", "comparison_unit", "scaled", "estimate_digits"]
 
 MINUS = "\u2212"
@@ -85,14 +85,25 @@ def estimate(row, *, unit: bool = True) -> str:
     return number(scaled(row, row.estimate), estimate_digits(row), sign=True) + (f" {u}" if unit and u else "")
 
 
+def open_at_zero(row) -> tuple[bool, bool]:
+    """Whether the comparison's interval is open at a low or high end that is 0 (the test rejects at 0 itself)."""
+    ci_open = getattr(row, "ci_open", None)
+    if not isinstance(ci_open, str):
+        return False, False
+    return "low" in ci_open and row.ci_low == 0, "high" in ci_open and row.ci_high == 0
+
+
 def interval(row, low: str = "ci_low", high: str = "ci_high", *, unit: bool = False) -> str:
-    """``[low, high]`` of a comparison, signed, on its estimate's scale."""
+    """``[low, high]`` of a comparison, signed, on its estimate's scale; ``(0, ...`` / ``..., 0)`` where the
+    interval is open at 0 (its inverted test rejects at 0 itself, so 0 is outside although it is the end)."""
     lo, hi = getattr(row, low), getattr(row, high)
     if missing(lo) or missing(hi):
         return DASH
     u = comparison_unit(row.scale, row.unit)
     d = estimate_digits(row)
-    text = f"[{number(scaled(row, lo), d, sign=True)}, {number(scaled(row, hi), d, sign=True)}]"
+    left, right = open_at_zero(row) if low == "ci_low" else (False, False)
+    text = (f"{'(' if left else '['}{number(scaled(row, lo), d, sign=True)}, "
+            f"{number(scaled(row, hi), d, sign=True)}{')' if right else ']'}")
     return text + (f" {u}" if unit and u else "")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import registry
+from ..comparisons import interval_note
 from ..fileio import atomic_write_text
 from . import latex, markdown, tables
 from . import numbers as fmt
@@ -26,6 +27,8 @@ from .figures import FOREST_NOTE
 
 __all__ = ["PaperInputs", "PlanRecord", "quoted_macros", "write_paper_snippets", "FIGURE_CAPTIONS"]
 
+# The comparisons' intervals are 95 % intervals; their tests are read at the matching level.
+CONFIDENCE_ALPHA = 0.05
 SUMMARY_COLUMNS = ("total_tokens", "total_cost_usd", "agent_steps", "tool_calls_count", "elapsed_sec",
                    "exploration_breadth", "mcp_tool_calls")
 # Figure file stem -> caption (what the figure shows); figures.tex includes those present.
@@ -63,12 +66,15 @@ class PlanRecord:
     recorded_in: str | None = None
     first_trial_at: str | None = None
     fixed_before_first_trial: bool | None = None
+    claim_family: str = "primary"  # the family that carries the claim: primary tier or hypotheses sequence
 
     @classmethod
     def from_sidecar(cls, obj: dict) -> PlanRecord:
+        plan = obj.get("plan") if isinstance(obj.get("plan"), dict) else {}
         return cls(str(obj.get("analysis_plan_sha256", "")), str(obj.get("plan_name", "")),
                    obj.get("recorded_at"), bool(obj.get("plan_changed_after_record")), obj.get("recorded_in"),
-                   obj.get("first_trial_at"), obj.get("fixed_before_first_trial"))
+                   obj.get("first_trial_at"), obj.get("fixed_before_first_trial"),
+                   str(plan.get("claim_family") or "primary"))
 
 
 @dataclass
@@ -82,6 +88,7 @@ class PaperInputs:
     simulated: bool = False
     baseline: str | None = None
     plan: PlanRecord | None = None
+    hypotheses: pd.DataFrame | None = None  # the plan's fixed sequence (hypotheses.csv), when it declares one
     sources: dict[str, str] = field(default_factory=dict)
     # Layer 2's own paper_snippets.md (LLM narratives): quoted in the Markdown, never in macros.
     llm_snippets: str | None = None
@@ -209,6 +216,18 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                                     f"bootstrap 95% CI low; {what}"),
                         latex.Macro(key + "TotalHigh", _qty(r.total_change_high, 1, "%", sign=True), r.metric, csrc,
                                     f"bootstrap 95% CI high; {what}")]
+    if inputs.hypotheses is not None:
+        hsrc = inputs.source("hypotheses")
+        for r in inputs.hypotheses.itertuples():
+            key = latex.macro_name("hypothesis", r.metric.replace("__", " "), r.profile_b, "vs", r.profile_a)
+            what = f"step {r.step}, {r.claim}; {r.profile_b} vs {r.profile_a}"
+            out.append(latex.Macro(key + "Result", latex.escape_tex(str(r.result)), r.metric, hsrc, what))
+            if not fmt.missing(r.estimate):
+                out += [latex.Macro(key + "Est", _qty(r.estimate, 1, r.unit, sign=True), r.metric, hsrc, what),
+                        latex.Macro(key + "Low", _qty(r.ci_low, 1, r.unit, sign=True), r.metric, hsrc,
+                                    f"{100 * r.confidence:g}% CI low; {what}"),
+                        latex.Macro(key + "High", _qty(r.ci_high, 1, r.unit, sign=True), r.metric, hsrc,
+                                    f"{100 * r.confidence:g}% CI high; {what}")]
     return out
 
 
@@ -249,16 +268,22 @@ def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
 
 
 def comparisons_tex(comp: pd.DataFrame, simulated: bool) -> str:
-    rows = []
+    rows, notes = [], []
     for r in comp[comp["estimate"].notna() & (comp["tier"] != "exploratory")].itertuples():
         k, d = _value_digits(r)
         unit = fmt.comparison_unit(r.scale, r.unit)
         unit_tex = {"%": "\\%", "pp": "pp"}.get(unit, latex.escape_tex(unit))
         e = fmt.estimate_digits(r)
+        p_cell = _p_cell(r.p_value)
+        why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
+        if why:  # the reason sits beside the p-value it qualifies
+            notes.append(f"\\textsuperscript{{{chr(ord('a') + len(notes))}}}\\,{latex.escape_tex(r.label)}, "
+                         f"{latex.escape_tex(r.profile_b)}: {latex.escape_tex(why)}.")
+            p_cell = "{" + p_cell.strip("{}") + f"\\textsuperscript{{{chr(ord('a') + len(notes) - 1)}}}}}"
         rows.append([f"{latex.escape_tex(r.label)}, {unit_tex}", latex.escape_tex(r.profile_b), str(int(r.n_pairs)),
                      _s(k * r.a_value, d), _s(k * r.b_value, d), _s(fmt.scaled(r, r.estimate), e, True),
                      _s(fmt.scaled(r, r.ci_low), e, True), _s(fmt.scaled(r, r.ci_high), e, True),
-                     _p_cell(r.p_value), _p_cell(r.p_adjusted)])
+                     p_cell, _p_cell(r.p_adjusted)])
     base = ", ".join(sorted(comp["profile_a"].astype(str).unique()))
     head = ["Metric, unit of the change", "B", "Pairs", "{A}", "{B}", "{Change}", "\\multicolumn{2}{c}{95\\% CI}",
             "{$p$}", "{$p_\\mathrm{adj}$}"]
@@ -266,9 +291,12 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool) -> str:
            "S[table-format=+2.1] S[table-format=1.3] S[table-format=1.3]"
     note = (f"A = baseline ({latex.escape_tex(base)}). A and B: resolve rate (\\%) or median over tasks of the "
             "per-task medians. Change: resolve rate, difference in points with Tango's score interval and McNemar's "
-            "exact test; other metrics, typical per-task change (Hodges-Lehmann on log ratios, \\%) with the "
-            "interval that inverts the Wilcoxon signed-rank test beside it. $p_\\mathrm{adj}$: the plan's correction "
-            "over its tier (Holm for primary, Benjamini-Hochberg for secondary metrics), all pairs together.")
+            "exact test, which can disagree near 0 (a score interval beside an exact test; a letter marks a row where "
+            "they do); other metrics, typical per-task change (Hodges-Lehmann on log ratios, \\%) with the "
+            "interval that inverts the Wilcoxon signed-rank test beside it (zeros ranked by Pratt's rule in both), "
+            "which excludes 0 exactly when $p < 0.05$. Intervals are unadjusted 95\\% intervals; "
+            "$p_\\mathrm{adj}$: the plan's correction over its tier (Holm for primary, Benjamini-Hochberg for "
+            "secondary metrics), all pairs together." + ("\\par " + " ".join(notes) if notes else ""))
     return _tabular(head, spec, rows, "Paired comparisons against the baseline" + (" (simulated data)" if simulated else ""),
                     "tab:comparisons", wide=True, note=note)
 
@@ -335,6 +363,7 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
             when = "recorded on \\PlanFixedAt{}"
         lines.append("\\paragraph{Pre-registration.} Tiers, tests, corrections and intervals follow the analysis plan "
                      f"\\texttt{{\\PlanName}} (plan hash \\texttt{{\\PlanHash}}), {when}. {dev}")
+        lines.append(_claim_text(inputs))
     n_prof = inputs.metrics["profile"].nunique()
     lines.append(f"The analysis covers \\NumTasks{{}} tasks under \\NumProfiles{{}} {'profile' if n_prof == 1 else 'profiles'} with "
                  "up to \\NumRepetitions{} repetitions each (\\NumTrials{} trials; \\NumInfraErrors{} infrastructure "
@@ -365,14 +394,40 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
             if key + "OddsRatio" in names:
                 text += (f"; discordant-pair odds ratio \\{key}OddsRatio{{}}, exact 95\\% CI \\{key}OddsRatioLow{{}} "
                          f"to \\{key}OddsRatioHigh{{}}")
-            lines.append(text + ").")
+            why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
+            lines.append(text + (f"; {latex.escape_tex(why)}" if why else "") + ").")
         else:
-            total = (f" The total over the paired tasks changed by \\{key}Total{{}} (bootstrap 95\\% CI "
-                     f"\\{key}TotalLow{{}} to \\{key}TotalHigh{{}})." if key + "Total" in names else "")
+            total = (f" The total over the paired tasks changed by \\{key}Total{{}} (percentile bootstrap 95\\% CI "
+                     f"\\{key}TotalLow{{}} to \\{key}TotalHigh{{}}, which covers less than its nominal level with few "
+                     "tasks)." if key + "Total" in names else "")
+            why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
             lines.append(f"{subject} changed the typical task by \\{key}Est{{}} against "
                          f"\\texttt{{{latex.escape_tex(r.profile_a)}}} (95\\% CI \\{key}Low{{}} to \\{key}High{{}}; "
-                         f"Wilcoxon \\{key}P{{}}, \\{key}PAdj{{}}; \\{key}Pairs{{}} tasks).{total}")
+                         f"Wilcoxon \\{key}P{{}}, \\{key}PAdj{{}}; \\{key}Pairs{{}} tasks"
+                         + (f"; {latex.escape_tex(why)}" if why else "") + f").{total}")
     return "\n".join(lines)
+
+
+def _claim_text(inputs: PaperInputs) -> str:
+    """Which family carries the claim (the plan says), the other labelled supportive; with a sequence, its result."""
+    if inputs.plan is None or inputs.plan.claim_family != "hypotheses":
+        return ("\\paragraph{Claim.} The confirmatory claim rests on the primary tier, Holm-corrected over its metrics "
+                "and profile pairs; secondary metrics are a family of their own and exploratory ones are described only.")
+    text = ("\\paragraph{Claim.} The confirmatory claim is the plan's fixed sequence of hypotheses, each step tested only "
+            "if the one before it held; the tiers of comparisons below are supportive.")
+    hyp = inputs.hypotheses
+    if hyp is None or hyp.empty:
+        return text + " (The sequence's results were not available when these snippets were generated.)"
+    ordinal = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+    for r in hyp.itertuples():
+        key = latex.macro_name("hypothesis", r.metric.replace("__", " "), r.profile_b, "vs", r.profile_a)
+        interval = "" if fmt.missing(r.estimate) else \
+            f" (\\{key}Est{{}}, interval \\{key}Low{{}} to \\{key}High{{}})"
+        step = ordinal[r.step - 1] if r.step <= len(ordinal) else "next"
+        text += (f" The {step} step, \\texttt{{{latex.escape_tex(r.profile_b)}}} against "
+                 f"\\texttt{{{latex.escape_tex(r.profile_a)}}}: {latex.escape_tex(r.label)} {r.claim}, "
+                 f"\\{key}Result{{}}{interval}.")
+    return text
 
 
 def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool) -> str:
