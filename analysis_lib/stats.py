@@ -1156,7 +1156,8 @@ def sign_flip(d: ArrayLike, *, confidence: float = 0.95, n_resamples: int = 20_0
         return _flip_p(x - delta, signs, exact) > alpha
 
     est = row["estimate"]
-    if not accepted(est):  # too few tasks for any interval at this level
+    # Too few tasks for any interval at this level: no delta can be rejected (the smallest p is 2 / patterns).
+    if not accepted(est) or (exact and 2.0 / len(signs) > alpha):
         return pd.DataFrame([{**row, "ci_low": -np.inf, "ci_high": np.inf}])
     for side, key in ((-1.0, "ci_low"), (1.0, "ci_high")):
         inside, outside = est, est + side * spread

@@ -11,6 +11,7 @@ import signal
 import sys
 
 from ..fileio import atomic_write_json
+from ..plan import default_plan_path, load_plan
 from . import runner
 from .adapters import import_mcpbr
 from .journal import PlanMismatchError
@@ -81,7 +82,8 @@ def cli(argv: list[str]) -> int:
     try:
         if args.command == "full":
             if args.dry_run:
-                p = runner.plan(args.manifest, args.runs_per_condition, args.seed, args.phase_budget_usd)
+                a_plan = load_plan(args.analysis_plan if args.analysis_plan else default_plan_path())
+                p = runner.plan(args.manifest, args.runs_per_condition, args.seed, args.phase_budget_usd, a_plan)
                 print(p.describe())
                 obj = runner.dry_run_json(p)
                 for line in obj["preflight"]:
@@ -136,6 +138,7 @@ def cli(argv: list[str]) -> int:
         f"{res['status']}: {s['finished']}/{s['trials']} trials finished ({s['passed']} passed, {s['failed']} failed, "
         f"{s['evaluation_errors']} evaluation errors, {s['agent_errors']} agent errors), spent ${res['budget']['spent_usd']:.2f}"
         + (f"; {res['budget']['stop_reason']}" if res["budget"]["stopped"] else "")
+        + (f"; sequential stop: {res['sequential']['reason']}" if (res.get("sequential") or {}).get("stopped") else "")
     )
     for status, n in (s.get("by_status") or {}).items():
         print(f"  {status}: {n}")

@@ -1,0 +1,84 @@
+"""A sequential benchmark run on scripted agents (real subprocesses): looks, the early stop, resume,
+RESULTS.md with the adjusted estimates, and the dry run's looks and boundaries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from bench_support import manifest_obj, read_log, setup_bench, use_bench, write_manifest
+
+from analysis_lib.bench.runner import run_full
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SEQ_PLAN = {
+    "name": "scripted-sequential", "alpha": 0.05,
+    "pairing": {"unit": "task", "repetitions": "all", "exclude_infra_errors": True, "baseline": "text"},
+    "bootstrap": {"n_resamples": 200, "confidence": 0.95, "seed": 0, "method": "percentile"},
+    "tiers": {
+        "primary": {"correction": "holm", "metrics": [{"id": "success", "test": "sign_flip"},
+                                                      {"id": "total_tokens", "test": "wilcoxon_signed_rank"}]},
+        "secondary": {"correction": "fdr_bh", "metrics": [{"id": "tool_calls_count", "test": "wilcoxon_signed_rank"}]},
+        "exploratory": {"correction": "none", "metrics": [{"id": "duplicate_reads", "test": "descriptive"}]},
+    },
+    "sequential": {"looks": 3, "efficacy": "pocock", "stop": "all"},
+}
+TASKS = {f"fix-{i:02d}": "solved" for i in range(12)}
+
+
+@pytest.fixture()
+def bench(tmp_path, monkeypatch):
+    b = setup_bench(tmp_path)
+    use_bench(b, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    # Only the MCP condition solves the task, with 40 % fewer tokens (jittered per task and run).
+    monkeypatch.setenv("FAKE_CLAUDE_ONLY_MCP_SOLVES", "1")
+    monkeypatch.setenv("FAKE_CLAUDE_MCP_TOKEN_SCALE", "0.6")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump(SEQ_PLAN))
+    b["plan"] = plan
+    return b
+
+
+@pytest.mark.slow  # 16 scripted trials (real agent and evaluator processes) and two looks: ~12 s
+def test_sequential_run_stops_at_the_boundary_and_reports_adjusted_estimates(bench, capsys):
+    m = write_manifest(bench, manifest_obj(bench, TASKS))
+    runs = bench["tmp"] / "runs"
+    res = run_full(m, 1, 3, 100.0, output=bench["tmp"] / "full_run.json", runs_dir=runs, analysis_plan=bench["plan"])
+    seq = res["sequential"]
+    # 12 tasks, looks after 4, 8 and 12. Look 1 cannot reject (4 tasks: the smallest p is 2/2^4). At look 2
+    # every sign is the same: sign-flip p = 2/2^8 = 0.0078 (exact), Wilcoxon exact p = 2/2^8, both within the
+    # Pocock-type boundary of look 2 at alpha/2 = 0.025 per hypothesis (nominal p about 0.011).
+    assert res["status"] == "sequential_stop" and seq["stopped"] and seq["stop_look"] == 2
+    assert [lk["tasks"] for lk in seq["looks"]] == [4, 8] and seq["look_tasks"] == [4, 8, 12]
+    assert [lk["decision"] for lk in seq["looks"]] == ["continue", "efficacy"]
+    look2 = {h["metric"]: h for h in seq["looks"][1]["hypotheses"]}
+    assert look2["success"]["p_value"] == pytest.approx(2 / 2**8) and look2["success"]["status"] == "rejected"
+    assert look2["success"]["p_value"] <= look2["success"]["nominal_p"]
+    assert seq["looks"][0]["hypotheses"][0]["status"] == "continue"
+    # only the tasks up to the stop ran; the rest is recorded as not needed
+    log = read_log(bench["tmp"] / "claude.log")
+    assert len(log) == 16 and res["summary"]["skipped_sequential"] == 8 and res["summary"]["finished"] == 16
+    ran = {e["task"] for e in log}
+    assert ran == set(seq["task_order"][:8])
+    # a resumed run continues from the last look: nothing more runs
+    again = run_full(m, 1, 3, 100.0, output=bench["tmp"] / "full_run.json", runs_dir=runs, analysis_plan=bench["plan"],
+                     quiet=True)
+    assert again["status"] == "sequential_stop" and len(read_log(bench["tmp"] / "claude.log")) == 16
+
+    from analysis_lib.results import write_results
+
+    out = bench["tmp"] / "report" / "RESULTS.md"
+    r = write_results(bench["tmp"] / "full_run.json", out, plan_path=bench["plan"])
+    text = out.read_text()
+    assert r.exit_code == 0, r.messages
+    assert "## Sequential design" in text and "stopped at look 2 of 3" in text
+    assert "repeated confidence interval" in text and "median-unbiased" in text
+    assert "fixed-sample, not adjusted" in text
+    adj = r.sequential.set_index("metric")
+    tok = adj.loc["total_tokens"]
+    # the token change is -40 % by construction (jittered): every interval holds it, the adjusted ones are wider
+    assert tok["rci_low"] <= tok["naive_ci_low"] < -40 < tok["naive_ci_high"] <= tok["rci_high"]
+    assert tok["mue_ci_low"] < tok["mue"] < tok["mue_ci_high"] and -50 < tok["mue"] < -30
