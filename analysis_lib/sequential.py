@@ -204,7 +204,7 @@ def monitor(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
     seq = plan.sequential
     if seq is None:
         raise ValueError("the analysis plan declares no sequential design (add a 'sequential' section)")
-    looks = [_look(metrics, plan, pairs, [str(x) for x in order[:n]], refused) for n in sizes]
+    looks = [_look(metrics, plan, pairs, [str(x) for x in order[: sizes[0]]], refused)]  # the later ones when reached
     t = np.minimum(np.asarray(sizes, dtype=float) / n_tasks, 1.0)
     if final:
         t[-1] = 1.0
@@ -218,6 +218,8 @@ def monitor(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
     futile_at: dict = {}
     decision, reason, stop_look = "continue", "", len(sizes)
     for k in range(1, len(sizes) + 1):
+        if len(looks) < k:
+            looks.append(_look(metrics, plan, pairs, [str(x) for x in order[: sizes[k - 1]]], refused))
         tk = t[:k]
         last = k == len(sizes) and final
         # Holm over the family, recycled: recomputed from the start at every look (the data decide it).

@@ -9,6 +9,10 @@
    95 +/- 1.5 %. True values: pass@1 and resolve-rate differences from one very large simulated
    study (their own Monte-Carlo error is printed), the token change exactly from the simulator.
 3. Power at the sample's effects, for the same tests (what using every repetition buys).
+4. The sequential design (``sequential_calibration``): each primary test monitored alone at four
+   O'Brien-Fleming looks; type-I error across all looks (target: within 1 point of alpha), power beside
+   the fixed design's on the same studies (target: within 2 points), and the expected spend under the
+   sample's effects as a share of the fixed design's (target: at least 30 % lower for tokens).
 
 Run from the repository root: ``python benchmarks/calibration.py [--studies 1000]``.
 SIMULATED DATA: every figure describes the simulator's agents, by design.
@@ -80,7 +84,13 @@ def share(x: pd.Series) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--studies", type=int, default=1000, help="simulated studies per plan and scenario (default 1000)")
+    ap.add_argument("--sequential-studies", type=int, default=1000,
+                    help="simulated studies per test and scenario of the sequential design (default 1000; 0 skips it)")
+    ap.add_argument("--only-sequential", action="store_true", help="only the sequential design's section")
     args = ap.parse_args(argv)
+    if args.only_sequential:
+        sequential_calibration(args.sequential_studies)
+        return 0
     t0 = time.perf_counter()
     truth = true_values(Effects())
     print(f"SIMULATED DATA. {args.studies} studies per plan and scenario, 24 tasks x 3 repetitions, {B} vs {A}.")
@@ -102,7 +112,79 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:26} {tier:12} {metric + ': ' + test:38} {100 * fpr:6.2f} ± {100 * fpr_se:.2f} % "
                   f"{cov:>16} {100 * pw:7.1f}%")
     print(f"\n(± is one Monte-Carlo standard error; {time.perf_counter() - t0:.0f} s)")
+    if args.sequential_studies:
+        sequential_calibration(args.sequential_studies)
     return 0
+
+
+
+# --------------------------------------------------------------------------- the sequential design
+
+SEQ_TASKS = 48
+SEQ_TESTS = (("success", "paired_t", "all"), ("total_tokens", "wilcoxon_signed_rank", "all"),
+             ("success", "mcnemar_exact", "majority"))
+
+
+def sequential_plan(metric: str, test: str, repetitions: str, efficacy: str = "obrien_fleming") -> plan_mod.AnalysisPlan:
+    """One primary test monitored alone at four equally spaced looks (Lan-DeMets spending, no futility)."""
+    d = plan_mod.load_plan(PLANS["all repetitions"]).model_dump(mode="json")
+    d.update(hypotheses=[], pairing={"unit": "task", "repetitions": repetitions, "exclude_infra_errors": True, "baseline": A},
+             sequential={"looks": 4, "efficacy": efficacy, "stop": "all"})
+    d["bootstrap"]["n_resamples"] = 100  # only the totals' interval uses it, never a p-value
+    d["tiers"] = {"primary": {"correction": "holm", "metrics": [{"id": metric, "test": test}]},
+                  "secondary": {"correction": "none", "metrics": [{"id": "elapsed_sec", "test": "wilcoxon_signed_rank"}]},
+                  "exploratory": {"correction": "none", "metrics": [{"id": "duplicate_reads", "test": "descriptive"}]}}
+    return plan_mod.parse_plan(d, "calibration")
+
+
+def _sequential_study(job: tuple) -> dict:
+    """One simulated study under the design: the look it stopped at, its decision, its spend, and the fixed test."""
+    from analysis_lib import sequential
+
+    seed, metric, test, reps, null = job
+    plan = sequential_plan(metric, test, reps)
+    m = simulate_metrics(seed, SEQ_TASKS, 3, (A, B), Effects.null() if null else Effects())
+    order = list(dict.fromkeys(m["task_id"].astype(str)))  # the simulator's tasks are exchangeable: any order is random
+    sizes = sequential.look_sizes(plan.sequential, len(order))
+    mon = sequential.monitor(m, plan, [(A, B)], order, sizes, len(order), final=True)
+    cost = m.groupby("task_id")["total_cost_usd"].sum()
+    used = float(cost.loc[order[: sizes[mon.stop_look - 1]]].sum())
+    fixed = comparisons.compare(m, plan, [(A, B)])
+    p_fixed = float(fixed.loc[fixed["tier"] == "primary", "p_value"].iloc[0])
+    return {"rejected": bool((mon.table["status"] == "rejected").any()), "look": mon.stop_look,
+            "spend": used / float(cost.sum()), "fixed_rejected": p_fixed < 0.05}
+
+
+def sequential_calibration(studies: int, seed0: int = 3_000_000, workers: int = 2) -> None:
+    """Type-I error across the looks, power against the fixed design, expected spend, with Monte-Carlo SEs.
+
+    Each primary test is monitored alone at alpha = 0.05 with four O'Brien-Fleming looks on 48 tasks x 3
+    repetitions: under the null (``Effects.null()``) and under the sample's effects (``Effects()``: about
+    +8 points of success and -20 % tokens), beside the same studies analysed once at full size.
+    """
+    from multiprocessing import Pool
+
+    print(f"\nSEQUENTIAL DESIGN: 4 looks (O'Brien-Fleming-type Lan-DeMets spending), {SEQ_TASKS} tasks x 3 repetitions, "
+          f"{studies} studies per test and scenario")
+    print(f"{'test':40} {'type-I (all looks)':>18} {'power seq':>14} {'power fixed':>12} {'E[spend] null':>14} "
+          f"{'E[spend] effect':>16} {'E[stop look] effect':>20}")
+    with Pool(workers) as pool:
+        for j, (metric, test, reps) in enumerate(SEQ_TESTS):
+            rows = {}
+            for null in (True, False):
+                jobs = [(seed0 + 10_000 * j + 5_000 * null + i, metric, test, reps, null) for i in range(studies)]
+                rows[null] = pd.DataFrame(list(tqdm(pool.imap(_sequential_study, jobs, chunksize=4), total=studies,
+                                                    desc=f"{test} {'null' if null else 'effects'}", leave=False)))
+            t1, t1_se = share(rows[True]["rejected"])
+            pw, pw_se = share(rows[False]["rejected"])
+            pf, pf_se = share(rows[False]["fixed_rejected"])
+            sp0, sp1 = rows[True]["spend"], rows[False]["spend"]
+            print(f"{metric + ': ' + test:40} {100 * t1:8.2f} ± {100 * t1_se:.2f} % {100 * pw:7.1f} ± {100 * pw_se:.1f} "
+                  f"{100 * pf:7.1f} ± {100 * pf_se:.1f} {100 * sp0.mean():8.1f} ± {100 * sp0.std() / math.sqrt(studies):.1f} % "
+                  f"{100 * sp1.mean():9.1f} ± {100 * sp1.std() / math.sqrt(studies):.1f} % "
+                  f"{rows[False]['look'].mean():12.2f}")
+    print("(spend: share of the fixed design's spend, the same studies run to full size; ± one Monte-Carlo SE; "
+          "power seq and fixed come from the same simulated studies)")
 
 
 if __name__ == "__main__":

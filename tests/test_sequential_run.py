@@ -3,6 +3,7 @@ RESULTS.md with the adjusted estimates, and the dry run's looks and boundaries."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,57 @@ def test_sequential_run_stops_at_the_boundary_and_reports_adjusted_estimates(ben
     # the token change is -40 % by construction (jittered): every interval holds it, the adjusted ones are wider
     assert tok["rci_low"] <= tok["naive_ci_low"] < -40 < tok["naive_ci_high"] <= tok["rci_high"]
     assert tok["mue_ci_low"] < tok["mue"] < tok["mue_ci_high"] and -50 < tok["mue"] < -30
+
+
+def test_dry_run_prints_the_looks_and_boundaries(run_cli, tmp_path):
+    plan = ROOT / "params" / "analysis_plan_sequential.yaml"
+    out = tmp_path / "plan.json"
+    res = run_cli(*["bench", "full", "--manifest", str(ROOT / "params" / "example_manifest.json"),
+                                    "--runs-per-condition", "3", "--phase-budget-usd", "1200", "--seed", "7",
+                                    "--output", str(out), "--dry-run", "--analysis-plan", str(plan)])
+    code, stdout, stderr = res.returncode, res.stdout, res.stderr
+    assert code == 0, stderr
+    # three tasks: looks after 1, 2, 3 and 3 tasks collapse to 1, 2, 3; the bound of one hypothesis at 0.05/2
+    assert "sequential design: 3 looks (tasks), obrien-fleming alpha spending" in stdout
+    lines = [ln for ln in stdout.splitlines() if " tasks " in ln and ln.strip()[:1].isdigit()]
+    assert len(lines) == 3 and "success: exact boundaries at each look" in stdout
+    obj = json.loads(out.read_text())
+    assert obj["sequential"]["look_tasks"] == [1, 2, 3] and obj["sequential"]["family"] == 2
+    # the sequential schedule: each task's pairs back to back
+    tasks = [e["task_id"] for e in obj["schedule"]]
+    assert all(tasks[i] == tasks[i + 1] or tasks[i] not in tasks[i + 1:] for i in range(len(tasks) - 1))
+
+
+def test_plan_sequential_section_is_validated():
+    from analysis_lib.plan import PlanError, parse_plan
+
+    d = yaml.safe_load((ROOT / "params" / "analysis_plan_sequential.yaml").read_text())
+    assert parse_plan(d).sequential.fractions() == [0.25, 0.5, 0.75, 1.0]
+    for bad, msg in (({"looks": [0.5, 0.4, 1.0]}, "sequential.looks: looks: fractions must increase"),
+                     ({"looks": 12}, "sequential.looks: looks: between 2 and 10 looks"),
+                     ({"looks": [0.3, 0.6]}, "with timing: tasks the last look is at 1.0"),
+                     ({"efficacy": "haybittle"}, "sequential.efficacy: unknown value 'haybittle'"),
+                     ({"lookz": 3}, "sequential.lookz: unknown key")):
+        with pytest.raises(PlanError, match=msg.replace("(", r"\(")) as e:
+            parse_plan({**d, "sequential": {**d["sequential"], **bad}}, "p.yaml")
+        assert "\n" not in str(e.value) and str(e.value).startswith("p.yaml: invalid analysis plan:")
+    with pytest.raises(PlanError, match="sequential: a plan with fixed-sequence hypotheses"):
+        parse_plan({**d, "hypotheses": [{"id": "success", "claim": "superior"}]}, "p.yaml")
+
+
+def test_replay_of_a_finished_study_shows_the_stop_and_the_spend_saved():
+    from analysis_lib import sequential
+    from analysis_lib.plan import parse_plan
+    from analysis_lib.simulate import Effects, simulate_metrics
+
+    d = yaml.safe_load((ROOT / "params" / "analysis_plan_sequential.yaml").read_text())
+    d["tiers"]["primary"]["metrics"] = [{"id": "total_tokens", "test": "wilcoxon_signed_rank"}]
+    d["bootstrap"]["n_resamples"] = 100
+    plan = parse_plan(d)
+    m = simulate_metrics(11, 40, 3, ("text", "codegraph"), Effects())  # SIMULATED: -20 % tokens
+    order = list(dict.fromkeys(m["task_id"]))
+    cost = m.groupby("task_id")["total_cost_usd"].sum()
+    r = sequential.replay(m, plan, [("text", "codegraph")], order, cost)
+    assert r["stop_look"] < 4 and r["tasks_used"] == r["sizes"][r["stop_look"] - 1] < 40
+    assert r["spend_saved"] == pytest.approx(cost.sum() - cost.loc[order[: r["tasks_used"]]].sum())
+    assert r["saved_share"] > 0.2 and r["matches"]  # the full run rejects too, in the same direction
