@@ -10,7 +10,8 @@
    study (their own Monte-Carlo error is printed), the token change exactly from the simulator.
 3. Power at the sample's effects, for the same tests (what using every repetition buys).
 4. The sequential design (``sequential_calibration``): each primary test monitored alone at four
-   O'Brien-Fleming looks; type-I error across all looks (target: within 1 point of alpha), power beside
+   O'Brien-Fleming-type looks, on the number of tasks a planner gives the fixed design for 80 % power at the
+   sample's success effect; type-I error across all looks (target: within 1 point of alpha), power beside
    the fixed design's on the same studies (target: within 2 points), and the expected spend under the
    sample's effects as a share of the fixed design's (target: at least 30 % lower for tokens).
 
@@ -24,9 +25,11 @@ import argparse
 import math
 import sys
 import time
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
+from scipy import stats as sps
 from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,11 +123,30 @@ def main(argv: list[str] | None = None) -> int:
 
 # --------------------------------------------------------------------------- the sequential design
 
-SEQ_TASKS = 48
-SEQ_TESTS = (("success", "paired_t", "all"), ("total_tokens", "wilcoxon_signed_rank", "all"),
-             ("success", "mcnemar_exact", "majority"))
+SEQ_REPS = 3
+SEQ_TESTS = (("success", "paired_t", "all"), ("success", "sign_flip", "all"), ("success", "mcnemar_exact", "majority"),
+             ("total_tokens", "wilcoxon_signed_rank", "all"))
 
 
+def planned_tasks(target: float = 0.8, alpha: float = 0.05) -> tuple[int, float, float]:
+    """The fixed design's size: tasks for power ``target`` with the paired t on pass@1 at the sample's success effect.
+
+    The planner's own answer (:func:`analysis_lib.power.paired_t_power`) with the population's effect and
+    spread of per-task pass-rate differences, read from one very large simulated study: the study the
+    calibration runs is the one a planner would size for the success endpoint, the hardest one.
+    """
+    from analysis_lib import power as power_mod
+
+    big = simulate_metrics(7, 20_000, SEQ_REPS, (A, B), Effects())
+    p = stats.pair_tasks(big, "success", A, B, binary=True, how="mean")
+    d = (p["b"] - p["a"]).to_numpy(float)
+    delta, sd = float(d.mean()), float(d.std(ddof=1))
+    n = power_mod.tasks_for_power(lambda k: power_mod.paired_t_power(k, delta, sd, alpha), target, rising=True)
+    assert n is not None
+    return n, delta, sd
+
+
+@cache
 def sequential_plan(metric: str, test: str, repetitions: str, efficacy: str = "obrien_fleming") -> plan_mod.AnalysisPlan:
     """One primary test monitored alone at four equally spaced looks (Lan-DeMets spending, no futility)."""
     d = plan_mod.load_plan(PLANS["all repetitions"]).model_dump(mode="json")
@@ -141,16 +163,21 @@ def _sequential_study(job: tuple) -> dict:
     """One simulated study under the design: the look it stopped at, its decision, its spend, and the fixed test."""
     from analysis_lib import sequential
 
-    seed, metric, test, reps, null = job
+    seed, n_tasks, metric, test, reps, null = job
     plan = sequential_plan(metric, test, reps)
-    m = simulate_metrics(seed, SEQ_TASKS, 3, (A, B), Effects.null() if null else Effects())
+    m = simulate_metrics(seed, n_tasks, SEQ_REPS, (A, B), Effects.null() if null else Effects())
     order = list(dict.fromkeys(m["task_id"].astype(str)))  # the simulator's tasks are exchangeable: any order is random
     sizes = sequential.look_sizes(plan.sequential, len(order))
     mon = sequential.monitor(m, plan, [(A, B)], order, sizes, len(order), final=True)
     cost = m.groupby("task_id")["total_cost_usd"].sum()
     used = float(cost.loc[order[: sizes[mon.stop_look - 1]]].sum())
-    fixed = comparisons.compare(m, plan, [(A, B)])
-    p_fixed = float(fixed.loc[fixed["tier"] == "primary", "p_value"].iloc[0])
+    if mon.stop_look == len(sizes) and test != "sign_flip":
+        # The last look is the fixed analysis of every task by the same engine (the sign-flip row there holds the
+        # exact p of the enumerated walk, the fixed analysis its Monte-Carlo p: that one is computed below).
+        p_fixed = float(mon.table.loc[mon.table["look"] == mon.stop_look, "p_value"].iloc[0])
+    else:
+        fixed = comparisons.compare(m, plan, [(A, B)])
+        p_fixed = float(fixed.loc[fixed["tier"] == "primary", "p_value"].iloc[0])
     return {"rejected": bool((mon.table["status"] == "rejected").any()), "look": mon.stop_look,
             "spend": used / float(cost.sum()), "fixed_rejected": p_fixed < 0.05}
 
@@ -158,33 +185,50 @@ def _sequential_study(job: tuple) -> dict:
 def sequential_calibration(studies: int, seed0: int = 3_000_000, workers: int = 2) -> None:
     """Type-I error across the looks, power against the fixed design, expected spend, with Monte-Carlo SEs.
 
-    Each primary test is monitored alone at alpha = 0.05 with four O'Brien-Fleming looks on 48 tasks x 3
-    repetitions: under the null (``Effects.null()``) and under the sample's effects (``Effects()``: about
-    +8 points of success and -20 % tokens), beside the same studies analysed once at full size.
+    Each primary test is monitored alone at alpha = 0.05 with four O'Brien-Fleming-type looks, on the number
+    of tasks the planner gives the fixed paired t for 80 % power at the sample's success effect
+    (:func:`planned_tasks`), x 3 repetitions: under the null (``Effects.null()``) and under the sample's
+    effects (``Effects()``: about +8 points of success, the planned effect of the success tests, and -20 %
+    tokens, the planner's token effect), beside the same studies analysed once at full size. The power
+    loss is paired (the same studies), so its standard error is that of a paired difference.
     """
     from multiprocessing import Pool
 
-    print(f"\nSEQUENTIAL DESIGN: 4 looks (O'Brien-Fleming-type Lan-DeMets spending), {SEQ_TASKS} tasks x 3 repetitions, "
-          f"{studies} studies per test and scenario")
-    print(f"{'test':40} {'type-I (all looks)':>18} {'power seq':>14} {'power fixed':>12} {'E[spend] null':>14} "
-          f"{'E[spend] effect':>16} {'E[stop look] effect':>20}")
+    from analysis_lib import group_sequential as gs
+
+    t0 = time.perf_counter()
+    n_tasks, delta, sd = planned_tasks()
+    d = gs.design([0.25, 0.5, 0.75, 1.0], 0.05, "obrien_fleming")
+    fixed_drift = float(sps.norm.isf(0.025) + sps.norm.isf(0.2))
+    theory = gs.stopping(d, fixed_drift)
+    print(f"\nSEQUENTIAL DESIGN: 4 looks (O'Brien-Fleming-type Lan-DeMets spending), {n_tasks} tasks x {SEQ_REPS} "
+          f"repetitions (the fixed paired t's size for 80 % power at the sample's pass@1 effect {delta:+.4f}, "
+          f"sd of per-task differences {sd:.4f}), {studies} studies per test and scenario. SIMULATED DATA.")
+    print(f"normal theory: maximum size {d.inflation:.4f} x the fixed design's for the same power; at the fixed design's "
+          f"80 % drift the sequential power is {100 * theory['power']:.2f} % (loss {80 - 100 * theory['power']:.2f} points), "
+          f"expected size {100 * theory['expected_fraction']:.1f} % of the maximum; under the null "
+          f"{100 * gs.stopping(d, 0.0)['expected_fraction']:.1f} %.")
+    print(f"{'test':36} {'type-I (all looks)':>18} {'power seq':>13} {'power fixed':>13} {'loss (paired)':>14} "
+          f"{'E[spend] null':>14} {'E[spend] effect':>16} {'E[stop look] effect':>20}")
     with Pool(workers) as pool:
         for j, (metric, test, reps) in enumerate(SEQ_TESTS):
             rows = {}
             for null in (True, False):
-                jobs = [(seed0 + 10_000 * j + 5_000 * null + i, metric, test, reps, null) for i in range(studies)]
+                jobs = [(seed0 + 10_000 * j + 5_000 * null + i, n_tasks, metric, test, reps, null) for i in range(studies)]
                 rows[null] = pd.DataFrame(list(tqdm(pool.imap(_sequential_study, jobs, chunksize=4), total=studies,
                                                     desc=f"{test} {'null' if null else 'effects'}", leave=False)))
             t1, t1_se = share(rows[True]["rejected"])
             pw, pw_se = share(rows[False]["rejected"])
             pf, pf_se = share(rows[False]["fixed_rejected"])
+            loss = rows[False]["fixed_rejected"].astype(float) - rows[False]["rejected"].astype(float)
             sp0, sp1 = rows[True]["spend"], rows[False]["spend"]
-            print(f"{metric + ': ' + test:40} {100 * t1:8.2f} ± {100 * t1_se:.2f} % {100 * pw:7.1f} ± {100 * pw_se:.1f} "
-                  f"{100 * pf:7.1f} ± {100 * pf_se:.1f} {100 * sp0.mean():8.1f} ± {100 * sp0.std() / math.sqrt(studies):.1f} % "
+            print(f"{metric + ': ' + test:36} {100 * t1:8.2f} ± {100 * t1_se:.2f} % {100 * pw:6.1f} ± {100 * pw_se:.1f} "
+                  f"{100 * pf:6.1f} ± {100 * pf_se:.1f} {100 * loss.mean():7.2f} ± {100 * loss.std() / math.sqrt(studies):.2f} "
+                  f"{100 * sp0.mean():8.1f} ± {100 * sp0.std() / math.sqrt(studies):.1f} % "
                   f"{100 * sp1.mean():9.1f} ± {100 * sp1.std() / math.sqrt(studies):.1f} % "
-                  f"{rows[False]['look'].mean():12.2f}")
-    print("(spend: share of the fixed design's spend, the same studies run to full size; ± one Monte-Carlo SE; "
-          "power seq and fixed come from the same simulated studies)")
+                  f"{rows[False]['look'].mean():12.2f}", flush=True)
+    print("(spend: share of the fixed design's spend, the same studies run to full size; ± one Monte-Carlo SE; power seq "
+          f"and fixed come from the same simulated studies; {time.perf_counter() - t0:.0f} s)")
 
 
 if __name__ == "__main__":
