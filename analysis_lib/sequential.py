@@ -34,13 +34,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
+from scipy.optimize import brentq
 
 from . import group_sequential as gs
 from . import registry, stats
 from .comparisons import compare, usable_trials
 from .plan import AnalysisPlan, Sequential, Tier, Tiers
 
-__all__ = ["look_sizes", "Monitoring", "monitor", "adjusted_estimates", "replay", "EXACT_TESTS", "design_table"]
+__all__ = ["look_sizes", "Monitoring", "monitor", "adjusted_estimates", "replay", "EXACT_TESTS", "design_table",
+           "planning"]
 
 EXACT_TESTS = ("mcnemar_exact", "sign_flip")
 LOG_SCALES = ("ratio", "cost_per_success")
@@ -70,6 +72,79 @@ def design_table(seq: Sequential, alpha: float, sizes: Sequence[int], n_tasks: i
     return pd.DataFrame({"look": np.arange(1, len(t) + 1), "tasks": list(sizes), "fraction": t, "spent": spent,
                          "z_bound": d.efficacy, "nominal_p": 2 * sps.norm.sf(d.efficacy),
                          "futility_z": d.futility if d.futility is not None else np.nan})
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _two_sided_power(drift: float, alpha: float) -> float:
+    """Power of the fixed two-sided normal test at level ``alpha`` when Z has mean ``drift``."""
+    z = sps.norm.isf(alpha / 2)
+    return float(sps.norm.sf(z - drift) + sps.norm.cdf(-z - drift))
+
+
+def _fixed_drift(power: float, alpha: float) -> float:
+    """The mean of Z at which the fixed two-sided test has ``power`` (normal theory)."""
+    return float(brentq(lambda x: _two_sided_power(x, alpha) - power, 0.0, 40.0, xtol=1e-10))
+
+
+def planning(seq: Sequential, alpha: float, *, n_fixed: int | None = None, fixed_power: float | None = None,
+             n_max: int | None = None, cost_per_task: float = math.nan, cost_per_task_p90: float = math.nan
+             ) -> pd.DataFrame:
+    """Maximum and expected tasks and spend of the sequential design, beside the fixed design (normal theory).
+
+    Two ways in. From a planner's fixed design (``n_fixed`` tasks, power ``fixed_power`` at the planned
+    effect): the sequential design gets the fewest tasks at most that give it the same power at that effect
+    (the maximum is the fixed size times the design's inflation). From a schedule of ``n_max`` tasks (a
+    dry run, no pilot): the planned effect is the one at which the sequential design has the plan's
+    ``power``, and the fixed design runs every task. Expected tasks come from the recursion's chance of
+    stopping at each look (:func:`analysis_lib.group_sequential.stopping`, futility stops included when the
+    plan has a futility bound) under the null and under the planned effect; spend is tasks times the cost
+    per task (both conditions, every repetition: a pilot's median, and its p90 for the maximum). The looks
+    fall at the plan's shares of the tasks (with ``timing: spend``, of the spend, the same when every task
+    costs alike). One hypothesis at level ``alpha``.
+
+    Returns two rows (``fixed``, ``sequential``): ``design, looks, n_max, expected_n_null, expected_n_effect,
+    power, spend_max_median, spend_max_p90, expected_spend_null, expected_spend_effect``.
+    """
+    if (n_fixed is None) == (n_max is None):
+        raise ValueError("planning: give either n_fixed (with fixed_power) or n_max")
+    fut = None if seq.futility == "none" else seq.futility
+
+    def realised(n: int) -> tuple[list[int], gs.Design]:
+        sizes = look_sizes(seq, n)
+        return sizes, gs.design(np.asarray(sizes, dtype=float) / n, alpha, seq.efficacy, fut, beta=1 - seq.power)
+
+    if n_fixed is not None:
+        if fixed_power is None or not 0 < fixed_power < 1:
+            raise ValueError(f"planning: fixed_power must lie in (0, 1) with n_fixed, got {fixed_power}")
+        drift_fixed = _fixed_drift(fixed_power, alpha)
+        planned = gs.design(seq.fractions(), alpha, seq.efficacy, fut, beta=1 - seq.power)
+        need = brentq(lambda x: float(gs.stopping(planned, x)["power"]) - fixed_power, 0.0, 40.0, xtol=1e-9)
+        n = max(int(math.ceil(n_fixed * (need / drift_fixed) ** 2 - 1e-9)), len(seq.fractions()) if isinstance(seq.looks, int) else 2)
+        sizes, d = realised(n)
+        while float(gs.stopping(d, drift_fixed * math.sqrt(n / n_fixed))["power"]) < fixed_power - 1e-9:
+            n += 1  # the looks' rounding to whole tasks can cost a little power
+            sizes, d = realised(n)
+        drift = drift_fixed * math.sqrt(n / n_fixed)
+        fixed_n, f_power = n_fixed, fixed_power
+    else:
+        assert n_max is not None
+        n = int(n_max)
+        sizes, d = realised(n)
+        drift = d.drift
+        fixed_n, f_power = n, _two_sided_power(drift, alpha)
+    null, effect = gs.stopping(d, 0.0), gs.stopping(d, drift)
+    e_null, e_eff = n * float(null["expected_fraction"]), n * float(effect["expected_fraction"])
+    rows = [{"design": "fixed", "looks": [fixed_n], "n_max": fixed_n, "expected_n_null": float(fixed_n),
+             "expected_n_effect": float(fixed_n), "power": f_power},
+            {"design": "sequential", "looks": sizes, "n_max": n, "expected_n_null": e_null, "expected_n_effect": e_eff,
+             "power": float(effect["power"])}]
+    for r in rows:
+        r.update(spend_max_median=r["n_max"] * cost_per_task, spend_max_p90=r["n_max"] * cost_per_task_p90,
+                 expected_spend_null=r["expected_n_null"] * cost_per_task,
+                 expected_spend_effect=r["expected_n_effect"] * cost_per_task)
+    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- one look's statistics

@@ -6,6 +6,8 @@ import itertools
 
 import numpy as np
 import pytest
+from scipy import stats as sps
+from scipy.optimize import brentq
 
 from analysis_lib import group_sequential as gs
 
@@ -131,3 +133,21 @@ def test_stagewise_estimate_is_median_unbiased_in_simulation():
         cover += sw["ci_low"] <= theta <= sw["ci_high"]
     assert abs(below / n - 0.5) < 3 * np.sqrt(0.25 / n)
     assert abs(cover / n - 0.95) < 3 * np.sqrt(0.95 * 0.05 / n)
+
+
+def test_expected_sample_size_matches_rpact_design_characteristics():
+    # rpact tests/testthat/test-f_design_group_sequential.R, y1: getDesignCharacteristics(getDesignInverseNormal(kMax = 3,
+    # informationRates = c(0.2, 0.4, 1), alpha = 0.03, sided = 1, beta = 0.14, typeOfDesign = "asHSD", gammaA = 0))
+    # $shift 9.4594102, $inflationFactor 1.0788327, $power c(0.12783451, 0.34055165, 0.86),
+    # $averageSampleNumber1 0.83081135, $averageSampleNumber01 1.0142116, $averageSampleNumber0 1.0697705
+    # (ASNs relative to the fixed design's size). Hwang-Shih-DeCani spending with gamma = 0 is linear: alpha * t.
+    t = np.array([0.2, 0.4, 1.0])
+    c = gs.efficacy_bounds(t, 0.03, cumulative=0.03 * t, sided=1)
+    lower = np.full(3, -np.inf)
+    eta = brentq(lambda e: gs.crossing_probabilities(c, lower, t, e)[0].sum() - 0.86, 0.0, 15.0, xtol=1e-12)
+    inflation = (eta / (sps.norm.isf(0.03) + sps.norm.isf(0.14))) ** 2
+    d = gs.Design(t, 0.03, 1, c, None, 0.14, eta, inflation)
+    assert eta**2 == pytest.approx(9.4594102, abs=1e-5) and inflation == pytest.approx(1.0788327, abs=1e-6)
+    assert np.cumsum(gs.stopping(d, eta)["efficacy"]) == pytest.approx([0.12783451, 0.34055165, 0.86], abs=1e-6)
+    for drift, asn in ((eta, 0.83081135), (eta / 2, 1.0142116), (0.0, 1.0697705)):
+        assert gs.stopping(d, drift)["expected_fraction"] * inflation == pytest.approx(asn, abs=1e-6)

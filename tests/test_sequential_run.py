@@ -4,6 +4,7 @@ RESULTS.md with the adjusted estimates, and the dry run's looks and boundaries."
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,13 @@ def test_dry_run_prints_the_looks_and_boundaries(run_cli, tmp_path):
     assert len(lines) == 3 and "success: exact boundaries at each look" in stdout
     obj = json.loads(out.read_text())
     assert obj["sequential"]["look_tasks"] == [1, 2, 3] and obj["sequential"]["family"] == 2
+    # beside the fixed design: maximum and expected tasks and spend (the manifest's $1.50 per trial, 6 trials a task)
+    fixed, sq = obj["sequential"]["planning"]
+    assert "expected tasks and spend (one hypothesis at 0.025" in stdout
+    assert [ln.split()[0] for ln in stdout.splitlines() if re.match(r"(fixed|sequential) +\d", ln)] == ["fixed", "sequential"]
+    assert fixed["n_max"] == sq["n_max"] == 3 and fixed["spend_max_median"] == pytest.approx(27.0)
+    assert sq["power"] == pytest.approx(0.8, abs=1e-6) and sq["expected_n_effect"] < sq["expected_n_null"] <= 3
+    assert sq["expected_spend_effect"] == pytest.approx(9.0 * sq["expected_n_effect"], abs=1e-5)
     # the sequential schedule: each task's pairs back to back
     tasks = [e["task_id"] for e in obj["schedule"]]
     assert all(tasks[i] == tasks[i + 1] or tasks[i] not in tasks[i + 1:] for i in range(len(tasks) - 1))

@@ -34,8 +34,9 @@ def family_size(a_plan: plan_mod.AnalysisPlan, n_pairs: int) -> int:
 
 
 def design_record(a_plan: plan_mod.AnalysisPlan, n_tasks: int, conditions: list[str], phase_budget_usd: float,
-                  limit_usd: float) -> dict:
-    """What the run record and a dry run say of the design: the looks, and the boundaries of one hypothesis."""
+                  limit_usd: float, cost_per_task_usd: float = float("nan")) -> dict:
+    """What the run record and a dry run say of the design: the looks, the boundaries of one hypothesis, and its
+    maximum and expected tasks and spend beside the fixed design (``cost_per_task_usd``: every trial of a task)."""
     seq = a_plan.sequential
     assert seq is not None
     pairs = profile_pairs(conditions, baseline=baseline_of(a_plan, conditions))
@@ -53,7 +54,18 @@ def design_record(a_plan: plan_mod.AnalysisPlan, n_tasks: int, conditions: list[
                                    n_tasks)
     rec["boundaries"] = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v)
                           for k, v in row.items()} for row in tab.to_dict("records")]
+    plan_rows = seq_mod.planning(seq, a_plan.alpha / m, n_max=n_tasks, cost_per_task=cost_per_task_usd)
+    rec["planning"] = [{k: _plain(v) for k, v in row.items()} for row in plan_rows.to_dict("records")]
     return rec
+
+
+def _plain(v):
+    """A JSON value: lists of ints, finite floats rounded, None for NaN."""
+    if isinstance(v, list):
+        return [int(x) for x in v]
+    if isinstance(v, float | np.floating):
+        return round(float(v), 6) if np.isfinite(v) else None
+    return int(v) if isinstance(v, np.integer) else v
 
 
 def baseline_of(a_plan: plan_mod.AnalysisPlan, conditions: list[str]) -> str:
@@ -82,6 +94,28 @@ def describe(rec: dict) -> list[str]:
     if exact:
         lines.append(f"{', '.join(exact)}: exact boundaries at each look from the test's own null distribution given "
                      "the data (same spending); the Z bounds above are the normal ones")
+    if rec.get("planning"):
+        lines += planning_lines(rec)
+    return lines
+
+
+def planning_lines(rec: dict) -> list[str]:
+    """The dry run's planning table: the fixed and the sequential design of one hypothesis, tasks and spend."""
+    rows = rec["planning"]
+    power = rec["design"]["power"]
+    lines = [f"expected tasks and spend (one hypothesis at {rec['alpha'] / rec['family']:.4g}, normal theory; planned effect: "
+             f"the one at which {rows[-1]['n_max']} tasks give the sequential design {power:.0%} power; spend at the "
+             "manifest's estimate per trial):",
+             f"{'design':<11} {'looks (tasks)':<18} {'max tasks':>9} {'E[tasks] null':>13} {'E[tasks] effect':>15} "
+             f"{'max spend':>10} {'E[spend] null':>13} {'E[spend] effect':>15} {'power':>6}"]
+
+    def usd(x) -> str:
+        return "–" if x is None else f"${x:,.2f}"
+
+    for r in rows:
+        lines.append(f"{r['design']:<11} {', '.join(str(x) for x in r['looks']):<18} {r['n_max']:>9} "
+                     f"{r['expected_n_null']:>13.1f} {r['expected_n_effect']:>15.1f} {usd(r['spend_max_median']):>10} "
+                     f"{usd(r['expected_spend_null']):>13} {usd(r['expected_spend_effect']):>15} {r['power']:>6.3f}")
     return lines
 
 

@@ -145,7 +145,8 @@ def make_plan(manifest: Manifest, runs_per_condition: int, seed: int, phase_budg
     design = None
     if sequential:
         assert analysis_plan is not None
-        design = looks_mod.design_record(analysis_plan, len(manifest.tasks), conds, phase_budget_usd, proj["limit_usd"])
+        design = looks_mod.design_record(analysis_plan, len(manifest.tasks), conds, phase_budget_usd, proj["limit_usd"],
+                                         manifest.budget.estimated_cost_per_trial_usd * runs_per_condition * len(conds))
     return Plan(manifest, manifest_source, seed, runs_per_condition, float(phase_budget_usd), entries, proj, design)
 
 

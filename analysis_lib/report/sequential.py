@@ -124,14 +124,15 @@ def design_lines(seq: dict, adj: pd.DataFrame | None, confidence: float, mismatc
 
 
 def planning_table(rows: pd.DataFrame) -> str:
-    """The planner's fixed-vs-sequential rows (:func:`analysis_lib.power.sequential_planning`)."""
+    """The planner's fixed-vs-sequential rows (:func:`analysis_lib.sequential.planning`, with ``pair`` and
+    ``analysis`` columns added): maximum and expected tasks and spend, and the power at the planned effect."""
     out = []
     for r in rows.itertuples():
-        out.append([r.pair, r.design, _int(r.n_max), _int(r.expected_n_null), _int(r.expected_n_effect),
-                    _usd(r.spend_max_median), _usd(r.spend_max_p90), _usd(r.expected_spend_null),
-                    _usd(r.expected_spend_effect), _num(r.power, 3)])
-    return md_table(["pair", "design", "max tasks", "E[tasks] null", "E[tasks] effect", "max spend (median)",
-                     "max spend (p90)", "E[spend] null", "E[spend] effect", "power"], out)
+        out.append([r.pair, r.analysis, r.design, ", ".join(str(x) for x in r.looks), _int(r.n_max),
+                    _int(r.expected_n_null), _int(r.expected_n_effect), _usd(r.spend_max_median), _usd(r.spend_max_p90),
+                    _usd(r.expected_spend_null), _usd(r.expected_spend_effect), _num(r.power, 3)])
+    return md_table(["pair", "analysis", "design", "looks (tasks)", "max tasks", "E[tasks] null", "E[tasks] effect",
+                     "max spend (median)", "max spend (p90)", "E[spend] null", "E[spend] effect", "power"], out)
 
 
 def _int(x) -> str:
@@ -139,7 +140,7 @@ def _int(x) -> str:
 
 
 def _usd(x) -> str:
-    return "–" if x is None or pd.isna(x) else f"{x:,.0f} USD"
+    return "–" if x is None or pd.isna(x) else f"{x:,.2f} USD" if abs(x) < 1000 else f"{x:,.0f} USD"
 
 
 def sequential_macros(seq: dict, adj: pd.DataFrame | None, source: str = "full_run.json") -> list[latex.Macro]:
