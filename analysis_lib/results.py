@@ -318,27 +318,10 @@ def _sequential(obj: dict, metrics: pd.DataFrame, plan: plan_mod.AnalysisPlan, p
         return ["> **Sequential run analysed as fixed:** the run stopped by a sequential design, but this report's plan "
                 "declares none; the estimates below are not adjusted for the stopping.", ""] + \
             sequential_lines(seq, None, plan.bootstrap.confidence, []), None
-    looks = seq.get("looks") or []
-    if not looks or not pairs:
-        return sequential_lines(seq, None, plan.bootstrap.confidence, []), None
-    order = [str(x) for x in seq.get("task_order") or []]
-    sizes = [int(lk["tasks"]) for lk in looks]
-    n_tasks = int(seq.get("n_tasks") or len(order))
-    last = looks[-1]["decision"]
-    final = last in ("final", "budget")
-    mon = seq_mod.monitor(metrics, plan, pairs, order, sizes, n_tasks, final=final,
-                          ended_by="budget" if last == "budget" else None, refused=refused,
-                          times=[lk.get("at") for lk in looks], spent=[lk.get("spent_usd") for lk in looks])
-    mismatch = []
-    for rec, now in zip(looks, mon.looks, strict=False):
-        if rec["decision"] != now["decision"] or [h["status"] for h in rec["hypotheses"]] != \
-                [h["status"] for h in now["hypotheses"]]:
-            mismatch.append(f"look {rec['look']}: recorded {rec['decision']}, recomputed {now['decision']} "
-                            "(the trial folders changed since the run, or another plan)")
-    adj = seq_mod.adjusted_estimates(metrics, plan, pairs, order, sizes, n_tasks, mon, refused=refused)
-    shown = {**seq, "looks": mon.looks}
+    ra = seq_mod.analyse_run(seq, metrics, plan, pairs, refused=refused)
+    adj, shown = ra.adjusted, ra.record
     not_run = sum(1 for t in obj.get("trials", []) if isinstance(t, dict) and t.get("status") == "skipped_sequential")
-    lines = sequential_lines(shown, adj, plan.bootstrap.confidence, mismatch)
+    lines = sequential_lines(shown, adj, plan.bootstrap.confidence, ra.mismatch)
     if not_run:
         lines.insert(4, f"{not_run} scheduled trials were not run: the design stopped the study before them (they are "
                         "not part of it, and not missing).\n")

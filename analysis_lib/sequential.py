@@ -42,7 +42,7 @@ from .comparisons import compare, usable_trials
 from .plan import AnalysisPlan, Sequential, Tier, Tiers
 
 __all__ = ["look_sizes", "Monitoring", "monitor", "adjusted_estimates", "replay", "EXACT_TESTS", "design_table",
-           "planning"]
+           "planning", "RunAnalysis", "analyse_run"]
 
 EXACT_TESTS = ("mcnemar_exact", "sign_flip")
 LOG_SCALES = ("ratio", "cost_per_success")
@@ -443,6 +443,47 @@ def adjusted_estimates(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tu
                            mue_ci_high=_from_scale(r["scale"], ends[1]), mue_look=own)
         out.append(row)
     return pd.DataFrame(out)
+
+
+# --------------------------------------------------------------------------- a finished sequential run
+
+
+@dataclass
+class RunAnalysis:
+    """A sequential run analysed from its trials: the run record's design with the looks recomputed from the data,
+    the primary estimates adjusted for the stop, and the looks whose recorded decision the data no longer give."""
+
+    record: dict  # the run record's ``sequential`` section, ``looks`` recomputed
+    adjusted: pd.DataFrame | None
+    mismatch: list[str]
+    monitoring: Monitoring | None = None
+
+
+def analyse_run(record: dict, metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, str]], *,
+                refused: dict[str, str] | None = None) -> RunAnalysis:
+    """Recompute the looks of a sequential run (``full_run.json["sequential"]``) from its trials with the plan's
+    engine, check them against the record, and adjust the primary estimates for the stop.
+
+    What RESULTS.md and the paper state of a sequential run comes from here, so both say the same.
+    """
+    looks = record.get("looks") or []
+    if plan.sequential is None or not looks or not pairs:
+        return RunAnalysis(record, None, [])
+    order = [str(x) for x in record.get("task_order") or []]
+    sizes = [int(lk["tasks"]) for lk in looks]
+    n_tasks = int(record.get("n_tasks") or len(order))
+    last = looks[-1]["decision"]
+    mon = monitor(metrics, plan, pairs, order, sizes, n_tasks, final=last in ("final", "budget"),
+                  ended_by="budget" if last == "budget" else None, refused=refused,
+                  times=[lk.get("at") for lk in looks], spent=[lk.get("spent_usd") for lk in looks])
+    mismatch = []
+    for rec, now in zip(looks, mon.looks, strict=False):
+        if rec["decision"] != now["decision"] or [h["status"] for h in rec["hypotheses"]] != \
+                [h["status"] for h in now["hypotheses"]]:
+            mismatch.append(f"look {rec['look']}: recorded {rec['decision']}, recomputed {now['decision']} "
+                            "(the trial folders changed since the run, or another plan)")
+    adj = adjusted_estimates(metrics, plan, pairs, order, sizes, n_tasks, mon, refused=refused)
+    return RunAnalysis({**record, "looks": mon.looks}, adj, mismatch, mon)
 
 
 # --------------------------------------------------------------------------- replay

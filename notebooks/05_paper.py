@@ -66,6 +66,10 @@ cc_file = paths.codecanvas / "codecanvas_table.csv"
 codecanvas = pd.read_csv(cc_file) if cc_file.exists() else None
 llm_file = paths.llm / "paper_snippets.md"
 llm_snippets = llm_file.read_text(encoding="utf-8") if llm_file.exists() else None
+from analysis_lib.report.sequential import SEQUENTIAL_JSON, read_outputs
+
+# A sequential run (notebook 02): its design, the look it stopped at and the estimates adjusted for the stop.
+sequential_record, sequential_estimates = read_outputs(paths.comparisons_dir)
 for name, frame in (("comparisons", comparisons), ("profile rates", rates), ("plan record", plan_record),
                     ("CodeCanvas table", codecanvas), ("LLM snippets", llm_snippets)):
     if frame is None:
@@ -81,7 +85,9 @@ inputs = paper.PaperInputs(
     metrics=metrics, comparisons=comparisons, rates=rates, codecanvas=codecanvas, simulated=simulated,
     baseline=baseline or info.get("baseline") or sorted(metrics["profile"].unique())[0], plan=plan_record,
     sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
-             "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file)}, llm_snippets=llm_snippets)
+             "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file),
+             "sequential": paths.rel(paths.comparisons_dir / SEQUENTIAL_JSON)}, llm_snippets=llm_snippets,
+    sequential=sequential_record, sequential_estimates=sequential_estimates)
 paper_path = Path(project_root) / paper_dir
 fig_path = Path(project_root) / figures_dir
 written = paper.write_paper_snippets(inputs, paper_path, fig_path,

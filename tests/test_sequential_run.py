@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from bench_support import manifest_obj, read_log, setup_bench, use_bench, write_manifest
@@ -84,6 +85,42 @@ def test_sequential_run_stops_at_the_boundary_and_reports_adjusted_estimates(ben
     # the token change is -40 % by construction (jittered): every interval holds it, the adjusted ones are wider
     assert tok["rci_low"] <= tok["naive_ci_low"] < -40 < tok["naive_ci_high"] <= tok["rci_high"]
     assert tok["mue_ci_low"] < tok["mue"] < tok["mue_ci_high"] and -50 < tok["mue"] < -30
+
+    # the paper: notebook 02's path (the looks recomputed from the trial folders, the estimates adjusted) and
+    # notebook 05's (macros, the results paragraph, the Markdown) state the design, the stop and the same numbers
+    from analysis_lib.comparisons import profile_pairs
+    from analysis_lib.layer1 import analyse
+    from analysis_lib.plan import load_plan
+    from analysis_lib.report import paper
+    from analysis_lib.report import sequential as seq_report
+    from analysis_lib.sequential import analyse_run
+
+    plan = load_plan(bench["plan"])
+    metrics = analyse(runs, None, cache=False, workers=1).metrics
+    run_seq = json.loads((runs / "full_run.json").read_text())["sequential"]
+    ra = analyse_run(run_seq, metrics, plan, profile_pairs(["text", "codegraph"], baseline="text"))
+    assert ra.mismatch == [] and [lk["decision"] for lk in ra.record["looks"]] == ["continue", "efficacy"]
+    out_dir = bench["tmp"] / "analysis"
+    seq_report.write_outputs(out_dir, ra.record, ra.adjusted, plan.bootstrap.confidence)
+    record, adjusted = seq_report.read_outputs(out_dir)
+    pd.testing.assert_frame_equal(adjusted.set_index("metric")[["mue", "rci_low", "rci_high"]],
+                                  r.sequential.set_index("metric")[["mue", "rci_low", "rci_high"]], check_dtype=False)
+    from analysis_lib.comparisons import compare
+
+    comparisons = compare(metrics, plan, [("text", "codegraph")])
+    inputs = paper.PaperInputs(metrics=metrics, comparisons=comparisons, baseline="text", sequential=record,
+                               sequential_estimates=adjusted, sources={"sequential": "analysis/sequential.json"})
+    written = paper.write_paper_snippets(inputs, bench["tmp"] / "paper", bench["tmp"] / "figures")
+    macros = {m.name: m.text for m in paper.quoted_macros(inputs)}
+    assert (macros["SeqStopLook"], macros["SeqStopTasks"], macros["SeqTasksPlanned"], macros["SeqLooksPlanned"]) == \
+        ("2", "8", "12", "3")
+    assert macros["SeqStopReason"] == "every primary hypothesis crossed its efficacy boundary"
+    assert macros["TotalTokensCodegraphVsTextAdjustedMue"] == f"\\num{{{tok['mue']:+.1f}}}\\,\\%"
+    results_tex = written["results"].read_text()
+    assert "\\paragraph{Sequential design.}" in results_tex and "\\TotalTokensCodegraphVsTextAdjustedRciLow{}" in results_tex
+    assert "not adjusted" in results_tex
+    md = written["paper_snippets"].read_text()
+    assert "## Sequential design" in md and "stopped at look 2 of 3" in md and "**not adjusted**" in md
 
 
 def test_dry_run_prints_the_looks_and_boundaries(run_cli, tmp_path):

@@ -22,6 +22,7 @@ from . import latex, markdown, tables
 from . import numbers as fmt
 from .comparison_report import mcnemar_lines, rates_table, tier_table
 from .figures import FOREST_NOTE
+from .sequential import adjusted_table, design_sentence, paper_paragraph, sequential_macros
 
 __all__ = ["PaperInputs", "PlanRecord", "quoted_macros", "write_paper_snippets", "FIGURE_CAPTIONS"]
 
@@ -84,6 +85,9 @@ class PaperInputs:
     sources: dict[str, str] = field(default_factory=dict)
     # Layer 2's own paper_snippets.md (LLM narratives): quoted in the Markdown, never in macros.
     llm_snippets: str | None = None
+    # A sequential run: its design with the looks as analysed, and the primary estimates adjusted for the stop.
+    sequential: dict | None = None
+    sequential_estimates: pd.DataFrame | None = None
 
     def source(self, key: str) -> str:
         return self.sources.get(key, f"{key}.csv")
@@ -94,10 +98,7 @@ class PaperInputs:
 
 def _qty(x, digits: int, unit: str = "", sign: bool = False) -> str:
     """``\\num{-17.4}\\,\\%``: siunitx sets the minus sign and the digit grouping."""
-    if fmt.missing(x):
-        return "--"
-    tex = f"\\num{{{fmt.tex_number(x, digits, sign=sign)}}}"
-    return tex + ({"%": "\\,\\%", "pp": "\\,pp", "USD": "\\,USD"}.get(unit, f"~{unit}" if unit else ""))
+    return fmt.tex_quantity(x, digits, unit, sign=sign)
 
 
 def _p_tex(p, adjusted: bool = False) -> str:
@@ -204,6 +205,8 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                                     f"bootstrap 95% CI low; {what}"),
                         latex.Macro(key + "TotalHigh", _qty(r.total_change_high, 1, "%", sign=True), r.metric, csrc,
                                     f"bootstrap 95% CI high; {what}")]
+    if inputs.sequential is not None:
+        out += sequential_macros(inputs.sequential, inputs.sequential_estimates, inputs.source("sequential"))
     return out
 
 
@@ -317,7 +320,7 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
     comp = inputs.comparisons
     if comp is None or comp.empty:
         lines.append("(Paired comparisons were not available when these snippets were generated.)")
-        return "\n".join(lines)
+        return "\n".join(lines + _sequential_lines(inputs))
     for r in comp[comp["tier"] == "primary"].itertuples():
         key = _key(r)
         if key + "Est" not in names:
@@ -339,7 +342,13 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
             lines.append(f"{subject} changed the typical task by \\{key}Est{{}} against "
                          f"\\texttt{{{latex.escape_tex(r.profile_a)}}} (95\\% CI \\{key}Low{{}} to \\{key}High{{}}; "
                          f"Wilcoxon \\{key}P{{}}, \\{key}PAdj{{}}; \\{key}Pairs{{}} tasks).{total}")
-    return "\n".join(lines)
+    return "\n".join(lines + _sequential_lines(inputs))
+
+
+def _sequential_lines(inputs: PaperInputs) -> list[str]:
+    """The sequential design's paragraph, for a sequential run."""
+    seq = inputs.sequential
+    return [] if seq is None else [paper_paragraph(seq, inputs.sequential_estimates, float(seq.get("confidence", 0.95)))]
 
 
 def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool) -> str:
@@ -367,6 +376,13 @@ def _markdown_sections(inputs: PaperInputs, macros: list[latex.Macro]) -> list[t
             if (comp["tier"] == tier).any():
                 body = tier_table(comp, tier) + ("\n\n" + "\n".join(mcnemar_lines(comp)) if tier == "primary" else "")
                 out.append((f"Paired comparisons: {tier} metrics", body))
+    seq, adj = inputs.sequential, inputs.sequential_estimates
+    if seq is not None:
+        body = design_sentence(seq)
+        if adj is not None and len(adj):
+            body += ("\n\nThe paired comparisons above are fixed-sample numbers, **not adjusted** for the sequential stop; "
+                     "adjusted for it:\n\n" + adjusted_table(adj, float(seq.get("confidence", 0.95))))
+        out.append(("Sequential design", body))
     return out
 
 

@@ -7,14 +7,17 @@ this module only formats them, for RESULTS.md, the comparison report's planning 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
+from ..fileio import atomic_write_csv, atomic_write_json, read_json
 from . import latex
 from . import numbers as fmt
 from .markdown import table as md_table
 
-__all__ = ["design_sentence", "design_lines", "looks_table", "adjusted_table", "planning_table", "sequential_macros"]
+__all__ = ["design_sentence", "design_lines", "looks_table", "adjusted_table", "planning_table", "sequential_macros",
+           "paper_paragraph", "adjusted_key", "write_outputs", "read_outputs", "SEQUENTIAL_JSON", "SEQUENTIAL_CSV"]
 
 DECISIONS = {"efficacy": "every primary hypothesis crossed its efficacy boundary",
              "futility": "every primary hypothesis crossed its futility bound",
@@ -143,8 +146,17 @@ def _usd(x) -> str:
     return "–" if x is None or pd.isna(x) else f"{x:,.2f} USD" if abs(x) < 1000 else f"{x:,.0f} USD"
 
 
+def adjusted_key(r) -> str:
+    """Macro stem of an adjusted primary row: the comparison's own stem (paper ``_key``) and ``Adjusted``."""
+    return latex.macro_name(r.metric.replace("__", " "), r.profile_b, "vs", r.profile_a, "adjusted")
+
+
 def sequential_macros(seq: dict, adj: pd.DataFrame | None, source: str = "full_run.json") -> list[latex.Macro]:
-    """Paper macros of a sequential study: looks planned, stop look and reason, tasks used, adjusted estimates."""
+    """Paper macros of a sequential study: looks planned, stop look and reason, tasks used, adjusted estimates.
+
+    Adjusted estimates are set as the fixed-sample macros are (siunitx, the comparison's unit and decimals); an
+    interval end the design leaves open (a repeated interval at a look that spends nothing) is ``--``.
+    """
     looks = seq.get("looks") or []
     last = looks[-1] if looks else {}
     out = [latex.Macro("SeqLooksPlanned", str(len(seq.get("boundaries") or [])), "sequential", source, "looks planned"),
@@ -157,11 +169,61 @@ def sequential_macros(seq: dict, adj: pd.DataFrame | None, source: str = "full_r
                        "sequential", source, "why the study stopped")]
     if adj is not None:
         for r in adj.itertuples():
-            key = latex.macro_name(r.metric.replace("__", " "), r.profile_b, "vs", r.profile_a, "adjusted")
-            k = 100.0 if r.scale in fmt.POINT_SCALES else 1.0
+            key = adjusted_key(r)
+            unit, d = fmt.comparison_unit(r.scale, r.unit), fmt.estimate_digits(r)
             for suffix, v, what in (("Mue", r.mue, "median-unbiased estimate"), ("MueLow", r.mue_ci_low, "stage-wise CI low"),
                                     ("MueHigh", r.mue_ci_high, "stage-wise CI high"), ("RciLow", r.rci_low, "repeated CI low"),
                                     ("RciHigh", r.rci_high, "repeated CI high")):
-                text = "--" if v is None or pd.isna(v) or not math.isfinite(v) else fmt.tex_number(k * v, 1, sign=True)
+                text = "--" if fmt.missing(v) or not math.isfinite(v) else fmt.tex_quantity(fmt.scaled(r, v), d, unit, sign=True)
                 out.append(latex.Macro(key + suffix, text, r.metric, source, f"{what}; {r.profile_b} vs {r.profile_a}"))
     return out
+
+
+def paper_paragraph(seq: dict, adj: pd.DataFrame | None, confidence: float) -> str:
+    """The paper's sentences on the design, the stop and the adjusted estimates (macros only, no typed number)."""
+    d = seq["design"]
+    fut = "no futility bound" if d["futility"] == "none" else \
+        f"a non-binding {latex.escape_tex(d['futility'].replace('_', '-'))}-type futility bound"
+    text = ["\\paragraph{Sequential design.} The primary comparisons were monitored at \\SeqLooksPlanned{} interim "
+            "looks with \\SeqSpending{}-type Lan--DeMets alpha spending (Holm-shared over the primary family) and "
+            f"{fut}. The study stopped at look \\SeqStopLook{{}} (\\SeqStopTasks{{}} of \\SeqTasksPlanned{{}} "
+            "tasks): \\SeqStopReason{}. The primary estimates above are fixed-sample numbers, not adjusted for "
+            "the sequential stop."]
+    c = f"{confidence:.0%}".replace("%", "\\%")
+    for r in (adj.itertuples() if adj is not None else []):
+        k = adjusted_key(r)
+        text.append(f"Adjusted for it, {latex.escape_tex(r.label)} of \\texttt{{{latex.escape_tex(r.profile_b)}}} "
+                    f"against \\texttt{{{latex.escape_tex(r.profile_a)}}} has the median-unbiased estimate \\{k}Mue{{}} "
+                    f"(stage-wise {c} CI \\{k}MueLow{{}} to \\{k}MueHigh{{}}) and the repeated {c} confidence interval "
+                    f"\\{k}RciLow{{}} to \\{k}RciHigh{{}}.")
+    return " ".join(text)
+
+
+SEQUENTIAL_JSON = "sequential.json"
+SEQUENTIAL_CSV = "sequential_estimates.csv"
+
+
+def write_outputs(out_dir: str | Path, record: dict | None, adjusted: pd.DataFrame | None,
+                  confidence: float = 0.95) -> list[Path]:
+    """Write the analysed design (``sequential.json``, with the plan's interval level) and the adjusted estimates
+    (``sequential_estimates.csv``) for the paper; without a sequential run, remove any left by an earlier one."""
+    out = Path(out_dir)
+    if record is None:
+        for name in (SEQUENTIAL_JSON, SEQUENTIAL_CSV):
+            (out / name).unlink(missing_ok=True)
+        return []
+    written = [atomic_write_json(out / SEQUENTIAL_JSON, {**record, "confidence": confidence})]
+    if adjusted is not None:
+        written.append(atomic_write_csv(out / SEQUENTIAL_CSV, adjusted))
+    else:
+        (out / SEQUENTIAL_CSV).unlink(missing_ok=True)
+    return written
+
+
+def read_outputs(out_dir: str | Path) -> tuple[dict | None, pd.DataFrame | None]:
+    """The design and adjusted estimates :func:`write_outputs` wrote, or ``(None, None)`` for a fixed design."""
+    out = Path(out_dir)
+    if not (out / SEQUENTIAL_JSON).exists():
+        return None, None
+    adj = pd.read_csv(out / SEQUENTIAL_CSV) if (out / SEQUENTIAL_CSV).exists() else None
+    return read_json(out / SEQUENTIAL_JSON), adj
