@@ -200,9 +200,10 @@ class Design:
         return base if self.futility is None else np.maximum(base, self.futility)
 
 
-def futility_bounds(t: Sequence[float], upper: Sequence[float], beta: float, kind: str, drift: float, sided: int = 2
-                    ) -> np.ndarray:
-    """Non-binding futility bounds spending beta under ``drift``; the last one meets the efficacy bound."""
+def futility_bounds(t: Sequence[float], upper: Sequence[float], beta: float, kind: str, drift: float, sided: int = 2,
+                    *, final: bool = True) -> np.ndarray:
+    """Non-binding futility bounds spending beta under ``drift``; the last one meets the efficacy bound when it is
+    the ``final`` look (at an interim look, the looks so far, the last bound is the spending function's own)."""
     t, upper = np.asarray(t, dtype=float), np.asarray(upper, dtype=float)
     cum = spending(kind, beta, t)
     walk = _Walk(t, drift)
@@ -210,7 +211,7 @@ def futility_bounds(t: Sequence[float], upper: Sequence[float], beta: float, kin
     for k in range(len(t)):
         floor = -upper[k] if sided == 2 else -math.inf
         target = float(cum[k] - (cum[k - 1] if k else 0.0))
-        if k == len(t) - 1:
+        if k == len(t) - 1 and final:
             b[k] = upper[k]
         else:
             def excess(x: float, k: int = k, target: float = target) -> float:

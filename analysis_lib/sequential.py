@@ -319,7 +319,8 @@ def monitor(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
             for h in open_:
                 drift = gs.design(planned, levels[h], seq.efficacy, fut_kind, beta=1 - seq.power).drift
                 c = gs.efficacy_bounds(tk, levels[h], seq.efficacy)
-                fut_bound[h] = float(gs.futility_bounds(tk, c, 1 - seq.power, fut_kind, drift)[-1])
+                # The bound of this look from the looks so far; it meets the efficacy bound only at the final look.
+                fut_bound[h] = float(gs.futility_bounds(tk, c, 1 - seq.power, fut_kind, drift, final=tk[-1] >= 1.0)[-1])
                 if np.isfinite(z_now[h]) and z_now[h] < fut_bound[h]:
                     futile_at.setdefault(h, k)
         sub = metrics[metrics["task_id"].astype(str).isin([str(x) for x in order[: sizes[k - 1]]])]

@@ -123,6 +123,44 @@ def test_sequential_run_stops_at_the_boundary_and_reports_adjusted_estimates(ben
     assert "## Sequential design" in md and "stopped at look 2 of 3" in md and "**not adjusted**" in md
 
 
+@pytest.mark.slow  # 8 scripted trials (real agent and evaluator processes) and one look: ~6 s
+def test_futility_bound_stops_a_run_where_mcp_does_not_help(bench, monkeypatch):
+    # Both conditions solve every task; MCP costs 30 % more tokens (jittered per task and run): no benefit.
+    monkeypatch.delenv("FAKE_CLAUDE_ONLY_MCP_SOLVES")
+    monkeypatch.setenv("FAKE_CLAUDE_MCP_TOKEN_SCALE", "1.3")
+    plan = {**SEQ_PLAN, "sequential": {"looks": 3, "efficacy": "pocock", "futility": "pocock", "power": 0.8, "stop": "all"}}
+    bench["plan"].write_text(yaml.safe_dump(plan))
+    m = write_manifest(bench, manifest_obj(bench, TASKS))
+    runs = bench["tmp"] / "runs"
+    res = run_full(m, 1, 3, 100.0, output=bench["tmp"] / "full_run.json", runs_dir=runs, analysis_plan=bench["plan"],
+                   quiet=True)
+    seq = res["sequential"]
+    assert res["status"] == "sequential_stop" and seq["stop_look"] == 1 and seq["decision"] == "futility"
+    assert "crossed the futility bound" in seq["reason"]
+    # Look 1 (4 of 12 tasks): success differs on no task (Z = 0); every task used more tokens with MCP, so the
+    # exact Wilcoxon p is 2/2^4 in the harmful direction (Z < 0). Each hypothesis, at its Holm share 0.05/2, holds
+    # its Z against the Pocock-type beta-spending bound of look 1 of the whole three-look design.
+    from analysis_lib import group_sequential as gs
+
+    want = gs.design([1 / 3, 2 / 3, 1.0], 0.025, "pocock", "pocock", beta=0.2).futility[0]
+    assert 0.5 < want < 1.0  # an interim bound, well below the efficacy bound (about 2.53)
+    hyp = {h["metric"]: h for h in seq["looks"][0]["hypotheses"]}
+    assert hyp["success"]["z"] == 0 and hyp["total_tokens"]["p_value"] == pytest.approx(2 / 2**4)
+    assert hyp["total_tokens"]["z"] < 0
+    for h in hyp.values():
+        assert h["status"] == "futile" and h["futility_z"] == pytest.approx(want, abs=1e-6)
+    assert res["summary"]["finished"] == 8 and res["summary"]["skipped_sequential"] == 16
+    assert len(read_log(bench["tmp"] / "claude.log")) == 8
+
+    from analysis_lib.results import write_results
+
+    out = bench["tmp"] / "report" / "RESULTS.md"
+    r = write_results(bench["tmp"] / "full_run.json", out, plan_path=bench["plan"])
+    text = out.read_text()
+    assert r.exit_code == 0, r.messages
+    assert "stopped at look 1 of 3 (4 of 12 tasks): every primary hypothesis crossed its futility bound" in text
+
+
 def test_dry_run_prints_the_looks_and_boundaries(run_cli, tmp_path):
     plan = ROOT / "params" / "analysis_plan_sequential.yaml"
     out = tmp_path / "plan.json"
@@ -182,3 +220,45 @@ def test_replay_of_a_finished_study_shows_the_stop_and_the_spend_saved():
     assert r["stop_look"] < 4 and r["tasks_used"] == r["sizes"][r["stop_look"] - 1] < 40
     assert r["spend_saved"] == pytest.approx(cost.sum() - cost.loc[order[: r["tasks_used"]]].sum())
     assert r["saved_share"] > 0.2 and r["matches"]  # the full run rejects too, in the same direction
+
+
+@pytest.mark.slow  # reads the 216 sample trials and analyses four looks: ~8 s
+def test_replay_command_on_a_finished_run_in_time_order(run_cli, tmp_path):
+    """``bench replay`` on the sample runs (SIMULATED): the tasks in the order their first trial started, the looks,
+    the stop, the spend saved and the decisions against the full run; the runs folder is only read."""
+    import pandas as pd
+
+    from analysis_lib.layer1 import analyse
+
+    d = yaml.safe_load((ROOT / "params" / "analysis_plan_sequential.yaml").read_text())
+    d["tiers"]["primary"]["metrics"] = [{"id": "total_tokens", "test": "wilcoxon_signed_rank"}]
+    d["pairing"]["baseline"] = "text"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump(d))
+    runs = ROOT / "runs" / "sample"
+    before = sorted((p.relative_to(runs), p.stat().st_mtime_ns) for p in runs.rglob("*"))
+    out = tmp_path / "replay.json"
+    res = run_cli("bench", "replay", runs, "--analysis-plan", plan, "--output", out, "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    assert "replay: 24 tasks run by every profile, in time order" in res.stdout
+    rep = json.loads(out.read_text())
+    assert rep["order"] == "time" and rep["sizes"] == [6, 12, 18, 24] and rep["stop_look"] < 4
+    # the task order and the spend, recomputed here from the trials: first start per task; cost of every trial
+    m = analyse(runs, None, cache=False, workers=1).metrics
+    first = pd.to_datetime(m["started_at"], utc=True).groupby(m["task_id"]).min().sort_values()
+    assert rep["task_order"] == list(first.index)
+    cost = m.groupby("task_id")["total_cost_usd"].sum()
+    used = float(cost.loc[rep["task_order"][: rep["tasks_used"]]].sum())
+    assert rep["spend_used_usd"] == pytest.approx(used) and rep["spend_total_usd"] == pytest.approx(float(cost.sum()))
+    assert rep["saved_share"] == pytest.approx(1 - used / float(cost.sum())) and rep["saved_share"] > 0
+    assert f"would have stopped at look {rep['stop_look']} of 4" in res.stdout and "saved $" in res.stdout
+    assert rep["matches"] and all(x["sequential"] == "rejected" for x in rep["decisions"])
+    assert sorted((p.relative_to(runs), p.stat().st_mtime_ns) for p in runs.rglob("*")) == before
+    # bad input: one line each, exit 2
+    bad = run_cli("bench", "replay", runs, "--analysis-plan", plan, "--output", runs / "replay.json")
+    assert bad.returncode == 2 and "inside the runs folder" in bad.stderr and not (runs / "replay.json").exists()
+    bad = run_cli("bench", "replay", runs, "--analysis-plan", ROOT / "params" / "analysis_plan.yaml")
+    assert bad.returncode == 2 and "declares no sequential design" in bad.stderr
+    bad = run_cli("bench", "replay", runs, "--analysis-plan", plan, "--order", "schedule")
+    assert bad.returncode == 2 and "no run record with a schedule" in bad.stderr
+    assert run_cli("bench", "replay", "--help").stdout.count("--") >= 6
