@@ -28,6 +28,7 @@ import time
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from scipy import stats as sps
 from tqdm import tqdm
@@ -92,14 +93,20 @@ def main(argv: list[str] | None = None) -> int:
                          "0.7 points; 0 skips the section)")
     ap.add_argument("--sequential-effect-studies", type=int, default=None,
                     help="simulated studies per test under the sample's effects (default: as --sequential-studies; the "
-                         "power loss is paired, so 500 give it an SE near 0.5 points)")
+                         "power loss is paired, so 500 give it an SE under 1 point)")
     ap.add_argument("--sequential-tests", nargs="+", choices=[t for _, t, _ in SEQ_TESTS], default=None,
                     help="only these tests of the sequential section (default: all, in the order listed)")
     ap.add_argument("--only-sequential", action="store_true", help="only the sequential design's section")
+    ap.add_argument("--boundary-check", type=int, default=0, metavar="N",
+                    help="also check the paired t's boundaries alone, without the engine, on N simulated studies per "
+                         "scenario and design (vectorised: 20000 take minutes; default 0 skips it)")
     args = ap.parse_args(argv)
     seq_args = (args.sequential_studies, args.sequential_effect_studies, args.sequential_tests)
     if args.only_sequential:
-        sequential_calibration(*seq_args)
+        if args.sequential_studies:
+            sequential_calibration(*seq_args)
+        if args.boundary_check:
+            paired_t_boundaries(args.boundary_check)
         return 0
     t0 = time.perf_counter()
     truth = true_values(Effects())
@@ -124,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n(± is one Monte-Carlo standard error; {time.perf_counter() - t0:.0f} s)")
     if args.sequential_studies:
         sequential_calibration(*seq_args)
+    if args.boundary_check:
+        paired_t_boundaries(args.boundary_check)
     return 0
 
 
@@ -243,6 +252,63 @@ def sequential_calibration(studies: int, effect_studies: int | None = None, test
                   f"{rows[False]['look'].mean():12.2f}", flush=True)
     print("(spend: share of the fixed design's spend, the same studies run to full size; ± one Monte-Carlo SE; power seq "
           f"and fixed come from the same simulated studies; {time.perf_counter() - t0:.0f} s)")
+
+
+def _paired_t_p(d: np.ndarray) -> np.ndarray:
+    """Two-sided paired t p-values of each row of per-task differences (a row without spread: 1, or 0 off zero)."""
+    n = d.shape[1]
+    m, s = d.mean(axis=1), d.std(axis=1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = m / (s / math.sqrt(n))
+        p = 2 * sps.t.sf(np.abs(t), n - 1)
+    return np.where(s > 0, p, np.where(m == 0, 1.0, 0.0))
+
+
+def paired_t_boundaries(studies: int, seed0: int = 7_000_000) -> None:
+    """The paired t's boundaries alone, many studies: type-I across looks, the power loss, the expected size.
+
+    The same studies as the engine's (the simulator's success draws, the planner's size, 3 repetitions, per-task
+    pass-rate differences), tested with scipy's paired t at each look against the nominal p of the normal
+    recursion's boundary, vectorised instead of through the comparison engine: a precise figure for the part the
+    engine's table measures with fewer studies. Designs: the calibrated one and three others.
+    """
+    from analysis_lib import group_sequential as gs
+    from analysis_lib.plan import Sequential
+    from analysis_lib.sequential import look_sizes
+    from analysis_lib.simulate import _draw
+
+    t0 = time.perf_counter()
+    n_tasks = planned_tasks()[0]
+    diffs = {}
+    for null in (True, False):
+        eff = Effects.null() if null else Effects()
+        rows = []
+        for i in tqdm(range(studies), desc=f"paired t boundaries: {'null' if null else 'effects'}", leave=False):
+            x = _draw(seed0 + 100_000 * (not null) + i, n_tasks, SEQ_REPS, (A, B), eff)["success"].mean(axis=2)
+            rows.append(x[1] - x[0])
+        diffs[null] = np.array(rows)
+    print(f"\nPAIRED T BOUNDARIES ALONE: {studies} studies per scenario, {n_tasks} tasks x {SEQ_REPS} repetitions, "
+          "scipy's paired t at each look. SIMULATED DATA.")
+    print(f"{'design':38} {'type-I seq':>14} {'type-I fixed':>13} {'power seq':>10} {'power fixed':>12} {'loss (paired)':>14} "
+          f"{'E[n] null':>10} {'E[n] effect':>12}")
+    se = lambda x: 100 * float(np.std(x)) / math.sqrt(len(x))  # noqa: E731
+    for label, looks, kind in (("O'Brien-Fleming, 4 looks (calibrated)", 4, "obrien_fleming"),
+                               ("O'Brien-Fleming, 3 looks", 3, "obrien_fleming"),
+                               ("O'Brien-Fleming, looks at 0.5, 1", [0.5, 1.0], "obrien_fleming"),
+                               ("Pocock, 4 looks", 4, "pocock")):
+        sizes = look_sizes(Sequential(looks=looks, efficacy=kind), n_tasks)
+        nominal = 2 * sps.norm.sf(gs.efficacy_bounds(np.asarray(sizes) / n_tasks, 0.05, kind))
+        res = {}
+        for null, d in diffs.items():
+            p = np.stack([_paired_t_p(d[:, :n]) for n in sizes], axis=1)
+            hit = p <= nominal * (1 + 1e-12)
+            look = np.where(hit.any(axis=1), np.argmax(hit, axis=1), len(sizes) - 1)
+            res[null] = (hit.any(axis=1).astype(float), (p[:, -1] < 0.05).astype(float), np.asarray(sizes)[look] / n_tasks)
+        (r0, f0, n0), (r1, f1, n1) = res[True], res[False]
+        print(f"{label:38} {100 * r0.mean():6.2f} ± {100 * math.sqrt(r0.mean() * (1 - r0.mean()) / studies):.2f} "
+              f"{100 * f0.mean():12.2f} {100 * r1.mean():10.1f} {100 * f1.mean():12.1f} "
+              f"{100 * (f1 - r1).mean():7.2f} ± {se(f1 - r1):.2f} {100 * n0.mean():9.1f}% {100 * n1.mean():11.1f}%")
+    print(f"(E[n]: share of the maximum; ± one Monte-Carlo SE; {time.perf_counter() - t0:.0f} s)")
 
 
 if __name__ == "__main__":
