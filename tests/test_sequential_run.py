@@ -262,3 +262,22 @@ def test_replay_command_on_a_finished_run_in_time_order(run_cli, tmp_path):
     bad = run_cli("bench", "replay", runs, "--analysis-plan", plan, "--order", "schedule")
     assert bad.returncode == 2 and "no run record with a schedule" in bad.stderr
     assert run_cli("bench", "replay", "--help").stdout.count("--") >= 6
+
+
+@pytest.mark.slow  # 24 scripted trials (real agent and evaluator processes) of a fixed design, then the replay: ~20 s
+def test_replay_of_a_fixed_run_in_its_blocked_schedule_order(bench, run_cli):
+    """A run of the default (fixed) plan, replayed under the sequential plan in the order of its blocked schedule:
+    the design would have stopped at look 2 of 3, as the sequential run of the same agents does."""
+    m = write_manifest(bench, manifest_obj(bench, TASKS))
+    runs = bench["tmp"] / "runs"
+    res = run_full(m, 1, 3, 100.0, output=bench["tmp"] / "full_run.json", runs_dir=runs, quiet=True)
+    assert res["status"] == "complete" and "sequential" not in res and res["summary"]["finished"] == 24
+    out = bench["tmp"] / "replay.json"
+    r = run_cli("bench", "replay", runs, "--analysis-plan", bench["plan"], "--output", out, "--workers", "1")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(out.read_text())
+    first = sorted(res["trials"], key=lambda t: (t["pair"], t["position"]))
+    assert rep["order"] == "schedule" and rep["task_order"] == list(dict.fromkeys(t["task_id"] for t in first))
+    assert rep["sizes"] == [4, 8, 12] and rep["stop_look"] == 2 and rep["decision"] == "efficacy"
+    assert rep["tasks_used"] == 8 and rep["spend_saved_usd"] == pytest.approx(4 * 2 * 0.25)  # 4 tasks x 2 trials
+    assert rep["matches"] and "would have stopped at look 2 of 3 (8 of 12 tasks)" in r.stdout
