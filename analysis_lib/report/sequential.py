@@ -184,18 +184,23 @@ def paper_paragraph(seq: dict, adj: pd.DataFrame | None, confidence: float) -> s
     d = seq["design"]
     fut = "no futility bound" if d["futility"] == "none" else \
         f"a non-binding {latex.escape_tex(d['futility'].replace('_', '-'))}-type futility bound"
-    text = ["\\paragraph{Sequential design.} The primary comparisons were monitored at \\SeqLooksPlanned{} interim "
-            "looks with \\SeqSpending{}-type Lan--DeMets alpha spending (Holm-shared over the primary family) and "
-            f"{fut}. The study stopped at look \\SeqStopLook{{}} (\\SeqStopTasks{{}} of \\SeqTasksPlanned{{}} "
-            "tasks): \\SeqStopReason{}. The primary estimates above are fixed-sample numbers, not adjusted for "
-            "the sequential stop."]
+    text = ["\\paragraph{Sequential design.} The primary comparisons were planned for up to \\SeqLooksPlanned{} looks "
+            "(interim analyses and the final one) with \\SeqSpending{}-type Lan--DeMets alpha spending, Holm-shared "
+            f"over the primary family, and {fut}. The study stopped at look \\SeqStopLook{{}} (\\SeqStopTasks{{}} of "
+            "\\SeqTasksPlanned{} tasks): \\SeqStopReason{}. The primary estimates above are fixed-sample numbers, not "
+            "adjusted for the sequential stop."]
     c = f"{confidence:.0%}".replace("%", "\\%")
     for r in (adj.itertuples() if adj is not None else []):
         k = adjusted_key(r)
-        text.append(f"Adjusted for it, {latex.escape_tex(r.label)} of \\texttt{{{latex.escape_tex(r.profile_b)}}} "
-                    f"against \\texttt{{{latex.escape_tex(r.profile_a)}}} has the median-unbiased estimate \\{k}Mue{{}} "
-                    f"(stage-wise {c} CI \\{k}MueLow{{}} to \\{k}MueHigh{{}}) and the repeated {c} confidence interval "
-                    f"\\{k}RciLow{{}} to \\{k}RciHigh{{}}.")
+        who = (f"{latex.escape_tex(r.label)} of \\texttt{{{latex.escape_tex(r.profile_b)}}} against "
+               f"\\texttt{{{latex.escape_tex(r.profile_a)}}}")
+        rci = f"the repeated {c} confidence interval \\{k}RciLow{{}} to \\{k}RciHigh{{}}"
+        if fmt.missing(r.mue):  # the stage-wise ordering needs an interval with spread at the stop
+            text.append(f"Adjusted for it, {who} has {rci} (no median-unbiased estimate: the fixed-sample interval at the "
+                        "stop has no spread).")
+        else:
+            text.append(f"Adjusted for it, {who} has the median-unbiased estimate \\{k}Mue{{}} (stage-wise {c} CI "
+                        f"\\{k}MueLow{{}} to \\{k}MueHigh{{}}) and {rci}.")
     return " ".join(text)
 
 
