@@ -100,6 +100,40 @@ for tier in ("primary", "secondary", "exploratory", "sensitivity"):
 display(Markdown("\n".join(mcnemar_lines(comparisons))))
 
 # %% [markdown]
+# ## Sequential design (a sequential run only)
+#
+# When the plan declares interim looks and the runs carry the benchmark runner's record of them
+# (`full_run.json` in the runs folder), the looks are recomputed from the trials with the plan's engine
+# and checked against the record, and the primary estimates are adjusted for the stop (repeated
+# confidence intervals, median-unbiased estimates by the stage-wise ordering). The numbers above are the
+# fixed-sample ones; `sequential.json` and `sequential_estimates.csv` carry the design, the stop and the
+# adjusted estimates to the paper. A fixed design shows nothing here.
+
+# %%
+from analysis_lib.fileio import read_json
+from analysis_lib.report import sequential as seq_report
+from analysis_lib.sequential import analyse_run
+from analysis_lib.trial import InputError
+
+run_record_file = Path(project_root) / info["runs_dir"] / "full_run.json"
+run_sequential = None
+if run_record_file.exists():
+    try:
+        run_sequential = (read_json(run_record_file) or {}).get("sequential")
+    except InputError as exc:
+        print(f"run record not read: {exc}")
+if run_sequential and plan.sequential is not None:
+    seq_run = analyse_run(run_sequential, metrics, plan, study.pairs)
+    _ = seq_report.write_outputs(paths.comparisons_dir, seq_run.record, seq_run.adjusted, plan.bootstrap.confidence)
+    display(Markdown("\n".join(seq_report.design_lines(seq_run.record, seq_run.adjusted, plan.bootstrap.confidence,
+                                                         seq_run.mismatch))))
+else:
+    _ = seq_report.write_outputs(paths.comparisons_dir, None, None)
+    if run_sequential:
+        print("the runs were stopped by a sequential design, but this plan declares none: the estimates above are "
+              "not adjusted for the stopping (use the plan the run used)")
+
+# %% [markdown]
 # ## Pass rate and resolve rate per profile
 #
 # Two rates, named apart. The **pass rate** counts trials; repetitions of one task share its

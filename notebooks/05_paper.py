@@ -69,6 +69,10 @@ cc_file = paths.codecanvas / "codecanvas_table.csv"
 codecanvas = pd.read_csv(cc_file) if cc_file.exists() else None
 llm_file = paths.llm / "paper_snippets.md"
 llm_snippets = llm_file.read_text(encoding="utf-8") if llm_file.exists() else None
+from analysis_lib.report.sequential import SEQUENTIAL_JSON, read_outputs
+
+# A sequential run (notebook 02): its design, the look it stopped at and the estimates adjusted for the stop.
+sequential_record, sequential_estimates = read_outputs(paths.comparisons_dir)
 for name, frame in (("comparisons", comparisons), ("profile rates", rates), ("plan record", plan_record),
                     ("CodeCanvas table", codecanvas), ("LLM snippets", llm_snippets)):
     if frame is None:
@@ -85,8 +89,10 @@ inputs = paper.PaperInputs(
     baseline=info["baseline"], plan=plan_record,
     sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
              "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file), "hypotheses": paths.rel(hyp_file),
-             "audit": paths.rel(paths.analytics / "design_audit.csv")}, llm_snippets=llm_snippets,
-    audit=read_audit(paths.analytics), data_source=info.get("data_source"))
+             "audit": paths.rel(paths.analytics / "design_audit.csv"),
+             "sequential": paths.rel(paths.comparisons_dir / SEQUENTIAL_JSON)}, llm_snippets=llm_snippets,
+    audit=read_audit(paths.analytics), data_source=info.get("data_source"),
+    sequential=sequential_record, sequential_estimates=sequential_estimates)
 paper_path = Path(project_root) / paper_dir
 fig_path = Path(project_root) / figures_dir
 written = paper.write_paper_snippets(inputs, paper_path, fig_path,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import power, stats
+from .. import sequential as seq_mod
 from ..comparisons import compare, profile_pairs, usable_trials
 from ..design_audit import DesignAudit
 from ..fileio import atomic_write_csv, atomic_write_text
@@ -23,9 +24,10 @@ from ..subgroups import subgroup_effects_by_pair
 from . import numbers as fmt
 from .audit import audit_frames, audit_markdown, data_banner
 from .markdown import table as md_table
+from .sequential import planning_table
 
 __all__ = ["Study", "analyse_comparisons", "write_comparisons", "tier_table", "tier_caption", "rates_table", "hypotheses_table",
-           "subgroups_table", "methods_lines", "claim_sentence", "family_role"]
+           "subgroups_table", "methods_lines", "claim_sentence", "family_role", "sequential_planning"]
 
 CORRECTION_NAMES = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}
 # Below this many paired tasks a p-value says little; the report says so.
@@ -475,6 +477,96 @@ def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: 
     return out
 
 
+def sequential_planning(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: AnalysisPlan
+                        ) -> tuple[pd.DataFrame, list[str]]:
+    """The plan's sequential design beside the fixed design, these runs as the pilot: per pair and primary metric the
+    planner covers (success, tokens), the rows of :func:`analysis_lib.sequential.planning` with ``pair, analysis``;
+    and a line per metric it does not cover. Each hypothesis is planned at Holm's first level, alpha / family size."""
+    seq = plan.sequential
+    if seq is None:
+        raise ValueError("the analysis plan declares no sequential design (add a 'sequential' section)")
+    alpha = plan.alpha / max(1, len(plan.tiers.primary.metrics) * len(pairs))
+    reps = int(trials.groupby(["profile", "task_id"]).size().median()) if len(trials) else 3
+    spend = (stats.project_spend(trials, n_tasks=1, repetitions=reps, metrics=["total_cost_usd"]).set_index("profile")
+             if "total_cost_usd" in trials.columns and len(trials) else None)
+    rows, skipped = [], []
+    for a, b in pairs:
+        cost = p90 = float("nan")
+        if spend is not None and a in spend.index and b in spend.index:
+            cost = reps * float(spend.loc[a, "per_run_median"] + spend.loc[b, "per_run_median"])
+            p90 = reps * float(spend.loc[a, "per_run_p90"] + spend.loc[b, "per_run_p90"])
+        for spec in plan.tiers.primary.metrics:
+            fixed = _fixed_design(trials, a, b, spec, plan, alpha)
+            if isinstance(fixed, str):
+                skipped.append(f"`{spec.id}` ({spec.test}), {b} vs {a}: {fixed}")
+                continue
+            name, n, pw = fixed
+            t = seq_mod.planning(seq, alpha, n_fixed=n, fixed_power=pw, cost_per_task=cost, cost_per_task_p90=p90)
+            rows.append(t.assign(pair=f"{b} vs {a}", analysis=name, alpha=alpha))
+    return (pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()), skipped
+
+
+def _sequential_planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: AnalysisPlan) -> list[str]:
+    """The planning section of a sequential plan: the design, then the fixed and sequential rows (sequential_planning)."""
+    seq = plan.sequential
+    assert seq is not None
+    rows, skipped = sequential_planning(trials, pairs, plan)
+    family = max(1, len(plan.tiers.primary.metrics) * len(pairs))
+    alpha = plan.alpha / family
+    fut = "no futility bound" if seq.futility == "none" else f"a non-binding {seq.futility.replace('_', '-')}-type futility bound"
+    out = [
+        "## Planning the sequential design (these runs as the pilot)",
+        "",
+        f"The plan's design: looks at {', '.join(f'{x:g}' for x in seq.fractions())} of the "
+        f"{'tasks' if seq.timing == 'tasks' else 'budget'}, {seq.efficacy.replace('_', '-')}-type alpha spending, {fut}. "
+        f"Each primary hypothesis is planned at the first level Holm gives it, alpha / {family} = {alpha:.4g} (a "
+        "rejection passes its level on, so this is the cautious case). The fixed design is the smallest number of "
+        f"tasks with 80 % power at the planned effect (+{PLAN_SUCCESS_LIFT * 100:.0f} points of success, "
+        f"{PLAN_TOKEN_REDUCTION:.0%} fewer tokens) at that level, by the planner above (exact power for McNemar's and "
+        "the paired t test, the pilot's own nuisance parameter; simulation on the grid for tokens). The sequential "
+        "design takes the fewest tasks at most that give it the same power; its expected tasks under the null and "
+        "under the planned effect follow from the chance of stopping at each look (normal theory: the recursion of "
+        "`analysis_lib.group_sequential`). Spend is tasks × both profiles × the repetitions × the pilot's cost per "
+        "run (median; p90 for the maximum, a budget with margin). With `stop: all` a study runs until every primary "
+        "hypothesis is decided: its size is that of its slowest row.",
+        "",
+    ]
+    out += [planning_table(rows)] if len(rows) else ["No primary metric of the plan has a planner."]
+    if skipped:
+        out += ["", "Not planned here: " + "; ".join(skipped) + "."]
+    return out
+
+
+def _fixed_design(trials: pd.DataFrame, a: str, b: str, spec, plan: AnalysisPlan, alpha: float
+                  ) -> tuple[str, int, float] | str:
+    """The fixed design of one primary metric: (analysis, tasks for 80 % power, its power), or why there is none."""
+    if spec.id == "success":
+        pilot = power.pilot_of(trials, a, b)
+        if pilot.n_tasks < 2:
+            return "fewer than 2 paired tasks in the pilot"
+        majority = spec.test == "mcnemar_exact" or plan.pairing.repetitions == "majority"
+        label = "majority: McNemar exact" if majority else "all repetitions: paired t"
+        r = power.sensitivity(pilot, PLAN_SUCCESS_LIFT, alpha=alpha)
+        r = r[(r["analysis"] == label) & r["nuisance"].str.endswith("(pilot)")].iloc[0]
+        if pd.isna(r["n_tasks"]):
+            return "more than 5,000 tasks, or the lift is impossible from the pilot's baseline"
+        name = f"success: {spec.test}" + (" (power of the paired t)" if not majority and spec.test != "paired_t" else "")
+        return name, int(r["n_tasks"]), float(r["power_at_n"])
+    if spec.id == "total_tokens" and spec.test == "wilcoxon_signed_rank":
+        pilot = stats.pair_tasks(trials, "total_tokens", a, b)
+        try:
+            sim = stats.plan_sample_size(pilot, effect=PLAN_TOKEN_REDUCTION, kind="continuous", n_sim=PLAN_N_SIM,
+                                         alpha=alpha, seed=plan.bootstrap.seed)
+        except ValueError as exc:
+            return str(exc)
+        need = sim["n_required"].iloc[0]
+        if pd.isna(need):
+            return f"more than {int(sim['n_tasks'].max())} tasks"
+        pw = float(sim.loc[sim["n_tasks"] == need, "power"].iloc[0])
+        return f"total_tokens: {spec.test} (power by simulation)", int(need), min(pw, 1 - 1 / (2 * PLAN_N_SIM))
+    return "the planner covers success and tokens only"
+
+
 def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, simulated: bool = False,
                       audit: DesignAudit | tuple[pd.DataFrame, pd.DataFrame] | None = None, source=None, plan_next: bool = False) -> str:
     """The reviewer's Markdown report: where the data came from, the design audit, profile rates, the plan's
@@ -550,5 +642,7 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
     trials = usable_trials(metrics)
     if study.pairs:
         parts += _planning_section(trials, study.pairs, plan, power_analysis=plan_next, seed=plan.bootstrap.seed) + [""]
+        if plan.sequential is not None:
+            parts += _sequential_planning_section(trials, study.pairs, plan) + [""]
     parts += ["## Methods", ""] + methods_lines(plan) + [""]
     return "\n".join(parts)

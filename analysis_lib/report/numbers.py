@@ -15,7 +15,7 @@ from .. import registry
 from ..comparisons import POINT_SCALES
 
 __all__ = ["MINUS", "missing", "number", "value", "estimate", "interval", "open_at_zero", "p_value", "plural", "decimals",
-           "tex_number", "comparison_unit", "scaled", "estimate_digits"]
+           "tex_number", "tex_quantity", "comparison_unit", "scaled", "estimate_digits"]
 
 MINUS = "\u2212"
 DASH = "–"
@@ -130,3 +130,11 @@ def tex_number(x, digits: int, *, sign: bool = False) -> str:
         return "{$\\infty$}" if x > 0 else "{$-\\infty$}"
     text = f"{x:{'+' if sign else ''}.{digits}f}"
     return f"{0:.{digits}f}" if text.lstrip("+-").strip("0.") == "" else text
+
+
+def tex_quantity(x, digits: int, unit: str = "", *, sign: bool = False) -> str:
+    """``\\num{-17.4}\\,\\%``: siunitx sets the minus sign and the digit grouping; ``--`` when missing."""
+    if missing(x):
+        return "--"
+    tex = f"\\num{{{tex_number(x, digits, sign=sign)}}}"
+    return tex + ({"%": "\\,\\%", "pp": "\\,pp", "USD": "\\,USD"}.get(unit, f"~{unit}" if unit else ""))

@@ -24,6 +24,7 @@ from . import numbers as fmt
 from .audit import audit_markdown, audit_tex, data_banner
 from .comparison_report import mcnemar_lines, rates_table, tier_table
 from .figures import FOREST_NOTE
+from .sequential import adjusted_table, design_sentence, paper_paragraph, sequential_macros
 
 __all__ = ["PaperInputs", "PlanRecord", "quoted_macros", "write_paper_snippets", "FIGURE_CAPTIONS"]
 
@@ -95,6 +96,9 @@ class PaperInputs:
     # The design audit (design_audit.csv, design_findings.csv), and where real runs came from (a study file's source).
     audit: tuple[pd.DataFrame, pd.DataFrame] | None = None
     data_source: dict | None = None
+    # A sequential run: its design with the looks as analysed, and the primary estimates adjusted for the stop.
+    sequential: dict | None = None
+    sequential_estimates: pd.DataFrame | None = None
 
     def source(self, key: str) -> str:
         return self.sources.get(key, f"{key}.csv")
@@ -105,10 +109,7 @@ class PaperInputs:
 
 def _qty(x, digits: int, unit: str = "", sign: bool = False) -> str:
     """``\\num{-17.4}\\,\\%``: siunitx sets the minus sign and the digit grouping."""
-    if fmt.missing(x):
-        return "--"
-    tex = f"\\num{{{fmt.tex_number(x, digits, sign=sign)}}}"
-    return tex + ({"%": "\\,\\%", "pp": "\\,pp", "USD": "\\,USD"}.get(unit, f"~{unit}" if unit else ""))
+    return fmt.tex_quantity(x, digits, unit, sign=sign)
 
 
 def _p_tex(p, adjusted: bool = False) -> str:
@@ -228,6 +229,8 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                                     f"{100 * r.confidence:g}% CI low; {what}"),
                         latex.Macro(key + "High", _qty(r.ci_high, 1, r.unit, sign=True), r.metric, hsrc,
                                     f"{100 * r.confidence:g}% CI high; {what}")]
+    if inputs.sequential is not None:
+        out += sequential_macros(inputs.sequential, inputs.sequential_estimates, inputs.source("sequential"))
     return out
 
 
@@ -379,7 +382,7 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
     comp = inputs.comparisons
     if comp is None or comp.empty:
         lines.append("(Paired comparisons were not available when these snippets were generated.)")
-        return "\n".join(lines)
+        return "\n".join(lines + _sequential_lines(inputs))
     for r in comp[comp["tier"] == "primary"].itertuples():
         key = _key(r)
         if key + "Est" not in names:
@@ -405,7 +408,13 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
                          f"\\texttt{{{latex.escape_tex(r.profile_a)}}} (95\\% CI \\{key}Low{{}} to \\{key}High{{}}; "
                          f"Wilcoxon \\{key}P{{}}, \\{key}PAdj{{}}; \\{key}Pairs{{}} tasks"
                          + (f"; {latex.escape_tex(why)}" if why else "") + f").{total}")
-    return "\n".join(lines)
+    return "\n".join(lines + _sequential_lines(inputs))
+
+
+def _sequential_lines(inputs: PaperInputs) -> list[str]:
+    """The sequential design's paragraph, for a sequential run."""
+    seq = inputs.sequential
+    return [] if seq is None else [paper_paragraph(seq, inputs.sequential_estimates, float(seq.get("confidence", 0.95)))]
 
 
 def _claim_text(inputs: PaperInputs) -> str:
@@ -455,6 +464,13 @@ def _markdown_sections(inputs: PaperInputs, macros: list[latex.Macro]) -> list[t
             if (comp["tier"] == tier).any():
                 body = tier_table(comp, tier) + ("\n\n" + "\n".join(mcnemar_lines(comp)) if tier == "primary" else "")
                 out.append((f"Paired comparisons: {tier} metrics", body))
+    seq, adj = inputs.sequential, inputs.sequential_estimates
+    if seq is not None:
+        body = design_sentence(seq)
+        if adj is not None and len(adj):
+            body += ("\n\nThe paired comparisons above are fixed-sample numbers, **not adjusted** for the sequential stop; "
+                     "adjusted for it:\n\n" + adjusted_table(adj, float(seq.get("confidence", 0.95))))
+        out.append(("Sequential design", body))
     return out
 
 
