@@ -19,7 +19,8 @@ install: $(BIN)/.installed
 
 $(BIN)/.installed: pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	# pip itself is pinned too (constraints.txt), as every other package.
+	$(BIN)/pip install --quiet --upgrade -c constraints.txt pip
 	# constraints.txt pins every package to the versions the tests passed with (reproducible installs).
 	$(BIN)/pip install --quiet -c constraints.txt -e .
 	touch $@
@@ -90,6 +91,7 @@ sample: install
 ## bench: the performance benchmarks (prints measured ratios)
 bench: setup
 	$(BIN)/python benchmarks/bench_ingest.py
+	$(BIN)/python benchmarks/bench_discovery.py
 	$(BIN)/python benchmarks/bench_stats.py
 	$(BIN)/python benchmarks/bench_judge.py
 

@@ -136,7 +136,7 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
         write_comparisons(result.metrics, args.output, plan_check=result.plan_check,
                           compare_pair=tuple(args.compare) if args.compare else None, baseline=result.baseline.name,
                           simulated=result.simulated, audit=audit, source=result.design.source if result.design else None,
-                          runs_dir=args.runs_dir)
+                          runs_dir=args.runs_dir, plan_next=args.plan_next)
     except PlanError as exc:
         print(f"error: {exc}; no comparisons written", file=sys.stderr)
         return 2
@@ -146,9 +146,15 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
 def _run_layer2(args: argparse.Namespace, result: Layer1Result) -> int:
     from .judge.run import run_layer2  # litellm takes seconds to import: only when the LLM analyses run
 
-    trials, _ = load_trials(args.runs_dir, design=result.design)
-    keep = set(result.metrics["trial_path"])
-    trials = [t for t in trials if relative_to_runs(t.trial_path, args.runs_dir) in keep]
+    # Only the trials of the table (a --limit sample, a selection) are read again, named as the table names
+    # them: its arm (a study file's, when there is one), task and repetition.
+    root = args.runs_dir if os.path.isdir(args.runs_dir) else os.path.dirname(args.runs_dir)
+    table = {r.trial_path: r for r in result.metrics[["trial_path", "profile", "task_id", "repetition"]].itertuples()}
+    trials, _ = load_trials(args.runs_dir, [os.path.join(root, p) for p in table])
+    trials = [t for t in trials if relative_to_runs(t.trial_path, args.runs_dir) in table]
+    for t in trials:
+        row = table[relative_to_runs(t.trial_path, args.runs_dir)]
+        t.profile, t.task_id, t.repetition = str(row.profile), str(row.task_id), int(row.repetition)
     args.simulated = result.simulated
     run_layer2(trials, result.metrics, Path(args.output), args)
     return 0

@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--no-llm", action="store_true", help="deterministic metrics and statistics only")
     mode.add_argument("--llm-only", action="store_true", help="only the LLM analyses (Layer 2)")
     lay.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare profile B against profile A")
+    lay.add_argument("--plan-next", action="store_true",
+                     help="add the power analysis for the next study to comparison_report.md (these runs as the pilot; slower)")
     lay.add_argument("--model", help="LLM judge model (litellm name)")
     lay.add_argument("--estimate-cost", action="store_true", help="print the projected LLM spend and exit")
     llm = p.add_argument_group("LLM analyses (Layer 2)")

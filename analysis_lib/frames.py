@@ -32,7 +32,7 @@ Design = StudyDesign | str | os.PathLike | None
 
 def _trials(source: str | os.PathLike | Iterable[Trial], design: Design = None) -> list[Trial]:
     if isinstance(source, (str, os.PathLike)):
-        return load_trials(source, design)[0]
+        return load_trials(source, design=design)[0]
     return list(source)
 
 

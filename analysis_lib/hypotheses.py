@@ -11,7 +11,9 @@ non-significant superiority test is not evidence of no harm: non-inferiority is.
 Every decision reads the interval of the comparison's own estimand (the engine's, at the plan's
 confidence): superiority, the interval excludes 0 on the better side; non-inferiority, its worse
 end lies within the margin (a one-sided test at alpha / 2); equivalence, the 1 - 2 alpha interval
-lies inside (-margin, +margin) (two one-sided tests, TOST; Schuirmann 1987).
+lies inside the margins (two one-sided tests, TOST; Schuirmann 1987). A rate's margins are ±margin
+points; a ratio metric's are symmetric on the log scale, B/A between 1 / (1 + margin) and 1 + margin
+(−9.1 % and +10 % for a margin of 0.10), so that A against B and B against A are the same claim.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ COLUMNS = [
     "label",
     "claim",
     "margin",
+    "margin_low",
+    "margin_high",
     "unit",
     "confidence",
     "estimate",
@@ -43,11 +47,17 @@ COLUMNS = [
 ]
 
 
-def _margin_on_scale(h: Hypothesis, scale: str) -> float:
-    return h.margin if scale in POINT_SCALES else 100.0 * h.margin  # ratio rows are in %
+def _bounds(h: Hypothesis, scale: str) -> tuple[float, float]:
+    """The margins on the comparison's own scale: ±margin for a rate difference; for a ratio metric the margin
+    is symmetric on the log scale, so B/A within (1 / (1 + m), 1 + m), i.e. (−9.1 %, +10 %) for m = 0.10."""
+    if h.margin is None:
+        return np.nan, np.nan
+    if scale in POINT_SCALES:
+        return -h.margin, h.margin
+    return 100.0 * (1.0 / (1.0 + h.margin) - 1.0), 100.0 * h.margin  # ratio rows are in %
 
 
-def _decide(h: Hypothesis, row: dict, margin: float) -> tuple[bool, str]:
+def _decide(h: Hypothesis, row: dict, bounds: tuple[float, float]) -> tuple[bool, str]:
     lo, hi = row.get("ci_low", np.nan), row.get("ci_high", np.nan)
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return False, row.get("note") or "no bounded interval (too few tasks)"
@@ -55,12 +65,12 @@ def _decide(h: Hypothesis, row: dict, margin: float) -> tuple[bool, str]:
     if h.claim == "superior":
         ok = lo > 0 if better_up else hi < 0
         return ok, "the interval excludes 0 on the better side" if ok else "the interval does not exclude 0 on the better side"
+    lower, upper = bounds
     if h.claim == "noninferior":
-        worse_end = lo if better_up else hi
-        ok = worse_end > -margin if better_up else worse_end < margin
+        ok = lo > lower if better_up else hi < upper
         return ok, f"the worse end of the interval is {'within' if ok else 'beyond'} the margin"
-    ok = -margin < lo and hi < margin
-    return ok, f"the interval is {'inside' if ok else 'not inside'} (−margin, +margin)"
+    ok = lower < lo and hi < upper
+    return ok, f"the interval is {'inside' if ok else 'not inside'} the margins"
 
 
 def test_sequence(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, str]]) -> pd.DataFrame:
@@ -84,12 +94,15 @@ def test_sequence(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[s
                 )
                 open_gate = False
                 continue
-            row = estimate(trials, h.id, a, b, plan, confidence=conf)
-            margin = _margin_on_scale(h, row["scale"]) if h.margin is not None else np.nan
+            row = estimate(metrics, h.id, a, b, plan, confidence=conf)
+            bounds = _bounds(h, row["scale"])
+            points = row["scale"] in POINT_SCALES
             base.update(
                 label=row["label"],
-                unit="pp" if row["scale"] in POINT_SCALES else "%",
-                margin=100.0 * margin if row["scale"] in POINT_SCALES else margin,
+                unit="pp" if points else "%",
+                margin=np.nan if h.margin is None else 100.0 * h.margin,
+                margin_low=100.0 * bounds[0] if points else bounds[0],
+                margin_high=100.0 * bounds[1] if points else bounds[1],
                 estimate=row.get("estimate"),
                 ci_low=row.get("ci_low"),
                 ci_high=row.get("ci_high"),
@@ -99,10 +112,10 @@ def test_sequence(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[s
             if not open_gate:
                 rows.append({**base, "result": "not tested", "reason": "an earlier step did not hold"})
                 continue
-            held, why = _decide(h, row, margin)
+            held, why = _decide(h, row, bounds)
             rows.append({**base, "result": "holds" if held else "not shown", "reason": why})
             open_gate = held
     out = pd.DataFrame(rows, columns=COLUMNS)
-    for c in ("margin", "estimate", "ci_low", "ci_high"):
+    for c in ("margin", "margin_low", "margin_high", "estimate", "ci_low", "ci_high"):
         out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
     return out

@@ -21,8 +21,9 @@ from .codecanvas.outputs import write_codecanvas_outputs
 from .design import StudyDesign, load_design
 from .design_audit import DesignAudit, design_audit
 from .fileio import atomic_write_csv, atomic_write_json
-from .metrics import CATEGORY_COLUMNS, DEFAULT_CONFIG, MetricsConfig
+from .metrics import DEFAULT_CONFIG, MetricsConfig
 from .plan import PlanError, check_plan, display_path, load_plan, write_sidecar
+from .registry import CATEGORY_IDS
 from .trials_table import RERUN_COLUMNS, relative_to_runs, trials_table
 
 SUMMARY_METRICS = [
@@ -146,9 +147,9 @@ def plan_check(runs_dir: str | os.PathLike, out_dir: str | os.PathLike | None = 
 
 
 def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """Per profile: counts, success rate (infra errors excluded), means and medians."""
+    """Per profile: counts, pass rate (registry ``pass_rate``: infra errors excluded), means and medians."""
     if df.empty:
-        return pd.DataFrame(columns=["profile", "n_trials", "n_tasks", "n_infra_errors", "n_scored", "successes", "success_rate"])
+        return pd.DataFrame(columns=["profile", "n_trials", "n_tasks", "n_infra_errors", "n_scored", "successes", "pass_rate"])
     g = df.groupby("profile", sort=True)
     success = df["success"].astype("Float64")
     out = pd.DataFrame({
@@ -157,7 +158,7 @@ def summary_frame(df: pd.DataFrame) -> pd.DataFrame:
         "n_infra_errors": g["infra_error"].sum().astype(int),
         "n_scored": success.notna().groupby(df["profile"]).sum().astype(int),
         "successes": success.fillna(0).groupby(df["profile"]).sum().astype(int),
-        "success_rate": success.groupby(df["profile"]).mean().astype(float),
+        "pass_rate": success.groupby(df["profile"]).mean().astype(float),
     })
     values = df[SUMMARY_METRICS].replace([np.inf, -np.inf], np.nan).groupby(df["profile"])
     means, medians = values.mean(), values.median()
@@ -176,7 +177,7 @@ def aggregate_metrics(df: pd.DataFrame, *, simulated: bool = False, seed: int = 
     if summary is None:
         summary = summary_frame(df)
     summary = summary.set_index("profile") if len(df) else pd.DataFrame()
-    cats = df[["profile"] + CATEGORY_COLUMNS].groupby("profile").sum(min_count=1) if len(df) else pd.DataFrame()
+    cats = df[["profile", *CATEGORY_IDS]].groupby("profile").sum(min_count=1) if len(df) else pd.DataFrame()
     profiles: dict[str, Any] = {}
     for profile, dists in df.groupby("profile", sort=True)["tool_distribution"]:
         dist: dict[str, int] = {}
@@ -188,11 +189,11 @@ def aggregate_metrics(df: pd.DataFrame, *, simulated: bool = False, seed: int = 
             "n_trials": int(row["n_trials"]),
             "n_tasks": int(row["n_tasks"]),
             "n_scored": int(row["n_scored"]),
-            "success_rate": _num(row["success_rate"]),
+            "pass_rate": _num(row["pass_rate"]),
             "means": {m: _num(row[f"{m}_mean"]) for m in SUMMARY_METRICS},
             "medians": {m: _num(row[f"{m}_median"]) for m in SUMMARY_METRICS},
             "tool_distribution": dict(sorted(dist.items(), key=lambda kv: (-kv[1], kv[0]))),
-            "tool_category_calls": {c.removeprefix("calls_"): _num(cats.loc[profile, c]) for c in CATEGORY_COLUMNS},
+            "tool_category_calls": {c.removeprefix("calls_"): _num(cats.loc[profile, c]) for c in CATEGORY_IDS},
             "flags": {f: int(row[f"{f}_count"]) for f in FLAG_COLUMNS},
         }
     return {

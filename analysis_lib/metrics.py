@@ -1,37 +1,12 @@
 """Layer 1: deterministic metrics of one trial, the same for every agent and format.
 
-Definitions (also in the README's metric reference; one id everywhere):
-
-- ``success``: reward == 1.0 (or the study file's success rule, ``MetricsConfig.success_rule``).
-  A trial whose harness raised (Harbor ``exception_info``) counts
-  as a failure only when its verifier still produced a reward; with no reward it is an
-  infrastructure error (``infra_error``), ``success`` is empty and it is left out of rates.
-- ``total_input_tokens``: every prompt token (cached reads and cache writes included), each API
-  call counted once; ``total_tokens`` = input + output. Where they come from, and which source
-  wins, is :mod:`analysis_lib.tokens` (``token_source`` names it per trial).
-- ``total_cost_usd``: recorded cost (final_metrics, steps, Harbor), else estimated from
-  litellm's offline price map (``cost_estimated`` = True; a subagent's tokens at its own model's
-  rate), else empty.
-- ``token_efficiency``: successes per 1M tokens (success / total_tokens * 1e6). Cost per success
-  is a profile-level quantity (total cost / total successes, :mod:`analysis_lib.registry`), never
-  a per-trial column: a failed trial has no finite cost per success.
-- ``elapsed_sec``: agent execution time: Harbor's ``agent_execution`` phase, else the trial's
-  start to finish, else first to last step timestamp.
-- Tool-call metrics count the calls of subagent trajectories too; step counts are the root's.
-- ``loop_count``: tool calls identical (same name, same canonical arguments) to the call just
-  before. ``backtrack_count``: edits of a file the trial already edited.
-  ``exploration_breadth``: |files read or edited| (a read whose call failed reads no file). ``grep_before_edit``: a search call came
-  before the first edit (empty when nothing was edited).
-- Exploratory (pre-registered in ``params/analysis_plan.yaml``): ``mcp_calls_by_tool`` (JSON
-  object MCP tool name -> calls, and one ``mcp_calls__<tool>`` column per MCP tool seen, see
-  :func:`mcp_column`); ``time_to_first_edit_sec`` (first step's timestamp to the timestamp of the
-  step holding the first edit, root trajectory) and ``steps_to_first_edit`` (1-based position of
-  that step among the root trajectory's steps, copied context excluded), both empty when the root
-  trajectory never edits; ``duplicate_reads`` (reads of a file already read with no edit of it
-  in between). Formats without a trajectory leave them empty.
-- Flags: ``tool_misuse`` (> 30 % of calls errored), ``infinite_loop`` (a streak of more than
-  5 identical consecutive calls), ``budget_exhaustion`` (failed with > 80k tokens),
-  ``premature_stop`` (failed with < 10 steps), ``context_omission`` (reserved, empty).
+Each metric's definition and the function that computes it are its entry in
+:mod:`analysis_lib.registry`; :func:`trial_metrics` is a loop over those entries. This module holds
+what the entries read of a trial, each part worked out once (:class:`TrialFacts`): the outcome (the
+study file's success rule, when there is one), the token counts (:func:`analysis_lib.tokens.trial_tokens`:
+each API call once, the one choice between sources) and their estimated cost
+(:func:`estimated_cost`, the one pricing rule), the timing, and one walk over the tool calls in
+call order (:func:`call_order`, the one rule for subagents' work: ``registry.CALL_ORDER``).
 """
 
 from __future__ import annotations
@@ -39,7 +14,6 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -48,9 +22,10 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from . import pricing
+from . import pricing, registry
 from .design import DEFAULT_SUCCESS, reward_succeeds
-from .tokens import trajectory_tokens, trial_tokens
+from .registry import MCP_TOOL_PREFIX, METRICS
+from .tokens import TokenCount, trajectory_tokens, trial_tokens
 from .tools import (
     DEFAULT_MCP_TOOLS,
     call_effects,
@@ -62,63 +37,18 @@ from .tools import (
 )
 from .trial import Step, ToolCall, Trajectory, Trial
 
+__all__ = ["IDENTITY_COLUMNS", "CONTEXT_COLUMNS", "MetricsConfig", "DEFAULT_CONFIG", "TrialFacts",
+           "trial_metrics", "trajectory_tokens", "estimated_cost", "call_order", "mcp_column",
+           "metrics_frame"]
+
 IDENTITY_COLUMNS = ["profile", "task_id", "repetition", "run_id", "trial_path"]
-METRIC_COLUMNS = [
-    "success",
-    "reward",
-    "tests_passed",
-    "tests_failed",
-    "tests_total",
-    "tests_passed_ratio",
-    "total_input_tokens",
-    "total_output_tokens",
-    "total_cached_tokens",
-    "total_tokens",
-    "total_cost_usd",
-    "cost_estimated",
-    "token_efficiency",
-    "total_steps",
-    "agent_steps",
-    "tool_calls_count",
-    "unique_tools",
-    "tools_per_step",
-    "steps_per_minute",
-    "elapsed_sec",
-    "tool_distribution",
-    "tool_success_rate",
-    "tool_error_count",
-    "mcp_tools_used",
-    "mcp_tool_calls",
-    "native_tool_calls",
-    "mcp_discovery_calls",
-    "mcp_exposed",
-    "mcp_used",
-    "loop_count",
-    "backtrack_count",
-    "exploration_breadth",
-    "files_read",
-    "files_edited",
-    "grep_before_edit",
-    "mcp_calls_by_tool",
-    "time_to_first_edit_sec",
-    "steps_to_first_edit",
-    "duplicate_reads",
-    "tool_misuse",
-    "infinite_loop",
-    "budget_exhaustion",
-    "premature_stop",
-    "context_omission",
-]
 CONTEXT_COLUMNS = ["source_format", "agent_name", "model_name", "task_dataset", "started_at", "infra_error", "exception",
                    "token_source", "other_token_source", "other_input_tokens"]
-CATEGORY_COLUMNS = ["calls_read", "calls_search", "calls_edit", "calls_execute", "calls_mcp", "calls_other"]
-# Prefix of the per-MCP-tool call count columns (one per tool seen; see mcp_column).
-MCP_TOOL_PREFIX = "mcp_calls__"
 
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    """Thresholds and MCP tool names of the Layer 1 metrics (defaults as documented above)."""
+    """Thresholds and MCP tool names of the Layer 1 metrics (defaults as the registry's definitions say)."""
 
     mcp_tools: frozenset[str] = field(default_factory=lambda: DEFAULT_MCP_TOOLS)
     tool_misuse_error_rate: float = 0.30
@@ -130,6 +60,415 @@ class MetricsConfig:
 
 
 DEFAULT_CONFIG = MetricsConfig()  # frozen: one shared default
+
+
+def trial_metrics(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str, Any]:
+    """Every Layer 1 metric of one trial, as a flat dict (identity and context columns included)."""
+    facts = TrialFacts(trial, config)
+    row: dict[str, Any] = {
+        "profile": trial.profile,
+        "task_id": trial.task_id,
+        "repetition": trial.repetition,
+        "run_id": trial.run_id,
+        "trial_path": trial.trial_path,
+        "source_format": trial.source_format,
+        "agent_name": trial.metadata.get("agent_name"),
+        "model_name": trial.metadata.get("model_name"),
+        "task_dataset": trial.metadata.get("task_dataset"),
+        "exception": trial.exception,
+        "started_at": trial.timing.started_at.isoformat() if trial.timing.started_at else None,
+        "infra_error": facts.outcome.infra,
+        # Where the token counts came from, and what the next source says (analysis_lib.tokens).
+        "token_source": facts.tokens.source,
+        "other_token_source": facts.tokens.other_source,
+        "other_input_tokens": facts.tokens.other_input,
+    }
+    for metric_id in METRICS:
+        row[metric_id] = facts[metric_id]
+    return row
+
+
+# --------------------------------------------------------------------------- the facts of one trial
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    reward: float | None
+    success: bool | None
+    infra: bool
+
+
+@dataclass(slots=True)
+class CallWalk:
+    """One pass over a trajectory's tool calls in call order (subagents' included): what the process metrics count."""
+
+    calls: int = 0
+    agent_steps: int = 0  # root's and subagents' (the denominator of tools_per_step)
+    names: Counter[str] = field(default_factory=Counter)
+    categories: Counter[str] = field(default_factory=Counter)
+    errors: int = 0
+    loops: int = 0
+    max_streak: int = 0
+    read_files: set[str] = field(default_factory=set)
+    edited_files: set[str] = field(default_factory=set)
+    backtracks: int = 0
+    duplicate_reads: int = 0
+    searched_before_edit: bool | None = None  # None: nothing was edited
+    mcp_by_tool: Counter[str] = field(default_factory=Counter)
+    mcp_calls: int = 0
+    discovery: int = 0
+    mcp_discovery: int = 0
+    refused_mcp: int = 0
+    first_edit_position: int | None = None
+    first_edit_timestamp: str | None = None
+
+
+_UNSET = object()
+
+
+class TrialFacts:
+    """What the metric functions of the registry read of one trial; ``facts[id]`` is another metric's value.
+
+    Each part is worked out once, when a metric first asks for it. A metric's value is what its
+    function computes, else (no value) what the trial's source carried for it (``Trial.carried_metrics``).
+    """
+
+    trial: Trial
+    config: MetricsConfig
+    traj: Trajectory | None
+    steps: list[Step]  # the root trajectory's steps outside copied context: what step counts and positions refer to
+
+    def __init__(self, trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> None:
+        self.trial = trial
+        self.config = config
+        self.traj = trial.trajectory
+        self.steps = [s for s in self.traj.steps if not s.is_copied_context] if self.traj is not None else []
+        self._values: dict[str, Any] = {}
+
+    def __getitem__(self, metric_id: str) -> Any:
+        value = self._values.get(metric_id, _UNSET)
+        if value is not _UNSET:
+            return value
+        m = METRICS[metric_id]
+        value = m.compute(self) if m.compute is not None else None
+        if value is None and m.carried:
+            value = self.trial.carried_metrics.get(metric_id)
+        self._values[metric_id] = value
+        return value
+
+    @functools.cached_property
+    def outcome(self) -> Outcome:
+        """Reward, success and infrastructure error (a harness exception with no verdict at all)."""
+        carried = self.trial.carried_metrics
+        reward = self.trial.reward if self.trial.reward is not None else carried.get("reward")
+        success = carried.get("success")
+        if reward is not None:
+            success = reward_succeeds(reward, self.config.success_rule)
+        infra = self.trial.exception is not None and reward is None and success is None
+        return Outcome(reward, None if infra or success is None else bool(success), infra)
+
+    @functools.cached_property
+    def tests(self) -> tuple[int, int, int] | None:
+        """(passed, failed, total) of the verifier's tests, None without a report."""
+        tests = self.trial.tests
+        if tests is None:
+            return None
+        return sum(t.status == "passed" for t in tests), sum(t.status == "failed" for t in tests), len(tests)
+
+    @functools.cached_property
+    def tokens(self) -> TokenCount:
+        return trial_tokens(self.trial)
+
+    @functools.cached_property
+    def cost(self) -> tuple[float | None, bool]:
+        """(USD, whether estimated): the recorded cost, else the estimate of the trial's tokens."""
+        t = self.tokens
+        if t.cost is not None:
+            return t.cost, t.cost_estimated
+        if t.input is None:
+            return None, False
+        model = self.trial.metadata.get("model_name") or (self.traj.model_name if self.traj is not None else None)
+        est = estimated_cost(self.traj, model, t)
+        return est, est is not None
+
+    @functools.cached_property
+    def elapsed(self) -> float | None:
+        """Agent execution time, else trial start to finish, else first to last step timestamp."""
+        t = self.trial.timing
+        elapsed = _seconds(t.agent_started_at, t.agent_finished_at)
+        if elapsed is None:
+            elapsed = _seconds(t.started_at, t.finished_at)
+        if elapsed is None:
+            stamps = [s.timestamp for s in self.steps if s.timestamp]
+            if len(stamps) >= 2:
+                elapsed = _seconds(_ts(stamps[0]), _ts(stamps[-1]))
+        return elapsed
+
+    @functools.cached_property
+    def walk(self) -> CallWalk | None:
+        """The call walk of the trajectory; None without one."""
+        return walk_calls(self.traj, self.config) if self.traj is not None else None
+
+    @functools.cached_property
+    def tool_names(self) -> dict[str, int] | None:
+        """Calls per tool name: of the trajectory, else the distribution the source carried."""
+        if self.walk is not None:
+            return dict(self.walk.names)
+        dist = self.trial.carried_metrics.get("tool_distribution")
+        return dist if isinstance(dist, dict) else None
+
+    @functools.cached_property
+    def first_edit_seconds(self) -> float | None:
+        """Seconds from the root's first step to the step holding the first edit (timestamps of both needed)."""
+        w = self.walk
+        if w is None or w.searched_before_edit is None or not self.steps:
+            return None
+        return _seconds(_ts(self.steps[0].timestamp), _ts(w.first_edit_timestamp))
+
+
+# --------------------------------------------------------------------------- tokens and cost
+
+
+_Usage = list[float]  # input (cache included), output, cached, cache writes
+
+
+def estimated_cost(traj: Trajectory | None, model: str | None, totals: TokenCount | None = None) -> float | None:
+    """Estimated USD cost of a trial's tokens from litellm's offline price map (:func:`analysis_lib.pricing.estimate_cost`).
+
+    The tokens priced are the recorded totals (:func:`trajectory_tokens`, or ``totals`` for the trial),
+    so that the cost and the token columns describe the same tokens. Within them, each API call (an
+    agent step, as :func:`trajectory_tokens` counts them) is priced at the model that answered it (the
+    step's, else its trajectory's, else ``model``) and a subagent's tokens as its own calls say; what
+    the totals record beyond the calls (a call without a step, cache writes known only as a total) is
+    priced at the trajectory's model, and totals smaller than the calls shrink the trajectory's own
+    calls in proportion. None when a model that has tokens has no price: unknown, never a wrong
+    number. The benchmark runner's estimate is this function too.
+    """
+    by_model: dict[str | None, _Usage] = {}
+    accounted: _Usage = [0, 0, 0, 0]
+    root_model = model
+    if traj is not None:
+        root_model = _own_model(traj, model)
+        accounted = _priced_usage(traj, model, by_model)
+    if totals is not None:
+        recorded = [totals.input or 0, totals.output or 0, totals.cached or 0, totals.cache_write or 0]
+        _add(by_model, root_model, [max(0, r - a) for r, a in zip(recorded, accounted, strict=True)])
+    total = 0.0
+    for m, (tin, tout, tcached, twritten) in by_model.items():
+        if tin <= 0 and tout <= 0:
+            continue
+        cost = pricing.estimate_cost(m, tin, tout, tcached, twritten)
+        if cost is None:
+            return None
+        total += cost
+    return total
+
+
+def _own_model(traj: Trajectory, fallback: str | None) -> str | None:
+    """A trajectory's model: its agent's, else its first agent step's, else ``fallback``."""
+    if traj.model_name:
+        return traj.model_name
+    return next((s.model_name for s in traj.steps if s.source == "agent" and s.model_name), fallback)
+
+
+def _add(by_model: dict[str | None, _Usage], model: str | None, usage: _Usage, factor: _Usage | None = None) -> None:
+    if any(usage):
+        acc = by_model.setdefault(model, [0, 0, 0, 0])
+        for i, v in enumerate(usage):
+            acc[i] += v * (factor[i] if factor is not None else 1)
+
+
+def _priced_usage(traj: Trajectory, parent_model: str | None, by_model: dict[str | None, _Usage]) -> _Usage:
+    """Add the priced usage of ``traj`` (its subagents', its own calls', the rest of its totals) to ``by_model``;
+    return the tokens so attributed (its totals)."""
+    own_model = _own_model(traj, parent_model)
+    subs: _Usage = [0, 0, 0, 0]
+    for sub in traj.subagents:
+        subs = [a + u for a, u in zip(subs, _priced_usage(sub, own_model, by_model), strict=True)]
+    own: dict[str | None, _Usage] = {}
+    seen: set[str] = set()
+    for s in traj.steps:
+        if s.source != "agent" or s.is_copied_context or (s.prompt_tokens is None and s.completion_tokens is None):
+            continue
+        if s.usage_key is not None:
+            if s.usage_key in seen:
+                continue
+            seen.add(s.usage_key)
+        _add(own, s.model_name or own_model, [s.prompt_tokens or 0, s.completion_tokens or 0, s.cached_tokens or 0,
+                                              s.cache_write_tokens or 0])
+    calls = [sum(u[i] for u in own.values()) for i in range(4)]
+    tt = trajectory_tokens(traj)
+    recorded = [tt[k] for k in ("input", "output", "cached", "cache_write")]
+    # The trajectory's own share of its totals (what its subagents do not account for); unknown: its calls.
+    target = [c if r is None else max(0, r - sb) for r, sb, c in zip(recorded, subs, calls, strict=True)]
+    factor = [min(1.0, t / c) if c else 1.0 for t, c in zip(target, calls, strict=True)]
+    for m, usage in own.items():
+        _add(by_model, m, usage, factor)
+    _add(by_model, own_model, [max(0, t - c) for t, c in zip(target, calls, strict=True)])
+    return [sb + t for sb, t in zip(subs, target, strict=True)]
+
+
+# --------------------------------------------------------------------------- the calls in call order
+
+
+@dataclass(slots=True)
+class _At:
+    """A call where it stands: its step's position among the root's steps (None: a subagent no result refers to)
+    and timestamp, and whether it is a call of the trajectory being ordered (not of one of its subagents)."""
+
+    call: ToolCall
+    position: int | None
+    timestamp: str | None
+    own: bool = True
+
+
+def call_order(traj: Trajectory) -> list[tuple[ToolCall, int | None, str | None]]:
+    """Every call of a trajectory and its subagents in call order (``registry.CALL_ORDER``), each with the
+    1-based position of the root step it counts at (None for a subagent no result refers to) and the
+    timestamp of the step holding it."""
+    if not traj.subagents:  # the common case: the root's calls in step order
+        steps = [s for s in traj.steps if not s.is_copied_context]
+        return [(c, pos, s.timestamp) for pos, s in enumerate(steps, start=1) for c in s.tool_calls]
+    return [(a.call, a.position, a.timestamp) for a in _ordered(traj)]
+
+
+def _ordered(traj: Trajectory) -> list[_At]:
+    steps = [s for s in traj.steps if not s.is_copied_context]
+    out = [_At(c, pos, s.timestamp) for pos, s in enumerate(steps, start=1) for c in s.tool_calls]
+    for sub in traj.subagents:
+        calls = _ordered(sub)
+        if not calls:
+            continue
+        anchor, position = _anchor(out, steps, sub)
+        for a in calls:
+            a.position, a.own = position, False
+        out = _merge(out, calls, anchor)
+    return out
+
+
+def _anchor(out: list[_At], steps: list, sub: Trajectory) -> tuple[int, int | None]:
+    """(index in ``out`` after which the subagent's calls go, position of the root step they count at)."""
+    if sub.parent_call_id is not None:
+        for i, a in enumerate(out):
+            if a.own and a.call.call_id == sub.parent_call_id:
+                return i, a.position
+    if sub.parent_step_id is not None:
+        position = next((pos for pos, s in enumerate(steps, start=1) if s.step_id == sub.parent_step_id), None)
+        if position is not None:
+            before = [i for i, a in enumerate(out) if a.own and a.position is not None and a.position <= position]
+            return (before[-1] if before else -1), position
+    return len(out) - 1, None
+
+
+def _merge(out: list[_At], calls: list[_At], anchor: int) -> list[_At]:
+    """``calls`` placed after ``out[anchor]``: by the time of their steps when every call concerned has one,
+    else right after the anchor (and after the calls of subagents placed there before)."""
+    head, tail = out[: anchor + 1], out[anchor + 1 :]
+    times_tail = [_epoch(a.timestamp) for a in tail]
+    times_calls = [_epoch(a.timestamp) for a in calls]
+    if all(t is not None for t in times_tail) and all(t is not None for t in times_calls):
+        merged: list[_At] = []
+        i = j = 0
+        while i < len(tail) and j < len(calls):
+            if times_calls[j] < times_tail[i]:  # type: ignore[operator]
+                merged.append(calls[j])
+                j += 1
+            else:  # a tie goes to the calls already there
+                merged.append(tail[i])
+                i += 1
+        return head + merged + tail[i:] + calls[j:]
+    skip = 0
+    while skip < len(tail) and not tail[skip].own:
+        skip += 1
+    return head + tail[:skip] + calls + tail[skip:]
+
+
+@functools.lru_cache(maxsize=8192)
+def _epoch(value: str | None) -> float | None:
+    """Seconds since the epoch of an ISO 8601 time with a zone; None without one (times are then not comparable)."""
+    dt = _ts(value)
+    return dt.timestamp() if dt is not None and dt.tzinfo is not None else None
+
+
+def walk_calls(traj: Trajectory, config: MetricsConfig = DEFAULT_CONFIG) -> CallWalk:
+    """One pass over the calls of ``traj`` in call order, counting what the process metrics read."""
+    w = CallWalk(agent_steps=_agent_steps(traj))
+    mcp_tools = config.mcp_tools if isinstance(config.mcp_tools, frozenset) else frozenset(config.mcp_tools)
+    streak = 0
+    prev_key = None
+    searched = False
+    read_unchanged: set[str] = set()  # files read since their last edit: reading one again is a duplicate read
+    for call, position, timestamp in call_order(traj):
+        w.calls += 1
+        name, arguments = call.name, call.arguments
+        w.names[name] += 1
+        cat = name_category(name, mcp_tools) or categorize(name, arguments, mcp_tools)
+        refused = bool(call.is_error) and is_permission_denial(call.output)
+        if is_discovery(name):
+            # ToolSearch loads deferred tools' schemas: neither a native call nor a use of MCP.
+            w.discovery += 1
+            w.mcp_discovery += discovers_mcp(arguments)
+        elif cat == "mcp" and refused:
+            w.refused_mcp += 1  # the agent refused to run it: not a use of MCP
+        else:
+            w.categories[cat] += 1
+        if cat == "mcp" and not refused:
+            w.mcp_calls += 1
+            w.mcp_by_tool[name] += 1
+        if call.is_error:
+            w.errors += 1
+        key = (name, arguments)  # dict equality ignores key order: the same canonical arguments
+        if key == prev_key:
+            w.loops += 1
+            streak += 1
+        else:
+            streak = 1
+        w.max_streak = max(w.max_streak, streak)
+        prev_key = key
+        # A call the agent refused to run read, searched and edited nothing; a failed read read no file.
+        reads, edits, search = ((), (), False) if refused else call_effects(name, arguments, cat)
+        searched = searched or search
+        for p in () if call.is_error else reads:
+            p = _norm(p)
+            w.read_files.add(p)
+            if p in read_unchanged:
+                w.duplicate_reads += 1
+            else:
+                read_unchanged.add(p)
+        if edits and w.searched_before_edit is None:
+            w.searched_before_edit = searched
+            w.first_edit_position, w.first_edit_timestamp = position, timestamp
+        for p in edits:
+            p = _norm(p)
+            read_unchanged.discard(p)
+            if p in w.edited_files:
+                w.backtracks += 1
+            else:
+                w.edited_files.add(p)
+    return w
+
+
+def _agent_steps(traj: Trajectory) -> int:
+    """Agent steps outside copied context, the subagents' included."""
+    return sum(s.source == "agent" and not s.is_copied_context for s in traj.steps) + sum(_agent_steps(s) for s in traj.subagents)
+
+
+@functools.lru_cache(maxsize=4096)  # once per call of every trial when the table is built
+def mcp_column(name: str) -> str:
+    """Column id of an MCP tool's call count: ``mcp_calls__`` + the name without its ``mcp__`` prefix,
+    lower-cased, other characters than ``[a-z0-9_]`` as ``_`` (``mcp__codegraph__search_code`` ->
+    ``mcp_calls__codegraph__search_code``)."""
+    base = name[5:] if name.startswith("mcp__") else name
+    return MCP_TOOL_PREFIX + re.sub(r"[^a-z0-9_]", "_", base.lower())
+
+
+@functools.lru_cache(maxsize=8192)  # called for every path of every call; agents touch the same files again
+def _norm(path: str) -> str:
+    """Normalise a file path for counting: strip quotes, ``./`` and trailing slashes."""
+    p = path.strip().strip("'\"")
+    while p.startswith("./"):
+        p = p[2:]
+    return p.rstrip("/") or p
 
 
 def _ts(v: str | None) -> datetime | None:
@@ -151,349 +490,14 @@ def _seconds(a: datetime | None, b: datetime | None) -> float | None:
     return s if s >= 0 else None
 
 
-SubagentUsage = tuple[str | None, int, int, int, int]  # model, input, output, cached, cache-write tokens
+# --------------------------------------------------------------------------- the metrics table
 
-
-def _own_model(traj: Trajectory, fallback: str | None) -> str | None:
-    """A trajectory's model: its agent's, else its first agent step's, else ``fallback``."""
-    if traj.model_name:
-        return traj.model_name
-    return next((s.model_name for s in traj.steps if s.source == "agent" and s.model_name), fallback)
-
-
-def _subagent_usage(traj: Trajectory, parent_model: str | None = None) -> Iterator[SubagentUsage]:
-    """(model, input, output, cached, cache writes) of every subagent, nested ones apart from their parent."""
-    model = _own_model(traj, parent_model)
-    for sub in traj.subagents:
-        sub_model = _own_model(sub, model)
-        own = trajectory_tokens(sub)
-        nested = list(_subagent_usage(sub, model))
-        if own["input"] is not None:
-            yield (
-                sub_model,
-                max(0, own["input"] - sum(n[1] for n in nested)),
-                max(0, (own["output"] or 0) - sum(n[2] for n in nested)),
-                max(0, (own["cached"] or 0) - sum(n[3] for n in nested)),
-                max(0, (own.get("cache_write") or 0) - sum(n[4] for n in nested)),
-            )
-        yield from nested
-
-
-def estimate_cost(
-    model: str | None, tin: int, tout: int, tcached: int, subagents: Iterable[SubagentUsage] = (), cache_write: int = 0
-) -> float | None:
-    """Estimated cost of a trial's tokens: each subagent's at its own model's rate (its parent's when its
-    model has no price), the rest at ``model``'s, cache writes at the cache-write rate; None when
-    ``model`` has no price."""
-    if pricing.model_prices(model) is None:
-        return None
-    rest_in, rest_out, rest_cached, rest_written, total = tin, tout, tcached, cache_write or 0, 0.0
-    for sub_model, sin, sout, scached, swritten in subagents:
-        priced = sub_model if pricing.model_prices(sub_model) is not None else model
-        total += pricing.estimate_cost(priced, sin, sout, scached, swritten) or 0.0
-        rest_in, rest_out, rest_cached, rest_written = rest_in - sin, rest_out - sout, rest_cached - scached, rest_written - swritten
-    return total + (pricing.estimate_cost(model, max(0, rest_in), max(0, rest_out), max(0, rest_cached), max(0, rest_written)) or 0.0)
-
-
-def _iter_calls(traj: Trajectory) -> Iterator[ToolCall]:
-    """Tool calls of the trajectory, then of its subagents (their work is the trial's work)."""
-    for s in traj.steps:
-        if s.is_copied_context:
-            continue
-        yield from s.tool_calls
-    for sub in traj.subagents:
-        yield from _iter_calls(sub)
-
-
-def _calls_with_steps(steps: list[Step], subagents: list[Trajectory]) -> Iterator[tuple[ToolCall, tuple[int, str | None] | None]]:
-    """Every call as :func:`_iter_calls` orders them, with (1-based position of its step among ``steps``,
-    that step's timestamp) for a call of the root trajectory, None for a subagent's."""
-    for position, s in enumerate(steps, start=1):
-        for call in s.tool_calls:
-            yield call, (position, s.timestamp)
-    for sub in subagents:
-        for call in _iter_calls(sub):
-            yield call, None
-
-
-def trial_metrics(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str, Any]:
-    """Every Layer 1 metric of one trial, as a flat dict (identity columns included)."""
-    m: dict[str, Any] = {
-        "profile": trial.profile,
-        "task_id": trial.task_id,
-        "repetition": trial.repetition,
-        "run_id": trial.run_id,
-        "trial_path": trial.trial_path,
-        "source_format": trial.source_format,
-        "agent_name": trial.metadata.get("agent_name"),
-        "model_name": trial.metadata.get("model_name"),
-        "task_dataset": trial.metadata.get("task_dataset"),
-        "exception": trial.exception,
-        "started_at": trial.timing.started_at.isoformat() if trial.timing.started_at else None,
-    }
-    carried = trial.carried_metrics
-    traj = trial.trajectory
-    steps = [s for s in traj.steps if not s.is_copied_context] if traj is not None else []
-
-    # Outcome
-    reward = trial.reward if trial.reward is not None else carried.get("reward")
-    success = carried.get("success")
-    if reward is not None:
-        success = reward_succeeds(reward, config.success_rule)
-    infra = trial.exception is not None and reward is None and success is None
-    m["reward"] = reward
-    m["success"] = None if infra else (bool(success) if success is not None else None)
-    m["infra_error"] = infra
-    passed: int | None
-    failed: int | None
-    total: int | None
-    if trial.tests is not None:
-        passed = sum(t.status == "passed" for t in trial.tests)
-        failed = sum(t.status == "failed" for t in trial.tests)
-        total = len(trial.tests)
-    else:
-        passed, failed, total = carried.get("tests_passed"), carried.get("tests_failed"), carried.get("tests_total")
-    m["tests_passed"], m["tests_failed"], m["tests_total"] = passed, failed, total
-    m["tests_passed_ratio"] = (passed / total) if total and passed is not None else None
-
-    # Economics: each API call counted once, from the first source that knows (analysis_lib.tokens)
-    tok = trial_tokens(trial)
-    tin, tout, tcached, cost, estimated = tok.input, tok.output, tok.cached, tok.cost, tok.cost_estimated
-    if cost is None and tin is not None:
-        from_traj = tok.source == "trajectory" and traj is not None
-        est = estimate_cost(
-            m["model_name"] or (traj.model_name if traj is not None else None),
-            tin,
-            tout or 0,
-            tcached or 0,
-            _subagent_usage(traj) if from_traj and traj is not None else (),
-            tok.cache_write or 0,
-        )
-        if est is not None:
-            cost, estimated = est, True
-    m["token_source"] = tok.source
-    m["other_token_source"], m["other_input_tokens"] = tok.other_source, tok.other_input
-    m["total_input_tokens"], m["total_output_tokens"], m["total_cached_tokens"] = tin, tout, tcached
-    total_tokens = (tin or 0) + (tout or 0) if tin is not None or tout is not None else None
-    m["total_tokens"] = total_tokens
-    m["total_cost_usd"] = cost
-    m["cost_estimated"] = estimated
-    m["token_efficiency"] = (1.0 if m["success"] else 0.0) / total_tokens * 1e6 if total_tokens and m["success"] is not None else None
-
-    # Timing
-    t = trial.timing
-    elapsed = _seconds(t.agent_started_at, t.agent_finished_at)
-    if elapsed is None:
-        elapsed = _seconds(t.started_at, t.finished_at)
-    stamps = [s.timestamp for s in steps if s.timestamp]
-    if elapsed is None and len(stamps) >= 2:
-        elapsed = _seconds(_ts(stamps[0]), _ts(stamps[-1]))
-    if elapsed is None:
-        elapsed = carried.get("elapsed_sec")
-    m["elapsed_sec"] = elapsed
-    # Measured by the benchmark runner for treatment trials (result.json "bench"): empty elsewhere.
-    m["mcp_exposed"], m["mcp_used"] = trial.metadata.get("mcp_exposed"), trial.metadata.get("mcp_used")
-
-    if traj is None:
-        _carried_process(m, carried, config)
-    else:
-        _process_metrics(m, steps, traj.subagents, config)
-
-    failed = m["success"] is False
-    m["budget_exhaustion"] = bool(failed and (total_tokens or 0) > config.budget_exhaustion_tokens)
-    m["premature_stop"] = bool(failed and m["total_steps"] is not None and m["total_steps"] < config.premature_stop_steps)
-    m["context_omission"] = None
-    return m
-
-
-def _carried_process(m: dict, carried: dict, config: MetricsConfig) -> None:
-    dist = carried.get("tool_distribution")
-    calls = carried.get("tool_calls_count", sum(dist.values()) if isinstance(dist, dict) else None)
-    m["total_steps"] = carried.get("total_steps")
-    m["agent_steps"] = carried.get("agent_steps")
-    m["tool_calls_count"] = calls
-    m["unique_tools"] = len(dist) if isinstance(dist, dict) else None
-    m["tools_per_step"] = None
-    m["steps_per_minute"] = m["total_steps"] / (m["elapsed_sec"] / 60) if m["total_steps"] and m["elapsed_sec"] else None
-    m["tool_distribution"] = orjson.dumps(dist, option=orjson.OPT_SORT_KEYS).decode() if isinstance(dist, dict) else None
-    errs = carried.get("tool_error_count")
-    m["tool_error_count"] = errs
-    m["tool_success_rate"] = (1 - errs / calls) if calls and errs is not None else None
-    for k in (
-        "mcp_tools_used",
-        "mcp_tool_calls",
-        "native_tool_calls",
-        "mcp_discovery_calls",
-        "loop_count",
-        "backtrack_count",
-        "exploration_breadth",
-        "files_read",
-        "files_edited",
-        "grep_before_edit",
-    ):
-        m[k] = carried.get(k)
-    # Per-tool MCP counts, first edit and re-reads need the ordered calls of a trajectory.
-    for k in ("mcp_calls_by_tool", "time_to_first_edit_sec", "steps_to_first_edit", "duplicate_reads"):
-        m[k] = None
-    for k in CATEGORY_COLUMNS:
-        m[k] = None
-    m["tool_misuse"] = bool(calls and errs is not None and errs / calls > config.tool_misuse_error_rate)
-    m["infinite_loop"] = None
-
-
-def _process_metrics(m: dict, steps: list[Step], subagents: list[Trajectory], config: MetricsConfig) -> None:
-    """The process metrics of a trajectory: ``steps``, its root steps outside copied context, and its subagents."""
-    m["total_steps"] = len(steps)
-    agent_steps = sum(1 for s in steps if s.source == "agent")
-    m["agent_steps"] = agent_steps
-    names: Counter[str] = Counter()
-    cats: Counter[str] = Counter()
-    errors = 0
-    loops = 0
-    streak = max_streak = 1
-    prev_key = None
-    read_files: set[str] = set()
-    edited_files: set[str] = set()
-    backtracks = 0
-    searched = False
-    grep_before_edit = None
-    mcp_names: set[str] = set()
-    mcp_calls = 0
-    mcp_by_tool: Counter[str] = Counter()
-    discovery = mcp_discovery = refused_mcp = 0
-    first_edit: tuple[int, str | None] | None = None  # where the first call that edits a file is (see _calls_with_steps)
-    first_edited = False
-    # Files read since their last edit: reading one again is a duplicate read.
-    read_unchanged: set[str] = set()
-    duplicate_reads = 0
-    n = 0
-    mcp_tools = config.mcp_tools if isinstance(config.mcp_tools, frozenset) else frozenset(config.mcp_tools)
-    for call, where in _calls_with_steps(steps, subagents):
-        n += 1
-        name, arguments = call.name, call.arguments
-        names[name] += 1
-        cat = name_category(name, mcp_tools) or categorize(name, arguments, mcp_tools)
-        refused = bool(call.is_error) and is_permission_denial(call.output)
-        if is_discovery(name):
-            # ToolSearch loads deferred tools' schemas: neither a native call nor a use of MCP.
-            discovery += 1
-            mcp_discovery += discovers_mcp(arguments)
-        elif cat == "mcp" and refused:
-            refused_mcp += 1  # the agent refused to run it: not a use of MCP
-        else:
-            cats[cat] += 1
-        if cat == "mcp" and not refused:
-            mcp_calls += 1
-            mcp_names.add(name)
-            mcp_by_tool[name] += 1
-        if call.is_error:
-            errors += 1
-        # Dict equality ignores key order: the same canonical arguments.
-        key = (name, arguments)
-        if key == prev_key:
-            loops += 1
-            streak += 1
-            max_streak = max(max_streak, streak)
-        else:
-            streak = 1
-        prev_key = key
-        # A call the agent refused to run read, searched and edited nothing.
-        reads, edits, search = ((), (), False) if refused else call_effects(name, arguments, cat)
-        if search:
-            searched = True
-        if call.is_error:
-            reads = ()  # a failed read (a directory, a missing file) read no file
-        for p in reads:
-            p = _norm(p)
-            read_files.add(p)
-            if p in read_unchanged:
-                duplicate_reads += 1
-            else:
-                read_unchanged.add(p)
-        if edits and not first_edited:
-            first_edited, first_edit = True, where
-        for p in edits:
-            p = _norm(p)
-            read_unchanged.discard(p)
-            if p in edited_files:
-                backtracks += 1
-            else:
-                if grep_before_edit is None:
-                    grep_before_edit = searched
-                edited_files.add(p)
-    m["tool_calls_count"] = n
-    m["unique_tools"] = len(names)
-    m["tools_per_step"] = n / agent_steps if agent_steps else None
-    m["steps_per_minute"] = len(steps) / (m["elapsed_sec"] / 60) if m["elapsed_sec"] else None
-    m["tool_distribution"] = orjson.dumps(dict(sorted(names.items()))).decode()
-    m["tool_error_count"] = errors
-    m["tool_success_rate"] = 1 - errors / n if n else None
-    m["mcp_tools_used"] = len(mcp_names)
-    m["mcp_tool_calls"] = mcp_calls
-    m["native_tool_calls"] = n - mcp_calls - discovery - refused_mcp
-    m["mcp_discovery_calls"] = mcp_discovery
-    m["loop_count"] = loops
-    m["backtrack_count"] = backtracks
-    m["exploration_breadth"] = len(read_files | edited_files)
-    m["files_read"] = len(read_files)
-    m["files_edited"] = len(edited_files)
-    m["grep_before_edit"] = grep_before_edit
-    m["mcp_calls_by_tool"] = orjson.dumps(dict(sorted(mcp_by_tool.items()))).decode()
-    for name, count in mcp_by_tool.items():
-        col = mcp_column(name)
-        m[col] = m.get(col, 0) + count  # two raw names may map onto one column id
-    if first_edit is None:  # no edit, or a subagent's: it has no position among the root's steps
-        m["time_to_first_edit_sec"] = m["steps_to_first_edit"] = None
-    else:
-        position, stamp = first_edit
-        m["time_to_first_edit_sec"] = _seconds(_ts(steps[0].timestamp), _ts(stamp))
-        m["steps_to_first_edit"] = position
-    m["duplicate_reads"] = duplicate_reads
-    m["tool_misuse"] = bool(n and errors / n > config.tool_misuse_error_rate)
-    m["infinite_loop"] = bool(n and max_streak > config.infinite_loop_streak)
-    for c in ("read", "search", "edit", "execute", "mcp", "other"):
-        m[f"calls_{c}"] = cats.get(c, 0)
-
-
-@functools.lru_cache(maxsize=4096)  # once per call of every trial when the table is built
-def mcp_column(name: str) -> str:
-    """Column id of an MCP tool's call count: ``mcp_calls__`` + the name without its ``mcp__`` prefix,
-    lower-cased, other characters than ``[a-z0-9_]`` as ``_`` (``mcp__codegraph__search_code`` ->
-    ``mcp_calls__codegraph__search_code``)."""
-    base = name[5:] if name.startswith("mcp__") else name
-    return MCP_TOOL_PREFIX + re.sub(r"[^a-z0-9_]", "_", base.lower())
-
-
-@functools.lru_cache(maxsize=8192)  # called for every path of every call; agents touch the same files again
-def _norm(path: str) -> str:
-    """Normalise a file path for counting: strip quotes, ``./`` and trailing slashes."""
-    p = path.strip().strip("'\"")
-    while p.startswith("./"):
-        p = p[2:]
-    return p.rstrip("/") or p
-
-
-_BOOL_COLUMNS = frozenset(
-    {
-        "success",
-        "infra_error",
-        "cost_estimated",
-        "grep_before_edit",
-        "tool_misuse",
-        "infinite_loop",
-        "mcp_exposed",
-        "mcp_used",
-        "budget_exhaustion",
-        "premature_stop",
-    }
-)
-_NUMERIC_COLUMNS = frozenset(
-    c for c in METRIC_COLUMNS + CATEGORY_COLUMNS if c not in _BOOL_COLUMNS | {"tool_distribution", "context_omission", "mcp_calls_by_tool"}
-)
+_BOOL_COLUMNS = frozenset({"infra_error"} | {m.id for m in METRICS.values() if m.dtype == "boolean"})
+_NUMERIC_COLUMNS = frozenset(m.id for m in METRICS.values() if m.dtype == "float64")
 
 
 def _column(name: str, values: list) -> Any:
-    """One column of the metrics table, typed (built column by column: 2x faster than from row dicts)."""
+    """One column of the metrics table, typed as the registry says (built column by column: 2x faster than from row dicts)."""
     if name in _NUMERIC_COLUMNS or name.startswith(MCP_TOOL_PREFIX):
         try:
             return np.array(values, dtype="float64")  # None becomes NaN
@@ -510,7 +514,7 @@ def _column(name: str, values: list) -> Any:
 
 
 def metrics_frame(rows: list[dict[str, Any]], *, sort: bool = True) -> pd.DataFrame:
-    """Rows to a frame with the documented column order (identity, metrics, categories, context, extensions),
+    """Rows to a frame with the documented column order (identity, the registry's metrics, context, extensions),
     sorted by profile, task, repetition and run unless ``sort`` is False (rows kept in the given order).
 
     The ``mcp_calls__<tool>`` columns are derived from ``mcp_calls_by_tool`` (see :func:`mcp_column`).
@@ -518,7 +522,7 @@ def metrics_frame(rows: list[dict[str, Any]], *, sort: bool = True) -> pd.DataFr
     names = [k for k in dict.fromkeys(k for r in rows for k in r) if not k.startswith(MCP_TOOL_PREFIX)]
     data = {c: [r.get(c) for r in rows] for c in names}
     n = len(rows)
-    base = IDENTITY_COLUMNS + METRIC_COLUMNS + CATEGORY_COLUMNS + CONTEXT_COLUMNS
+    base = IDENTITY_COLUMNS + list(registry.METRICS) + CONTEXT_COLUMNS
     typed = {c: _column(c, data[c] if c in data else [None] * n) for c in base}
     typed.update((c, _column(c, data[c])) for c in names if c not in typed)
     typed.update(_mcp_tool_columns(data.get("mcp_calls_by_tool") or [None] * n))

@@ -38,7 +38,7 @@ from .stats import holm
 from .trial import InputError
 
 __all__ = [
-    "PlanError", "AnalysisPlan", "BesideItt", "PlanCheck", "LOCK_NAME", "default_plan_path", "load_plan", "parse_plan",
+    "PlanError", "AnalysisPlan", "BesideItt", "Sequential", "PlanCheck", "LOCK_NAME", "default_plan_path", "load_plan", "parse_plan",
     "plan_hash", "plan_yaml", "plan_record", "write_preregistration", "check_plan", "adjust_p", "metric_kind",
 ]
 
@@ -165,7 +165,7 @@ class Hypothesis(_Strict):
     ``superior``: B better in the metric's direction; ``noninferior``: B not worse by more than
     ``margin``; ``equivalent``: B within ``margin`` either way (TOST). Margins are in the
     comparison's own scale: a fraction of the rate for pass/fail (0.05 = 5 points), a relative
-    change for ratio metrics (0.10 = 10 %).
+    change for ratio metrics (0.10: B/A between 1/1.1 and 1.1, symmetric on the log scale).
     """
 
     id: str
@@ -239,6 +239,54 @@ class BesideItt(_Strict):
         return [m.id for m in plan.tiers.primary.metrics if not m.id.endswith("*") and m.id != "cost_per_success"]
 
 
+class Sequential(_Strict):
+    """A group-sequential design of the primary tier (docs/sequential.md): when to look, how to spend alpha.
+
+    ``looks``: the number of equally spaced looks, or their information fractions (the share of the
+    scheduled tasks with every pair done, ``timing: tasks``; or the share of the phase budget's guardrail
+    spent, ``timing: spend``). ``efficacy``: the Lan-DeMets spending function; ``futility``: a
+    non-binding futility bound spending ``1 - power`` (or ``none``). ``stop``: ``all`` stops when every
+    primary hypothesis is decided, ``any`` at the first rejection.
+    """
+
+    looks: list[float] | int = 4
+    timing: Literal["tasks", "spend"] = "tasks"
+    efficacy: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+    futility: Literal["none", "obrien_fleming", "pocock"] = "none"
+    power: float = Field(default=0.8, gt=0.5, lt=1)
+    stop: Literal["all", "any"] = "all"
+
+    @field_validator("looks", mode="before")
+    @classmethod
+    def _looks(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError("looks: a number of looks (2 to 10) or a list of increasing fractions in (0, 1]")
+        if isinstance(v, int):
+            if not 2 <= v <= 10:
+                raise ValueError(f"looks: between 2 and 10 looks, got {v}")
+            return v
+        if isinstance(v, list):
+            f = [float(x) if isinstance(x, int | float) and not isinstance(x, bool) else x for x in v]
+            if not all(isinstance(x, float) for x in f) or not 2 <= len(f) <= 10:
+                raise ValueError("looks: 2 to 10 fractions, each a number in (0, 1]")
+            if any(not 0 < x <= 1 for x in f) or any(b <= a for a, b in zip(f, f[1:], strict=False)):
+                raise ValueError(f"looks: fractions must increase within (0, 1], got {v}")
+            return f
+        return v
+
+    @model_validator(mode="after")
+    def _last_look(self) -> Sequential:
+        if self.timing == "tasks" and isinstance(self.looks, list) and self.looks[-1] != 1.0:
+            raise ValueError(f"looks: with timing: tasks the last look is at 1.0 (every task), got {self.looks[-1]}")
+        return self
+
+    def fractions(self) -> list[float]:
+        """The planned information fractions of the looks."""
+        if isinstance(self.looks, int):
+            return [k / self.looks for k in range(1, self.looks + 1)]
+        return list(self.looks)
+
+
 class AnalysisPlan(_Strict):
     """The validated plan (see params/analysis_plan.yaml for the meaning of every key)."""
 
@@ -251,6 +299,11 @@ class AnalysisPlan(_Strict):
     hypotheses: list[Hypothesis] = Field(default_factory=list)
     # Estimands beside intention to treat; absent: the defaults of BesideItt (and the plan's hash unchanged).
     beside_itt: BesideItt | None = None
+    # Which family carries the claim: the primary tier or the hypotheses sequence (then required); the other
+    # is supportive. Two confirmatory families, each at alpha, could together err at up to twice alpha.
+    claim_family: Literal["primary", "hypotheses"] | None = None
+    # Optional: interim looks at the primary tier with alpha spending (analysis_lib.sequential).
+    sequential: Sequential | None = None
 
     @model_validator(mode="after")
     def _tier_rules(self) -> AnalysisPlan:
@@ -275,6 +328,16 @@ class AnalysisPlan(_Strict):
                 seen[m.id] = tier
         if self.tiers.exploratory.correction != "none":
             raise ValueError("tiers.exploratory.correction: exploratory metrics have no p-values to correct (use none)")
+        if self.hypotheses and self.claim_family is None:
+            raise ValueError("claim_family: a plan with hypotheses must say which family carries its claim, the primary "
+                             "tier or the hypotheses sequence (the other is then supportive)")
+        if self.claim_family == "hypotheses" and not self.hypotheses:
+            raise ValueError("claim_family: hypotheses, but the plan declares no hypotheses")
+        if self.sequential is not None and self.hypotheses:
+            raise ValueError("sequential: a plan with fixed-sequence hypotheses has no sequential design here; "
+                             "declare the hypotheses or the sequential section, not both")
+        if self.sequential is not None and any(m.test == "gee" for m in self.tiers.primary.metrics):
+            raise ValueError("sequential: the GEE test has no sequential boundary here; use paired_t or sign_flip")
         sens = self.tiers.sensitivity
         if sens is not None:
             if sens.correction != "none":
@@ -292,6 +355,11 @@ class AnalysisPlan(_Strict):
     def beside(self) -> BesideItt:
         """What is reported beside intention to treat: the plan's ``beside_itt``, else the defaults."""
         return self.beside_itt if self.beside_itt is not None else BesideItt()
+
+    @property
+    def claim(self) -> str:
+        """The family that carries the claim: ``primary`` (the default without hypotheses) or ``hypotheses``."""
+        return self.claim_family or "primary"
 
     def tier_metrics(self) -> list[tuple[str, MetricSpec, Tier]]:
         tiers = TIERS + (("sensitivity",) if self.tiers.sensitivity is not None else ())

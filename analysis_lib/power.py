@@ -25,8 +25,10 @@ import pandas as pd
 from scipy import stats as sps
 
 from . import stats
+from .plan import AnalysisPlan
 
-__all__ = ["mcnemar_exact_power", "paired_t_power", "tasks_for_power", "Pilot", "pilot_of", "sensitivity"]
+__all__ = ["mcnemar_exact_power", "paired_t_power", "tasks_for_power", "Pilot", "pilot_of", "sensitivity", "Level",
+           "claim_level"]
 
 N_MAX = 5000
 
@@ -93,6 +95,31 @@ def tasks_for_power(power_at, target: float = 0.8, n_max: int = N_MAX, *, rising
             lo, hi = (lo, mid) if power_at(mid) >= target else (mid, hi)
         return hi
     return next(n for n in range(2, hi + 1) if power_at(n) >= target)
+
+
+@dataclass(frozen=True)
+class Level:
+    """The significance level a claim will be tested at, and where it comes from."""
+
+    alpha: float
+    family: str  # "primary" or "hypotheses"
+    why: str
+
+
+def claim_level(plan: AnalysisPlan, n_pairs: int) -> Level:
+    """The level the plan tests its claim at, for a planner that must plan at it.
+
+    The primary tier is Holm-corrected over its m rows (metrics times profile pairs): a claim must pass
+    Holm's first, smallest level alpha / m. A hypotheses sequence tests each pair's first step at
+    alpha / (number of pairs). Planning at alpha instead promises power the corrected test does not have.
+    """
+    pairs = max(n_pairs, 1)
+    if plan.claim == "hypotheses":
+        return Level(plan.alpha / pairs, "hypotheses", f"the hypotheses sequence, alpha {plan.alpha:g} / "
+                     f"{pairs} profile pair{'s' if pairs != 1 else ''}")
+    m = len(plan.tiers.primary.metrics) * pairs
+    return Level(plan.alpha / m, "primary", f"Holm's smallest level over the primary tier's {m} tests, alpha "
+                 f"{plan.alpha:g} / {m}")
 
 
 @dataclass(frozen=True)

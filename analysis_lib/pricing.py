@@ -91,7 +91,7 @@ def register_price(model: str, input_per_token: float, output_per_token: float) 
 
 
 def estimate_cost(
-    model: str | None, input_tokens: int, output_tokens: int, cached_tokens: int = 0, cache_write_tokens: int = 0
+    model: str | None, input_tokens: float, output_tokens: float, cached_tokens: float = 0, cache_write_tokens: float = 0
 ) -> float | None:
     """Estimated USD cost of a call (or a run's totals), or None for an unpriced model.
 

@@ -101,14 +101,17 @@ def pass_at_k_table(metrics: pd.DataFrame, pairs: list[tuple[str, str]], *, n_bo
                 rows.append({"k": k, "profile": profile, "vs": "", "n_tasks": len(grp),
                              "n_tasks_short": int(short.get(profile, 0)), "measure": measure,
                              "estimate": float(x.mean()), "ci_low": float(lo), "ci_high": float(hi)})
+        tasks_of = trials.groupby("profile")["task_id"].agg(lambda s: set(s.astype(str)))
         for a, b in pairs:
             both = per[per["profile"] == a].merge(per[per["profile"] == b], on="task_id", suffixes=("_a", "_b"))
             if both.empty:
                 continue
+            # Tasks both profiles ran that lack k repetitions under either: left out of this k, and counted.
+            pair_short = len(tasks_of.get(a, set()) & tasks_of.get(b, set())) - len(both)
             idx = rng.integers(0, len(both), size=(n_boot, len(both)))
             for measure, col in (("pass@k", "at_k"), ("pass^k", "hat_k")):
                 d = both[f"{col}_b"].to_numpy() - both[f"{col}_a"].to_numpy()
                 lo, hi = np.quantile(d[idx].mean(1), q)
-                rows.append({"k": k, "profile": b, "vs": a, "n_tasks": len(both), "n_tasks_short": 0, "measure": measure,
+                rows.append({"k": k, "profile": b, "vs": a, "n_tasks": len(both), "n_tasks_short": pair_short, "measure": measure,
                              "estimate": float(d.mean()), "ci_low": float(lo), "ci_high": float(hi)})
     return pd.DataFrame(rows)

@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from . import plan as plan_mod
+from . import sequential as seq_mod
 from .beside_itt import beside_itt
 from .comparisons import compare, profile_pairs
 from .design_audit import DesignAudit
@@ -31,10 +32,19 @@ from .layer1 import analyse
 from .report import plan_figures
 from .report.audit import audit_frames, audit_markdown
 from .report.beside_itt import beside_markdown
-from .report.comparison_report import CORRECTION_NAMES, hypotheses_table, mcnemar_lines, methods_lines, subgroups_table, tier_table
+from .report.comparison_report import (
+    CORRECTION_NAMES,
+    family_role,
+    hypotheses_table,
+    mcnemar_lines,
+    methods_lines,
+    subgroups_table,
+    tier_table,
+)
 from .report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
 from .report.markdown import table as _table
 from .report.numbers import number
+from .report.sequential import design_lines as sequential_lines
 from .subgroups import subgroup_effects_by_pair
 from .trial import InputError
 
@@ -56,6 +66,7 @@ class ResultsOutcome:
     plan_check: plan_mod.PlanCheck | None = None
     table: pd.DataFrame | None = None
     messages: list[str] = field(default_factory=list)
+    sequential: pd.DataFrame | None = None  # adjusted estimates of the primary rows (a sequential run)
 
 
 def read_full_run(path: str | os.PathLike) -> dict:
@@ -101,8 +112,8 @@ def evaluation_table(obj: dict) -> pd.DataFrame:
     """One row per scheduled trial: ``condition, task_id, run, pair, status, outcome, verdict, reason, trial_dir``."""
     rows = []
     for t in obj["trials"]:
-        if not isinstance(t, dict):
-            continue
+        if not isinstance(t, dict) or t.get("status") == "skipped_sequential":
+            continue  # not part of the study: the sequential design stopped it before these trials
         outcome = t.get("outcome")
         ev = t.get("evaluation") if isinstance(t.get("evaluation"), dict) else {}
         reason = None
@@ -127,7 +138,8 @@ def _usd(x: Any) -> str:
 
 def _tier_section(tier: str, rows: pd.DataFrame, plan: plan_mod.AnalysisPlan) -> list[str]:
     corr = CORRECTION_NAMES[getattr(plan.tiers, tier).correction]
-    title = {"primary": f"Primary metrics (pre-registered tests, {corr} correction over the tier)",
+    title = {"primary": f"Primary metrics (pre-registered tests, {corr} correction over the tier; "
+                        f"{family_role(plan, 'primary')})",
              "secondary": f"Secondary metrics (pre-registered tests, {corr} correction over the tier)",
              "exploratory": "Exploratory metrics (descriptive only, not tested)"}[tier]
     out = [f"## {title}", ""]
@@ -200,7 +212,8 @@ def _budget_section(obj: dict) -> list[str]:
 
 def results_report(obj: dict, ev: pd.DataFrame, table: pd.DataFrame, metrics: pd.DataFrame, check: plan_mod.PlanCheck, *,
                    simulated: bool, baseline: str, refused_reason: str | None, figures: list[tuple[str, str]],
-                   mismatches: list[str], ingest_errors: int, source: str, audit: DesignAudit | None = None) -> str:
+                   mismatches: list[str], ingest_errors: int, source: str, audit: DesignAudit | None = None,
+                   sequential: list[str] | None = None) -> str:
     """RESULTS.md: banners, plan hash, completeness, the design audit, design, the three tiers, environment, budget, figures."""
     plan = check.plan
     out: list[str] = []
@@ -237,6 +250,7 @@ def results_report(obj: dict, ev: pd.DataFrame, table: pd.DataFrame, metrics: pd
     if audit is not None:
         out += audit_markdown(*audit_frames(audit))
     out += _design_section(obj, plan, baseline, int(metrics["task_id"].nunique()) if len(metrics) else 0)
+    out += sequential or []
     for tier in plan_mod.TIERS:
         out += _tier_section(tier, table, plan)
     out += _env_section(obj)
@@ -287,7 +301,7 @@ def _claims_and_groups(obj: dict, metrics: pd.DataFrame, plan: plan_mod.Analysis
     """The plan's fixed-sequence hypotheses and, where the manifest names repositories, the subgroup table."""
     out: list[str] = []
     if plan.hypotheses and pairs:
-        out += ["## Fixed-sequence hypotheses (as declared, in order)", ""]
+        out += [f"## Fixed-sequence hypotheses (as declared, in order; {family_role(plan, 'hypotheses')})", ""]
         if refused_reason:
             out += [f"Not tested: {refused_reason}.", ""]
         else:
@@ -302,6 +316,30 @@ def _claims_and_groups(obj: dict, metrics: pd.DataFrame, plan: plan_mod.Analysis
                 "DerSimonian-Laird); read the pooled column and test no repository on its own.", "",
                 subgroups_table(effects, "repository", pull=False), ""]
     return ("\n" + "\n".join(out)) if out else ""
+
+
+def _sequential(obj: dict, metrics: pd.DataFrame, plan: plan_mod.AnalysisPlan, pairs: list[tuple[str, str]],
+                refused: dict[str, str]) -> tuple[list[str], pd.DataFrame | None]:
+    """The sequential section: the looks recomputed from the data (checked against the run record) and the
+    primary estimates adjusted for the stop; a note when the run or the plan is sequential and the other not."""
+    seq = obj.get("sequential") if isinstance(obj.get("sequential"), dict) else None
+    if seq is None:
+        if plan.sequential is None:
+            return [], None
+        return ["> **Sequential design not applied:** the plan declares interim looks, but this run recorded none "
+                "(it ran as a fixed design); the analysis below is the fixed-sample one.", ""], None
+    if plan.sequential is None:
+        return ["> **Sequential run analysed as fixed:** the run stopped by a sequential design, but this report's plan "
+                "declares none; the estimates below are not adjusted for the stopping.", ""] + \
+            sequential_lines(seq, None, plan.bootstrap.confidence, []), None
+    ra = seq_mod.analyse_run(seq, metrics, plan, pairs, refused=refused)
+    adj, shown = ra.adjusted, ra.record
+    not_run = sum(1 for t in obj.get("trials", []) if isinstance(t, dict) and t.get("status") == "skipped_sequential")
+    lines = sequential_lines(shown, adj, plan.bootstrap.confidence, ra.mismatch)
+    if not_run:
+        lines.insert(4, f"{not_run} scheduled trials were not run: the design stopped the study before them (they are "
+                        "not part of it, and not missing).\n")
+    return lines, adj
 
 
 def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESULTS.md", plots: str | os.PathLike | None = None,
@@ -348,10 +386,11 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     figures: list[tuple[str, str]] = []
     if plots is not None:
         figures = _write_plots(table, metrics, Path(plots), simulated, outcome, Path(output))
+    seq_lines, outcome.sequential = _sequential(obj, metrics, plan, pairs, refused)
     text = results_report(obj, ev, table, metrics, check, simulated=simulated, baseline=pairs[0][0] if pairs else (base or "–"),
                           refused_reason=refused_reason, figures=figures, mismatches=mismatches,
                           ingest_errors=int((result.errors["severity"] == "error").sum()), source=plan_mod.display_path(full_run),
-                          audit=result.audit)
+                          audit=result.audit, sequential=seq_lines)
     text += _claims_and_groups(obj, metrics, plan, pairs, refused_reason)
     if pairs:
         beside = beside_itt(metrics, table, plan, pairs, audit_arms=result.audit.arms if result.audit is not None else None,

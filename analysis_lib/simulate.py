@@ -368,8 +368,8 @@ def true_effects(
 ) -> dict[str, dict[str, float]]:
     """Population values the statistics should recover, per profile against ``baseline``.
 
-    - ``success_rate``: E over tasks of expit(logit(p_t) + lift), by quadrature over the Beta;
-      ``success_diff_points``: 100 x difference to the baseline's rate (marginal, paired by task);
+    - ``pass_rate``: E over tasks of expit(logit(p_t) + lift), by quadrature over the Beta;
+      ``pass_rate_diff_points``: 100 x difference to the baseline's rate (marginal, paired by task);
     - ``log_odds_shift`` / ``conditional_odds_ratio``: the per-task shift and its exp (what a
       conditional logistic model or the McNemar discordant-pair ratio estimates, before
       attenuation by repetition-level noise: there is none on the log-odds here);
@@ -399,8 +399,8 @@ def true_effects(
         time = eff.get("time_ratio", prof) / eff.get("time_ratio", baseline)
         price = _price_per_token(eff, prof) / _price_per_token(eff, baseline)
         out[prof] = {
-            "success_rate": r,
-            "success_diff_points": 100.0 * (r - base_rate),
+            "pass_rate": r,
+            "pass_rate_diff_points": 100.0 * (r - base_rate),
             "log_odds_shift": lift,
             "conditional_odds_ratio": math.exp(lift),
             "token_ratio": tok,

@@ -59,6 +59,9 @@ __all__ = [
     "tango_interval",
     "clustered_proportion",
     "ratio_of_totals",
+    "paired_t",
+    "sign_flip",
+    "gee_difference",
 ]
 
 _TRUE = {"true", "1", "1.0", "yes", "pass", "passed"}
@@ -73,6 +76,11 @@ def as_outcome(values: Iterable) -> pd.Series:
 
     Empty cells (infra errors carry no outcome) become NaN rather than fail, so that callers
     can exclude them instead of counting them against a profile.
+
+    Examples
+    --------
+    >>> as_outcome(["True", "false", "", None, 1, 0.0, "maybe"]).tolist()
+    [1.0, 0.0, nan, nan, 1.0, 0.0, nan]
     """
     s = pd.Series(values)
     if pd.api.types.is_bool_dtype(s.dtype) or pd.api.types.is_numeric_dtype(s.dtype):
@@ -110,45 +118,75 @@ def aggregate_repetitions(trials: pd.DataFrame, metric: str, *, binary: bool | N
     ``how`` (default: ``majority`` for pass/fail, ``median`` otherwise): ``majority`` takes the
     majority vote of pass/fail repetitions, a tie (as many passes as fails) counting as a **fail**
     and flagged in ``tie``; ``mean`` the task's pass rate (every repetition counts, no ties);
-    ``median`` the median; ``geometric_mean`` exp(mean log v), NaN when a repetition is not
-    positive. Missing values (NaN, e.g. the outcome of an infra error) are left out.
+    ``median`` the median (``mean`` for continuous metrics: the arithmetic mean, which keeps zeros);
+    ``geometric_mean`` exp(mean log v), NaN when a repetition is not positive. Missing values (NaN, e.g. the outcome of an infra error) are left out.
 
     Returns columns ``profile, task_id, value, n_reps, n_pass, tie`` (``n_pass``/``tie`` are
     NaN/False for continuous metrics), sorted by profile and task.
+
+    Examples
+    --------
+    Two passes of three decide the task; one of two is a tie, counted as a fail and flagged:
+
+    >>> trials = pd.DataFrame({"profile": "A", "task_id": ["t1", "t1", "t1", "t2", "t2"],
+    ...                        "success": [True, True, False, True, False], "tokens": [10, 30, 20, 5, 7]})
+    >>> print(aggregate_repetitions(trials, "success")[["task_id", "value", "n_pass", "tie"]].to_string(index=False))
+    task_id  value  n_pass   tie
+         t1    1.0     2.0 False
+         t2    0.0     1.0  True
+    >>> aggregate_repetitions(trials, "tokens")["value"].tolist()  # numpy.median of each task's repetitions
+    [20.0, 6.0]
     """
     binary = (metric == "success") if binary is None else binary
     how = how or ("majority" if binary else "median")
     if how not in AGGREGATES or (binary and how not in ("majority", "mean")):
         raise ValueError(f"cannot aggregate {'pass/fail' if binary else 'continuous'} repetitions by {how!r}")
-    df = pd.DataFrame(
-        {
-            "profile": trials["profile"].astype(str).to_numpy(),
-            "task_id": trials["task_id"].astype(str).to_numpy(),
-            "v": _values(trials, metric, binary).to_numpy(),
-        }
-    ).dropna(subset=["v"])
-    g = df.groupby(["profile", "task_id"], sort=True)["v"]
+    g = _repetition_groups(trials, _values(trials, metric, binary).to_numpy())
+    n_reps = np.bincount(g.code, minlength=g.size)
+    out = pd.DataFrame({"profile": g.profile, "task_id": g.task, "n_reps": n_reps})
     if binary:
-        out = g.agg(n_reps="count", n_pass="sum").reset_index()
-        if how == "mean":
-            out["value"] = out["n_pass"] / out["n_reps"]
-            out["tie"] = False
-        else:
-            out["value"] = (2 * out["n_pass"] > out["n_reps"]).astype(float)
-            out["tie"] = 2 * out["n_pass"] == out["n_reps"]
-    elif how == "geometric_mean":
-        logs = np.log(df["v"].where(df["v"] > 0))
-        out = pd.DataFrame({"profile": df["profile"], "task_id": df["task_id"], "log": logs, "v": df["v"]}) \
-            .groupby(["profile", "task_id"], sort=True) \
-            .agg(value=("log", lambda s: float(np.exp(s.mean())) if s.notna().all() else np.nan),
-                 n_reps=("v", "count")).reset_index()
-        out["n_pass"] = np.nan
-        out["tie"] = False
-    else:
-        out = g.agg(value="median", n_reps="count").reset_index()
-        out["n_pass"] = np.nan
-        out["tie"] = False
+        n_pass = np.bincount(g.code, weights=g.v, minlength=g.size)
+        out["value"] = n_pass / n_reps if how == "mean" else (2 * n_pass > n_reps).astype(float)
+        out["n_pass"] = n_pass
+        out["tie"] = (2 * n_pass == n_reps) if how == "majority" else False
+        return out[["profile", "task_id", "value", "n_reps", "n_pass", "tie"]]
+    if how == "geometric_mean":
+        positive = np.bincount(g.code, weights=(g.v > 0).astype(float), minlength=g.size) == n_reps
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logs = np.bincount(g.code, weights=np.log(np.where(g.v > 0, g.v, 1.0)), minlength=g.size)
+        value = np.where(positive, np.exp(logs / n_reps), np.nan)
+    elif how == "mean":
+        value = np.bincount(g.code, weights=g.v, minlength=g.size) / n_reps
+    else:  # median: the middle of each group's sorted values (groups are contiguous after the sort)
+        order = np.lexsort((g.v, g.code))
+        v_sorted = g.v[order]
+        start = np.concatenate([[0], np.cumsum(n_reps)[:-1]])
+        value = (v_sorted[start + (n_reps - 1) // 2] + v_sorted[start + n_reps // 2]) / 2.0
+    out["value"] = value
+    out["n_pass"] = np.nan
+    out["tie"] = False
     return out[["profile", "task_id", "value", "n_reps", "n_pass", "tie"]]
+
+
+class _Groups:
+    """The (profile, task) groups of the trials with a value: one code per value, groups in sorted order."""
+
+    def __init__(self, profile: np.ndarray, task: np.ndarray, code: np.ndarray, v: np.ndarray) -> None:
+        self.profile, self.task, self.code, self.v = profile, task, code, v
+        self.size = profile.size
+
+
+def _repetition_groups(trials: pd.DataFrame, values: np.ndarray) -> _Groups:
+    """Trials with a value, grouped by (profile, task_id) in sort order (numpy: groupby is slow on string columns)."""
+    keep = ~np.isnan(values)
+    prof = trials["profile"].astype(str).to_numpy()[keep]
+    task = trials["task_id"].astype(str).to_numpy()[keep]
+    p_code, p_uniq = pd.factorize(prof, sort=True)
+    t_code, t_uniq = pd.factorize(task, sort=True)
+    key = p_code.astype(np.int64) * max(len(t_uniq), 1) + t_code
+    uniq, code = np.unique(key, return_inverse=True)
+    return _Groups(np.asarray(p_uniq, dtype=object)[uniq // max(len(t_uniq), 1)],
+                   np.asarray(t_uniq, dtype=object)[uniq % max(len(t_uniq), 1)], code.reshape(-1), values[keep])
 
 
 def pair_tasks(trials: pd.DataFrame, metric: str, a: str, b: str, *, binary: bool | None = None,
@@ -157,19 +195,28 @@ def pair_tasks(trials: pd.DataFrame, metric: str, a: str, b: str, *, binary: boo
 
     Repetitions are aggregated with :func:`aggregate_repetitions` (``how``) first. Returns columns
     ``task_id, a, b, n_a, n_b, tie_a, tie_b`` sorted by task_id.
+
+    Examples
+    --------
+    >>> trials = pd.DataFrame({"profile": ["A", "A", "B", "B", "B"], "task_id": ["t1", "t2", "t1", "t2", "t9"],
+    ...                        "tokens": [10, 20, 8, 15, 1]})
+    >>> pair_tasks(trials, "tokens", "A", "B")[["task_id", "a", "b"]].values.tolist()
+    [['t1', 10.0, 8.0], ['t2', 20.0, 15.0]]
     """
     agg = aggregate_repetitions(trials, metric, binary=binary, how=how)
-    both = agg[agg["profile"] == a].merge(agg[agg["profile"] == b], on="task_id", how="inner",
-                                          suffixes=("_a", "_b")).sort_values("task_id")
+    prof = agg["profile"].to_numpy()
+    side_a, side_b = agg[prof == a], agg[prof == b]
+    tasks, ia, ib = np.intersect1d(side_a["task_id"].to_numpy(dtype=str), side_b["task_id"].to_numpy(dtype=str),
+                                   return_indices=True)
     return pd.DataFrame(
         {
-            "task_id": both["task_id"].to_numpy(),
-            "a": both["value_a"].to_numpy(float),
-            "b": both["value_b"].to_numpy(float),
-            "n_a": both["n_reps_a"].to_numpy(int),
-            "n_b": both["n_reps_b"].to_numpy(int),
-            "tie_a": both["tie_a"].to_numpy(bool),
-            "tie_b": both["tie_b"].to_numpy(bool),
+            "task_id": tasks.astype(object),
+            "a": side_a["value"].to_numpy(float)[ia],
+            "b": side_b["value"].to_numpy(float)[ib],
+            "n_a": side_a["n_reps"].to_numpy(int)[ia],
+            "n_b": side_b["n_reps"].to_numpy(int)[ib],
+            "tie_a": side_a["tie"].to_numpy(bool)[ia],
+            "tie_b": side_b["tie"].to_numpy(bool)[ib],
         }
     )
 
@@ -180,6 +227,13 @@ def pair_trials(trials: pd.DataFrame, metric: str, a: str, b: str, *, binary: bo
     Meaningful when the schedule ran A and B of the same task and repetition as a block (same
     environment, same time slot). Returns ``task_id, repetition, a, b``. Raises ValueError when a
     (profile, task_id, repetition) occurs twice, because such trials cannot be matched one to one.
+
+    Examples
+    --------
+    >>> trials = pd.DataFrame({"profile": ["A", "A", "B", "B"], "task_id": "t1", "repetition": [0, 1, 1, 0],
+    ...                        "tokens": [1, 2, 3, 4]})
+    >>> pair_trials(trials, "tokens", "A", "B")[["repetition", "a", "b"]].values.tolist()
+    [[0.0, 1.0, 4.0], [1.0, 2.0, 3.0]]
     """
     binary = (metric == "success") if binary is None else binary
     if "repetition" not in trials.columns:
@@ -219,7 +273,11 @@ def pair_trials(trials: pd.DataFrame, metric: str, a: str, b: str, *, binary: bo
 
 
 def mcnemar_table(a: ArrayLike, b: ArrayLike) -> pd.DataFrame:
-    """The 2x2 table of paired outcomes: rows A pass/fail, columns B pass/fail (counts)."""
+    """The 2x2 table of paired outcomes: rows A pass/fail, columns B pass/fail (counts).    Examples
+    --------
+    >>> mcnemar_table([1, 1, 1, 0, 0, 0, 0, 1], [1, 0, 1, 1, 1, 1, 0, 1]).values.tolist()
+    [[3, 1], [3, 1]]
+    """
     a = np.asarray(a, dtype=bool)
     b = np.asarray(b, dtype=bool)
     if a.shape != b.shape:
@@ -243,6 +301,16 @@ def mcnemar_from_table(table, *, exact: bool = True, correction: bool = True) ->
     Analysis, 3rd ed., sec. 11.1; statsmodels ``mcnemar``; R ``mcnemar.test``.
 
     Returns one row: ``n_pairs, n_both, n_a_only, n_b_only, n_neither, statistic, p_val, method``.
+
+    Examples
+    --------
+    R's ``?mcnemar.test`` example (Agresti 1990, p. 350, presidential approval):
+    ``mcnemar.test(Performance)`` gives McNemar's chi-squared = 16.818, df = 1, p-value = 4.115e-05:
+
+    >>> performance = [[794, 150], [86, 570]]
+    >>> r = mcnemar_from_table(performance, exact=False).iloc[0]
+    >>> print(f"chi-squared = {r['statistic']:.3f}, p-value = {r['p_val']:.3e}")
+    chi-squared = 16.818, p-value = 4.115e-05
     """
     t = np.asarray(table, dtype=float)
     if t.shape != (2, 2) or np.any(t < 0):
@@ -277,7 +345,15 @@ def mcnemar_from_table(table, *, exact: bool = True, correction: bool = True) ->
 
 
 def mcnemar(a: ArrayLike, b: ArrayLike, *, exact: bool = True, correction: bool = True) -> pd.DataFrame:
-    """McNemar's test on paired pass/fail outcomes ``a`` (baseline) and ``b``; see :func:`mcnemar_from_table`."""
+    """McNemar's test on paired pass/fail outcomes ``a`` (baseline) and ``b``; see :func:`mcnemar_from_table`.    Examples
+    --------
+    One task passes only under A, three only under B; statsmodels' ``mcnemar([[3, 1], [3, 1]],
+    exact=True).pvalue`` is 0.625 (the binomial tail 2 P(X <= 1), X ~ Bin(4, 1/2)):
+
+    >>> r = mcnemar([1, 1, 1, 0, 0, 0, 0, 1], [1, 0, 1, 1, 1, 1, 0, 1]).iloc[0]
+    >>> print(r["n_a_only"], r["n_b_only"], r["p_val"])
+    1 3 0.625
+    """
     return mcnemar_from_table(mcnemar_table(a, b).to_numpy(), exact=exact, correction=correction)
 
 
@@ -322,6 +398,7 @@ def wilcoxon(
     zero_method: str = "wilcox",
     correction: bool = True,
     method: str = "auto",
+    decimals: int | None = None,
 ) -> pd.DataFrame:
     """Wilcoxon signed-rank test of the paired differences ``d = x - y`` (two-sided).
 
@@ -335,7 +412,9 @@ def wilcoxon(
     ``c = 0.5 * sign(T+ - n(n+1)/4)`` when ``correction`` (R's default). Two-sided exact p is
     ``min(1, 2 * min(P(T+ <= V), P(T+ >= V)))``. When every difference is zero there is no
     evidence of a difference: V = 0, p = 1, RBC = 0. With no pair at all there is no test:
-    p and RBC are NaN and ``method`` says why.
+    p and RBC are NaN and ``method`` says why. ``decimals`` rounds d first: ties and zeros are then
+    detected on values at the data's precision, not on floating-point noise (``log(6/4)`` and
+    ``log(3/2)`` differ in their last bit; R would call them untied and run the exact test on tied data).
 
     Effect size: the matched-pairs rank-biserial correlation ``RBC = (T+ - T-) / (T+ + T-)``
     (Kerby 2014), in [-1, 1], positive when x tends to exceed y; it equals pingouin's ``RBC``.
@@ -345,6 +424,19 @@ def wilcoxon(
     Kerby (2014), Comprehensive Psychology 3:11.IT.3.1.
 
     Returns one row: ``n, n_zero, V, T_minus, z, p_val, method, zero_method, RBC``.
+
+    Examples
+    --------
+    R's ``?wilcox.test`` example (Hollander & Wolfe 1973, p. 29): ``wilcox.test(x, y, paired = TRUE)``
+    gives V = 40, p-value = 0.03906 (exact); with ``exact = FALSE, correct = FALSE`` p-value = 0.03815:
+
+    >>> x = [1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30]
+    >>> y = [0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29]
+    >>> r = wilcoxon(x, y).iloc[0]
+    >>> print(f"V = {r['V']:g}, p-value = {r['p_val']:.5f} ({r['method']})")
+    V = 40, p-value = 0.03906 (exact)
+    >>> print(f"{wilcoxon(x, y, method='approx', correction=False)['p_val'].iloc[0]:.5f}")
+    0.03815
     """
     if zero_method not in ("wilcox", "pratt"):
         raise ValueError(f"zero_method must be 'wilcox' or 'pratt', got {zero_method!r}")
@@ -354,7 +446,8 @@ def wilcoxon(
     d = x if y is None else x - np.asarray(y, dtype=float)
     if d.ndim != 1:
         raise ValueError("x and y must be one-dimensional and of equal length")
-    row = _wilcoxon_core(d[~np.isnan(d)], zero_method, correction, method)
+    d = d[~np.isnan(d)]
+    row = _wilcoxon_core(d if decimals is None else np.round(d, decimals), zero_method, correction, method)
     cols = ["n", "n_zero", "V", "T_minus", "z", "p_val", "method", "zero_method", "RBC"]
     return pd.DataFrame({k: [row[k]] for k in cols}, index=["Wilcoxon"])
 
@@ -402,7 +495,15 @@ def _wilcoxon_core(d: np.ndarray, zero_method: str = "wilcox", correction: bool 
 
 
 def rank_biserial(x: ArrayLike, y: ArrayLike | None = None, *, zero_method: str = "wilcox") -> float:
-    """Matched-pairs rank-biserial correlation ``(T+ - T-) / (T+ + T-)`` of ``d = x - y`` (Kerby 2014)."""
+    """Matched-pairs rank-biserial correlation ``(T+ - T-) / (T+ + T-)`` of ``d = x - y`` (Kerby 2014).    Examples
+    --------
+    R's ``effectsize::rank_biserial(x, y, paired = TRUE)`` on the ``?wilcox.test`` data gives r = 0.78:
+
+    >>> x = [1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30]
+    >>> y = [0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29]
+    >>> print(f"{rank_biserial(x, y):.2f}")
+    0.78
+    """
     return float(wilcoxon(x, y, zero_method=zero_method)["RBC"].iloc[0])
 
 
@@ -491,6 +592,17 @@ def bootstrap_paired(
 
     Returns one row per statistic: ``statistic, estimate, ci_low, ci_high, n_pairs, n_boot,
     n_undefined, confidence, seed, method``.
+
+    Examples
+    --------
+    The estimates are the sample statistics (``np.median(b - a)`` for ``median_diff``); the intervals
+    are seeded, so a rerun gives the same numbers:
+
+    >>> a = [10.0, 12.0, 9.0, 14.0, 11.0, 13.0, 8.0, 12.0]
+    >>> b = [9.0, 10.0, 9.5, 11.0, 10.0, 12.5, 7.0, 10.0]
+    >>> r = bootstrap_paired(a, b, statistics=("median_diff",), n_boot=2000, seed=1).iloc[0]
+    >>> print(r["estimate"], float(np.median(np.subtract(b, a))), r["ci_low"] <= r["estimate"] <= r["ci_high"])
+    -1.0 -1.0 True
     """
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
@@ -549,6 +661,14 @@ def wilson_ci(successes, n, *, confidence: float = 0.95) -> pd.DataFrame:
     Science 16:101-133; statsmodels ``proportion_confint(method="wilson")``.
 
     Returns ``successes, n, proportion, ci_low, ci_high`` (NaN where n = 0).
+
+    Examples
+    --------
+    statsmodels' ``proportion_confint(7, 24, method="wilson")`` gives (0.14915, 0.49168):
+
+    >>> r = wilson_ci(7, 24).iloc[0]
+    >>> print(f"{r['proportion']:.4f} [{r['ci_low']:.5f}, {r['ci_high']:.5f}]")
+    0.2917 [0.14915, 0.49168]
     """
     k = np.atleast_1d(np.asarray(successes, dtype=float))
     m = np.atleast_1d(np.asarray(n, dtype=float))
@@ -571,6 +691,13 @@ def cohens_h(p_a, p_b):
     The arcsine transform equalises the variance, so h means the same at p = 0.5 as near 0 or 1;
     |h| = 0.2 / 0.5 / 0.8 are Cohen's small / medium / large. Reference: Cohen (1988),
     Statistical Power Analysis for the Behavioral Sciences, 2nd ed., ch. 6.
+
+    Examples
+    --------
+    Cohen (1988), Table 6.2.1: phi(0.50) - phi(0.25) = 1.5708 - 1.0472 = 0.52:
+
+    >>> print(f"{cohens_h(0.25, 0.50):.4f}")
+    0.5236
     """
     return 2 * np.arcsin(np.sqrt(np.asarray(p_b, dtype=float))) - 2 * np.arcsin(np.sqrt(np.asarray(p_a, dtype=float)))
 
@@ -581,6 +708,14 @@ def holm(p_values: ArrayLike) -> np.ndarray:
     With the m non-missing p-values sorted ``p_(1) <= ... <= p_(m)``, the adjusted value is
     ``max_{j <= i} min(1, (m - j + 1) p_(j))``. Reference: Holm (1979), Scandinavian Journal of
     Statistics 6:65-70; statsmodels ``multipletests(method="holm")``.
+
+    Examples
+    --------
+    statsmodels' ``multipletests([0.01, 0.04, 0.03, 0.20, 0.002], method="holm")[1]`` gives
+    [0.04, 0.09, 0.09, 0.2, 0.01]:
+
+    >>> [round(float(p), 10) for p in holm([0.01, 0.04, 0.03, 0.20, 0.002])]
+    [0.04, 0.09, 0.09, 0.2, 0.01]
     """
     p = np.asarray(p_values, dtype=float)
     out = np.full(p.shape, np.nan)
@@ -613,6 +748,17 @@ def clustered_mean_difference(pairs: pd.DataFrame, *, confidence: float = 0.95) 
 
     Returns one row: ``n_trials, n_clusters, mean_diff, se_cluster, se_naive, design_effect,
     df, ci_low, ci_high``.
+
+    Examples
+    --------
+    statsmodels' ``OLS(b - a, 1).fit(cov_type="cluster", cov_kwds={"groups": task}, use_t=True)`` on
+    these four tasks gives -1.375, SE 0.23936, 95 % interval [-2.13674, -0.61326]:
+
+    >>> pairs = pd.DataFrame({"task_id": ["t1", "t1", "t2", "t2", "t3", "t3", "t4", "t4"],
+    ...                       "a": [10, 12, 8, 9, 15, 14, 11, 10], "b": [9, 10, 8, 7, 12, 13, 9, 10]})
+    >>> r = clustered_mean_difference(pairs).iloc[0]
+    >>> print(f"{r['mean_diff']:.3f}, SE {r['se_cluster']:.5f}, [{r['ci_low']:.5f}, {r['ci_high']:.5f}], df {r['df']:.0f}")
+    -1.375, SE 0.23936, [-2.13674, -0.61326], df 3
     """
     d = (pairs["b"].to_numpy(float) - pairs["a"].to_numpy(float))
     g = pairs["task_id"].astype(str).to_numpy()
@@ -650,6 +796,16 @@ def pass_at_k(trials: pd.DataFrame, k: int, *, metric: str = "success") -> pd.Da
     non-missing outcomes are left out and counted in ``n_tasks_short``.
 
     Returns ``profile, k, n_tasks, n_tasks_short, pass_at_k, pass_hat_k``.
+
+    Examples
+    --------
+    A task passed 2 of 5 times: of the C(5, 2) = 10 pairs of repetitions, the C(3, 2) = 3 pairs of
+    failures miss, so pass@2 = 1 - 3/10 = 0.7 (Chen et al. 2021, eq. 1), and pass^2 = C(2, 2)/10 = 0.1:
+
+    >>> trials = pd.DataFrame({"profile": "A", "task_id": "t1", "success": [1, 0, 0, 1, 0]})
+    >>> r = pass_at_k(trials, 2).iloc[0]
+    >>> print(f"{r['pass_at_k']:.1f} {r['pass_hat_k']:.1f}")
+    0.7 0.1
     """
     per = pass_at_k_per_task(trials, k, metric=metric)
     rows = []
@@ -666,6 +822,13 @@ def pass_at_k_per_task(trials: pd.DataFrame, k: int, *, metric: str = "success")
 
     Rows of :func:`aggregate_repetitions` with the two columns added; NaN where the task has fewer
     than k repetitions with an outcome.
+
+    Examples
+    --------
+    >>> trials = pd.DataFrame({"profile": "A", "task_id": ["t1"] * 5 + ["t2"], "success": [1, 0, 0, 1, 0, 1]})
+    >>> r = pass_at_k_per_task(trials, 2)
+    >>> r["at_k"].round(2).tolist()  # t2 has one repetition: fewer than k
+    [0.7, nan]
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -687,32 +850,18 @@ def _wilcoxon_p_rows(d: np.ndarray) -> np.ndarray:
     """Two-sided p-values of :func:`wilcoxon` (defaults) for every row of ``d``, vectorised.
 
     Rows with ties or zeros (nearly all rows of a resampled pilot) get the tie-corrected,
-    continuity-corrected normal approximation computed for all rows at once; zeros are the
-    smallest |d|, so dropping them shifts the other ranks down by their count. Rows that
-    qualify for the exact distribution (< 50 non-zero differences, no ties, no zeros) are
-    passed to the scalar routine, so each row's p equals ``wilcoxon(row)`` exactly.
+    continuity-corrected normal approximation computed for all rows at once
+    (:func:`_signrank_rows`); rows that qualify for the exact distribution (< 50 non-zero
+    differences, no ties, no zeros) get it, so each row's p equals ``wilcoxon(row)``.
     """
     d = np.atleast_2d(np.asarray(d, dtype=float))
-    absd = np.abs(d)
-    n_zero = (d == 0).sum(axis=1)
-    n = d.shape[1] - n_zero
-    r_min = sps.rankdata(absd, method="min", axis=1)
-    r_max = sps.rankdata(absd, method="max", axis=1)
-    rank = (r_min + r_max) / 2.0 - n_zero[:, None]
-    nonzero = d != 0
-    t_plus = np.where(d > 0, rank, 0.0).sum(axis=1)
-    group = r_max - r_min + 1  # size of each element's tie group
-    tie_sum = np.where(nonzero, group**2 - 1, 0.0).sum(axis=1)  # = sum over groups of t^3 - t
-    mean = n * (n + 1) / 4.0
-    var = n * (n + 1) * (2 * n + 1) / 24.0 - tie_sum / 48.0
-    diff = t_plus - mean
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(var > 0, (diff - 0.5 * np.sign(diff)) / np.sqrt(var), 0.0)
-    p = np.minimum(1.0, 2.0 * sps.norm.sf(np.abs(z)))
+    t_plus, n, n_zero, mean, var = _signrank_rows(d, "wilcox")
+    p = _normal_p(t_plus, mean, var, True)
     p[n == 0] = 1.0
-    exact = (n < EXACT_BELOW) & (n_zero == 0) & (tie_sum == 0) & (n > 0)
-    for i in np.flatnonzero(exact):
-        p[i] = _wilcoxon_core(d[i])["p_val"]
+    untied = var == n * (n + 1) * (2 * n + 1) / 24.0
+    exact = (n < EXACT_BELOW) & (n_zero == 0) & untied & (n > 0)
+    if exact.any():
+        p[exact] = _exact_p(t_plus[exact], d.shape[1])
     return p
 
 
@@ -752,6 +901,18 @@ def plan_sample_size(
 
     Returns ``kind, effect, n_tasks, power, power_se, n_sim, alpha, target_power, n_required,
     n_pilot, seed``.
+
+    Examples
+    --------
+    For pass/fail the simulation reproduces the exact power of McNemar's exact test
+    (:func:`analysis_lib.power.mcnemar_exact_power`, an exact sum) within its Monte-Carlo error:
+
+    >>> from analysis_lib.power import mcnemar_exact_power
+    >>> pilot = pd.DataFrame({"a": [1.0] * 10 + [0.0] * 10, "b": [1.0] * 8 + [0.0] * 12})
+    >>> sim = plan_sample_size(pilot, effect=0.2, kind="binary", n_tasks=(60,), n_sim=4000, seed=3).iloc[0]
+    >>> exact = mcnemar_exact_power(60, 0.5 * 0.2, 0.5 * 0.6)  # p10 = P(A pass) q-, p01 = P(A fail) q+
+    >>> bool(abs(sim["power"] - exact) < 4 * sim["power_se"])
+    True
     """
     if kind not in ("continuous", "binary"):
         raise ValueError(f"kind must be 'continuous' or 'binary', got {kind!r}")
@@ -843,6 +1004,13 @@ def project_spend(
 
     Returns ``profile, metric, n_pilot_runs, per_run_median, per_run_p90, n_runs,
     projected_median, projected_p90``.
+
+    Examples
+    --------
+    >>> pilot = pd.DataFrame({"profile": ["A"] * 5, "total_cost_usd": [1, 2, 3, 4, 10]})
+    >>> r = project_spend(pilot, n_tasks=50, repetitions=3, metrics=("total_cost_usd",)).iloc[0]
+    >>> print(r["per_run_median"], r["n_runs"], r["projected_median"], round(r["per_run_p90"], 2))  # numpy quantile
+    3.0 150 450.0 7.6
     """
     if n_tasks < 1 or repetitions < 1:
         raise ValueError("n_tasks and repetitions must be >= 1")
@@ -869,56 +1037,175 @@ def project_spend(
 # --------------------------------------------------------------------------- estimates with agreeing intervals
 
 
-def hodges_lehmann(x: ArrayLike, y: ArrayLike | None = None, *, confidence: float = 0.95, correction: bool = True) -> pd.DataFrame:
-    """Hodges-Lehmann estimate of the shift of ``d = x - y`` with the interval that inverts :func:`wilcoxon`.
+def _snap(v: np.ndarray, scale: float) -> np.ndarray:
+    """Values rounded to 12 significant digits of ``scale``: ties and zeros that floating-point sums miss are restored."""
+    return np.round(np.asarray(v, dtype=float), 12 - int(np.ceil(np.log10(scale))))
+
+
+def _signrank_rows(d: np.ndarray, zero_method: str = "pratt") -> tuple[np.ndarray, ...]:
+    """Per row of differences: ``T+``, non-zero count, zero count, and T+'s null mean and tie-corrected variance.
+
+    Vectorised :func:`_wilcoxon_core` (same conventions): average ranks of |d|; ``wilcox`` drops zeros
+    (the smallest |d|, so the other ranks shift down by their count), ``pratt`` ranks them and then
+    drops their ranks, with mean and variance adjusted (Pratt 1959; scipy's and Cureton's formulas).
+    """
+    d = np.atleast_2d(np.asarray(d, dtype=float))
+    absd = np.abs(d)
+    zero = d == 0
+    n_zero = zero.sum(axis=1)
+    n_all = d.shape[1]
+    n = n_all - n_zero
+    r_min = sps.rankdata(absd, method="min", axis=1)
+    r_max = sps.rankdata(absd, method="max", axis=1)
+    rank = (r_min + r_max) / 2.0
+    if zero_method == "wilcox":
+        rank = rank - n_zero[:, None]
+        mean = n * (n + 1) / 4.0
+        var = n * (n + 1) * (2 * n + 1) / 24.0
+    else:
+        mean = (n_all * (n_all + 1) - n_zero * (n_zero + 1)) / 4.0
+        var = (n_all * (n_all + 1) * (2 * n_all + 1) - n_zero * (n_zero + 1) * (2 * n_zero + 1)) / 24.0
+    t_plus = np.where(d > 0, rank, 0.0).sum(axis=1)
+    group = r_max - r_min + 1  # size of each element's tie group
+    var = var - np.where(zero, 0.0, group**2 - 1).sum(axis=1) / 48.0  # = sum over groups of t^3 - t
+    return t_plus, n, n_zero, mean, var
+
+
+def _normal_p(t_plus: np.ndarray, mean: np.ndarray, var: np.ndarray, correction: bool) -> np.ndarray:
+    """Two-sided p of the normal approximation, continuity-corrected towards the mean when ``correction``."""
+    diff = t_plus - mean
+    cc = 0.5 * np.sign(diff) if correction else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(var > 0, (diff - cc) / np.sqrt(np.where(var > 0, var, 1.0)), 0.0)
+    return np.minimum(1.0, 2.0 * sps.norm.sf(np.abs(z)))
+
+
+def _exact_p(t_plus: np.ndarray, n: int) -> np.ndarray:
+    """Two-sided exact p of integer ``T+`` values of n untied non-zero differences."""
+    pmf = _signrank_pmf(n)
+    cdf, sf = np.cumsum(pmf), np.cumsum(pmf[::-1])[::-1]
+    v = np.rint(t_plus).astype(int)
+    return np.minimum(1.0, 2.0 * np.minimum(cdf[v], sf[v]))
+
+
+# Up to this many differences the inverted interval evaluates the test at every Walsh average and
+# between every two; above, it bisects on each side of the estimate (the test's |z| grows monotonically
+# away from it under Pratt's treatment of zeros).
+HL_FULL_SCAN = 100
+
+
+def hodges_lehmann(x: ArrayLike, y: ArrayLike | None = None, *, confidence: float = 0.95, correction: bool = True,
+                   zero_method: str = "pratt", decimals: int | None = None) -> pd.DataFrame:
+    """Hodges-Lehmann estimate of the shift of ``d = x - y`` with the interval that inverts the Wilcoxon test.
 
     The estimate is the median of the Walsh averages ``(d_i + d_j) / 2, i <= j`` (the pseudo-median
-    R's ``wilcox.test(conf.int = TRUE)`` reports). The interval is every shift ``delta`` that the
-    two-sided Wilcoxon signed-rank test of ``d - delta`` (:func:`wilcoxon`, same exact/approximate
-    rule) does not reject at ``1 - confidence``; its ends are Walsh averages, as in R's exact case
-    (Hollander & Wolfe 1973, sec. 3.2; Bauer 1972, JASA 67:687-690). Built from the test itself, it
-    excludes 0 exactly when the test at 0 rejects (when no difference is 0 or opposite to another).
-    With too few pairs for any rejection the ends are infinite.
+    R's ``wilcox.test(conf.int = TRUE)`` reports). The test is :func:`wilcoxon` with the same
+    ``zero_method`` and ``correction``, exact or normal as R decides from the data (exact below 50
+    non-zero differences without ties or zeros); the interval is every shift ``delta`` at which that
+    same test of ``d - delta`` does not reject (p >= 1 - confidence). The p-value can only change at a
+    Walsh average, so the test is evaluated at every Walsh average and between every two (bisection
+    on each side above :data:`HL_FULL_SCAN` differences), and the interval's ends are Walsh averages
+    read exactly, not approached by a search.
 
-    Returns one row: ``n, estimate, ci_low, ci_high, p_val, method, confidence``.
+    * Exact test: the ends are closed, as in R (Hollander & Wolfe 1973, sec. 3.2; Bauer 1972, JASA
+      67:687-690); 0 is never a Walsh average here (that would be a zero or a tie), so the interval
+      excludes 0 exactly when the test rejects.
+    * Normal approximation (ties or zeros, or 50 and more differences): the test is run at the
+      Walsh averages themselves too, where shifted differences tie or vanish. An end is closed when the
+      test accepts at that Walsh average and open otherwise (``low_closed``, ``high_closed``), so the
+      interval holds 0 exactly when the test at 0 accepts, ends included. Zeros must be treated the
+      same way at every shift: Pratt's ranking (``zero_method="pratt"``, the default) keeps the
+      accepted shifts one interval; dropping zeros (R's ``wilcox.test``) can reject at a shift
+      between two accepted ones (``contiguous`` False: the interval is then their hull).
+
+    ``decimals`` rounds d first, so that ties and zeros hidden by floating-point noise count as
+    ties and zeros (the comparisons pass the metric's precision). With too few pairs for any
+    rejection the ends are infinite.
+
+    Returns one row: ``n, n_zero, estimate, ci_low, ci_high, low_closed, high_closed, contiguous,
+    V, RBC, p_val, method, zero_method, confidence``.
+
+    Examples
+    --------
+    R's ``?wilcox.test`` example (Hollander & Wolfe 1973, p. 29): ``wilcox.test(x, y, paired = TRUE,
+    conf.int = TRUE)`` gives V = 40, p-value = 0.03906, 95 percent confidence interval 0.010 0.786 and
+    (pseudo)median 0.46 (the interval is the 6th and the 40th of the 45 sorted Walsh averages,
+    ``qsignrank(0.025, 9) = 6``):
+
+    >>> x = [1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30]
+    >>> y = [0.878, 0.647, 0.598, 2.05, 1.06, 1.29, 1.06, 3.14, 1.29]
+    >>> r = hodges_lehmann(x, y).iloc[0]
+    >>> print(f"V = {r['V']:g}, p-value = {r['p_val']:.5f}, CI {r['ci_low']:.3f} {r['ci_high']:.3f}, "
+    ...       f"(pseudo)median {r['estimate']:.2f}")
+    V = 40, p-value = 0.03906, CI 0.010 0.786, (pseudo)median 0.46
     """
+    if zero_method not in ("wilcox", "pratt"):
+        raise ValueError(f"zero_method must be 'wilcox' or 'pratt', got {zero_method!r}")
     d = np.asarray(x, dtype=float) if y is None else np.asarray(x, dtype=float) - np.asarray(y, dtype=float)
     d = d[~np.isnan(d)]
-    row = {"n": int(d.size), "estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p_val": np.nan,
-           "method": "no pairs: not estimated", "confidence": confidence}
-    if d.size:
-        i, j = np.triu_indices(d.size)
-        averages = (d[i] + d[j]) / 2.0
-        walsh = np.unique(averages)  # distinct Walsh averages, sorted
-        estimate = float(np.median(averages))
-        test = _wilcoxon_core(d, "wilcox", correction)
-        alpha = 1.0 - confidence
-        # The test statistic is constant between consecutive Walsh averages: probe one shift per gap.
-        probes = np.concatenate([[walsh[0] - 1.0], (walsh[:-1] + walsh[1:]) / 2.0, [walsh[-1] + 1.0]])
+    if d.size:  # ties and zeros at the data's precision, else at 12 significant digits (floating-point noise)
+        d = np.round(d, decimals) if decimals is not None else _snap(d, float(np.max(np.abs(d))) or 1.0)
+    row: dict[str, Any] = {"n": int(d.size), "n_zero": int(np.sum(d == 0)), "estimate": np.nan, "ci_low": np.nan,
+                           "ci_high": np.nan, "low_closed": True, "high_closed": True, "contiguous": True, "V": np.nan,
+                           "RBC": np.nan, "p_val": np.nan, "method": "no pairs: not estimated",
+                           "zero_method": zero_method, "confidence": confidence}
+    if not d.size:
+        return pd.DataFrame([row], index=["Hodges-Lehmann"])
+    test = _wilcoxon_core(d, zero_method, correction)
+    row.update(V=test["V"], RBC=test["RBC"], p_val=test["p_val"], method=f"Walsh averages; Wilcoxon {test['method']}")
+    scale = 2.0 * float(np.max(np.abs(d))) or 1.0
+    i, j = np.triu_indices(d.size)
+    sums = _snap(d[i] + d[j], scale)  # twice the Walsh averages
+    row["estimate"] = float(np.median(sums)) / 2.0
+    walsh = np.unique(sums)
+    k = walsh.size
+    # The shifts to test, in twice their value: gap 0, Walsh average 0, gap 1, ..., Walsh average k-1, gap k.
+    gaps = np.concatenate([[walsh[0] - scale], (walsh[:-1] + walsh[1:]) / 2.0, [walsh[-1] + scale]])
+    probes = np.empty(2 * k + 1)
+    probes[0::2], probes[1::2] = gaps, walsh
+    alpha = 1.0 - confidence
+    exact = test["method"] == "exact"
 
-        def accepted(k: int) -> bool:
-            return bool(_wilcoxon_core(d - probes[k], "wilcox", correction)["p_val"] >= alpha)
+    def accepted(idx: np.ndarray) -> np.ndarray:
+        shifted = _snap(2.0 * d[None, :] - probes[idx, None], scale)
+        t_plus, _, _, mean, var = _signrank_rows(shifted, zero_method)
+        if exact:  # only gaps are tested; a Walsh average is accepted with an accepted gap beside it (closed ends)
+            return _exact_p(t_plus, d.size) >= alpha
+        return _normal_p(t_plus, mean, var, correction) >= alpha
 
-        centre = int(np.searchsorted(walsh, estimate, side="right"))
-        lo, hi = centre, centre
-        if accepted(centre):
-            # The accepted gaps are contiguous (|T+ - n(n+1)/4| grows away from the estimate): bisect each side.
-            a, b = 0, centre
-            while a < b:
-                m = (a + b) // 2
-                a, b = (a, m) if accepted(m) else (m + 1, b)
-            lo = a
-            a, b = centre, probes.size - 1
-            while a < b:
-                m = (a + b + 1) // 2
-                a, b = (m, b) if accepted(m) else (a, m - 1)
-            hi = a
-            ci_low = -np.inf if lo == 0 else float(walsh[lo - 1])
-            ci_high = np.inf if hi == probes.size - 1 else float(walsh[hi])
-        else:
-            ci_low = ci_high = estimate
-        row.update(estimate=estimate, ci_low=ci_low, ci_high=ci_high, p_val=test["p_val"],
-                   method=f"Walsh averages; Wilcoxon {test['method']}")
+    centre = 2 * int(np.searchsorted(walsh, row["estimate"] * 2.0, side="left")) + 1
+    if centre >= probes.size or walsh[(centre - 1) // 2] != _snap(row["estimate"] * 2.0, scale):
+        centre -= 1  # the estimate lies in a gap, not on a Walsh average
+    if exact:
+        ok_gap = accepted(np.arange(0, 2 * k + 1, 2))
+        ok = np.zeros(2 * k + 1, dtype=bool)
+        ok[0::2] = ok_gap
+        ok[1::2] = ok_gap[:-1] | ok_gap[1:]
+    elif d.size <= HL_FULL_SCAN:
+        ok = accepted(np.arange(2 * k + 1))
+    else:
+        ok = np.zeros(2 * k + 1, dtype=bool)
+        ok[centre] = bool(accepted(np.array([centre]))[0])
+        if ok[centre]:
+            lo, hi = 0, centre  # smallest accepted index on the left: bisect
+            while lo < hi:
+                m = (lo + hi) // 2
+                lo, hi = (lo, m) if accepted(np.array([m]))[0] else (m + 1, hi)
+            first = lo
+            lo, hi = centre, 2 * k
+            while lo < hi:
+                m = (lo + hi + 1) // 2
+                lo, hi = (m, hi) if accepted(np.array([m]))[0] else (lo, m - 1)
+            ok[first: lo + 1] = True
+    if not ok.any():  # too few pairs for a level this close to 1: no shift is accepted
+        row.update(ci_low=np.nan, ci_high=np.nan)
+        return pd.DataFrame([row], index=["Hodges-Lehmann"])
+    first, last = int(np.argmax(ok)), int(ok.size - 1 - np.argmax(ok[::-1]))
+    # An end on a Walsh average (odd index) is that average, closed; an end in a gap is open at its edge.
+    row["ci_low"] = -np.inf if first == 0 else float(walsh[(first - 1) // 2 if first % 2 else first // 2 - 1]) / 2.0
+    row["ci_high"] = np.inf if last == 2 * k else float(walsh[(last - 1) // 2 if last % 2 else last // 2]) / 2.0
+    row.update(low_closed=bool(first % 2 or first == 0), high_closed=bool(last % 2 or last == 2 * k),
+               contiguous=bool(ok[first: last + 1].all()))
     return pd.DataFrame([row], index=["Hodges-Lehmann"])
 
 
@@ -928,6 +1215,14 @@ def mcnemar_midp(n10: int, n01: int) -> float:
     ``p = 2 * (P(X < k) + P(X = k) / 2)``, ``X ~ Bin(n10 + n01, 1/2)``, ``k = min(n10, n01)``,
     capped at 1; 1 without discordant pairs. Reference: Fagerland, Lydersen & Laake (2013), BMC
     Med Res Methodol 13:91 (recommended over the exact conditional test for its size).
+
+    Examples
+    --------
+    Fagerland, Lydersen & Laake (2013), the airway hyper-responsiveness example (1 and 7 discordant
+    pairs): exact conditional p = 0.070, mid-p = 0.039 (= 10/256):
+
+    >>> print(f"{mcnemar_midp(1, 7):.3f}")
+    0.039
     """
     m = int(n10) + int(n01)
     if m == 0:
@@ -946,6 +1241,16 @@ def conditional_odds_ratio(n10: int, n01: int, *, confidence: float = 0.95) -> p
     Breslow & Day (1980), sec. 5.2.
 
     Returns one row: ``n10, n01, odds_ratio, ci_low, ci_high``.
+
+    Examples
+    --------
+    7 of 8 discordant pairs favour B: statsmodels' Clopper-Pearson ``proportion_confint(7, 8,
+    method="beta")`` = (0.47349, 0.99684), i.e. odds (0.8993, 315.48); the interval holds 1 as the
+    exact test (p = 0.070) does not reject:
+
+    >>> r = conditional_odds_ratio(1, 7).iloc[0]
+    >>> print(f"{r['odds_ratio']:.1f} [{r['ci_low']:.4f}, {r['ci_high']:.2f}]")
+    7.0 [0.8993, 315.48]
     """
     n10, n01 = int(n10), int(n01)
     m = n10 + n01
@@ -986,6 +1291,15 @@ def tango_interval(n10: int, n01: int, n: int, *, confidence: float = 0.95) -> p
     proportions", Stat Med 33:2850-2875. Reference: Tango (1998), Stat Med 17:891-908 (erratum 18:1999).
 
     Returns one row: ``n_pairs, difference, ci_low, ci_high, z``.
+
+    Examples
+    --------
+    At 0 Tango's statistic is McNemar's uncorrected z: R's ``mcnemar.test(Performance, correct = FALSE)``
+    gives chi-squared = 17.356, and sqrt(17.356) = 4.166 (B is the second survey, which lost approval):
+
+    >>> r = tango_interval(150, 86, 1600).iloc[0]
+    >>> print(f"z = {r['z']:.3f}, difference {r['difference']:.3f} [{r['ci_low']:.4f}, {r['ci_high']:.4f}]")
+    z = -4.166, difference -0.040 [-0.0590, -0.0214]
     """
     n10, n01, n = int(n10), int(n01), int(n)
     if n == 0:
@@ -1012,6 +1326,16 @@ def clustered_proportion(successes: ArrayLike, trials: ArrayLike, *, confidence:
     24:193-201), which stays inside [0, 1] and widens with the clustering.
 
     Returns one row: ``successes, n_trials, n_tasks, proportion, ci_low, ci_high, design_effect, n_effective``.
+
+    Examples
+    --------
+    statsmodels' clustered variance of the intercept (``OLS(y, 1).fit(cov_type="cluster")``) is 0.15909^2
+    for these six tasks of three trials; the design effect compares it with p(1-p)/N:
+
+    >>> r = clustered_proportion([3, 2, 0, 1, 3, 2], [3, 3, 3, 3, 3, 3]).iloc[0]
+    >>> se = (r["design_effect"] * r["proportion"] * (1 - r["proportion"]) / r["n_trials"]) ** 0.5
+    >>> print(f"{r['proportion']:.4f}, clustered SE {se:.5f}, design effect {r['design_effect']:.3f}")
+    0.6111, clustered SE 0.15909, design effect 1.917
     """
     s = np.asarray(successes, dtype=float)
     t = np.asarray(trials, dtype=float)
@@ -1047,6 +1371,14 @@ def ratio_of_totals(num_a: ArrayLike, den_a: ArrayLike, num_b: ArrayLike, den_b:
 
     Returns rows ``arm`` = ``A``, ``B``, ``B/A`` with ``estimate, ci_low, ci_high, n_tasks, n_boot,
     n_undefined``.
+
+    Examples
+    --------
+    Cost per success of A = 6 / 1, of B = 3 / 2, so B/A = 0.25:
+
+    >>> r = ratio_of_totals([1.0, 2.0, 3.0], [0, 0, 1], [1.0, 1.0, 1.0], [1, 1, 0], n_boot=500, seed=1)
+    >>> r.set_index("arm")["estimate"].tolist()
+    [6.0, 1.5, 0.25]
     """
     arr = [np.asarray(v, dtype=float) for v in (num_a, den_a, num_b, den_b)]
     n = arr[0].size
@@ -1091,6 +1423,19 @@ def paired_t(d: ArrayLike, *, confidence: float = 0.95) -> pd.DataFrame:
     n - 1. The interval and the test are the same computation, so they always agree.
 
     Returns one row: ``n, estimate, se, df, statistic, p_val, ci_low, ci_high``.
+
+    Examples
+    --------
+    R's ``?t.test`` example, Student's sleep data: ``t.test(extra ~ group, data = sleep, paired = TRUE)``
+    gives t = -4.0621, df = 9, p-value = 0.002833, 95 percent confidence interval -2.4598858 -0.7001142,
+    mean difference -1.58:
+
+    >>> g1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0]
+    >>> g2 = [1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4]
+    >>> r = paired_t(np.subtract(g1, g2)).iloc[0]
+    >>> print(f"t = {r['statistic']:.4f}, df = {r['df']:.0f}, p-value = {r['p_val']:.6f}, "
+    ...       f"CI {r['ci_low']:.7f} {r['ci_high']:.7f}, mean {r['estimate']:.2f}")
+    t = -4.0621, df = 9, p-value = 0.002833, CI -2.4598858 -0.7001142, mean -1.58
     """
     x = np.asarray(d, dtype=float)
     x = x[np.isfinite(x)]
@@ -1120,11 +1465,33 @@ def _sign_matrix(n: int, n_resamples: int, seed: int) -> tuple[np.ndarray, bool]
     return rng.choice([-1.0, 1.0], size=(n_resamples, n)), False
 
 
-def _flip_p(x: np.ndarray, signs: np.ndarray, exact: bool) -> float:
-    obs = abs(x.mean())
-    null = np.abs(signs @ x) / x.size
-    hits = int(np.sum(null >= obs - 1e-12 * max(1.0, obs)))
-    return hits / len(signs) if exact else (hits + 1) / (len(signs) + 1)
+def _flip_hit_sets(x: np.ndarray, signs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per sign pattern s, the closed set [lo, hi] of shifts delta at which s is as extreme as the data.
+
+    Pattern s counts towards the p-value of the test of ``x - delta`` when
+    ``|sum s (x - delta)| >= |sum (x - delta)|``. With F the flipped positions this is a concave
+    quadratic in delta, so the set is the closed interval between its roots, the mean of x over F and
+    the mean over the rest; both straddle the mean of x, so every set holds the estimate. The identity
+    pattern and the full flip hold every delta. A root within 1e-10 of the data's scale of 0 is set
+    to 0, so that a tie at 0 the arithmetic misses by a rounding error (the mean of 1/3, 2/3 and -1)
+    still counts; the other roots stay as computed, the nearest floats to the true ends.
+    """
+    n = x.size
+    flipped = signs < 0
+    k = flipped.sum(axis=1)
+    sum_f = flipped.astype(float) @ x
+    trivial = (k == 0) | (k == n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_f = sum_f / k
+        mean_rest = (x.sum() - sum_f) / (n - k)
+    tol = 1e-10 * (float(np.max(np.abs(x))) or 1.0)
+    lo, hi = np.minimum(mean_f, mean_rest), np.maximum(mean_f, mean_rest)
+    lo, hi = np.where(np.abs(lo) <= tol, 0.0, lo), np.where(np.abs(hi) <= tol, 0.0, hi)
+    return np.where(trivial, -np.inf, lo), np.where(trivial, np.inf, hi)
+
+
+def _flip_p_of_hits(hits: int, n_patterns: int, exact: bool) -> float:
+    return hits / n_patterns if exact else (hits + 1) / (n_patterns + 1)
 
 
 def sign_flip(d: ArrayLike, *, confidence: float = 0.95, n_resamples: int = 20_000, seed: int = 0) -> pd.DataFrame:
@@ -1134,10 +1501,28 @@ def sign_flip(d: ArrayLike, *, confidence: float = 0.95, n_resamples: int = 20_0
     the sign of each task's difference is exchangeable under the null of no effect, so the test
     needs no distributional assumption (Fisher 1935; Good 2005, ch. 3). Exact over all 2^n sign
     patterns for n <= 16, else ``n_resamples`` seeded patterns with p = (hits + 1)/(B + 1) and its
-    Monte-Carlo standard error. The interval is {delta : the test of d - delta does not reject},
-    found by bisection with the same sign patterns, so it excludes 0 exactly when p <= alpha.
+    Monte-Carlo standard error; a pattern as extreme as the data (a tie) counts as a hit.
+
+    The interval is {delta : the test of d - delta does not reject}, i.e. p >= alpha, computed in
+    closed form rather than by search: each pattern is a hit on a closed interval of shifts that
+    holds the estimate (:func:`_flip_hit_sets`), so the p-value falls monotonically on either side
+    of the estimate and the interval's ends are order statistics of those intervals' ends. Its ends
+    are the last accepted shifts themselves (closed at the jumps of the p-value), and the test at 0
+    is read from the same hit sets, so the interval excludes 0 exactly when p < alpha.
 
     Returns one row: ``n, estimate, p_val, mc_se, exact, ci_low, ci_high``.
+
+    Examples
+    --------
+    Darwin's 15 pairs of crossed and self-fertilised plants (height differences in eighths of an
+    inch), Fisher's (1935) randomisation test: 1,726 of the 32,768 sign patterns are at least as
+    extreme, two-sided p = 0.0527 (scipy: ``permutation_test((d,), np.mean,
+    permutation_type="samples", n_resamples=np.inf)`` gives 0.052673...):
+
+    >>> darwin = [49, -67, 8, 16, 6, 23, 28, 41, 14, 29, 56, 24, 75, 60, -48]
+    >>> r = sign_flip(darwin).iloc[0]
+    >>> print(f"mean {r['estimate']:.3f}, exact: {r['exact']}, p = {r['p_val'] * 2**15:.0f}/32768 = {r['p_val']:.4f}")
+    mean 20.933, exact: True, p = 1726/32768 = 0.0527
     """
     x = np.asarray(d, dtype=float)
     x = x[np.isfinite(x)]
@@ -1147,40 +1532,50 @@ def sign_flip(d: ArrayLike, *, confidence: float = 0.95, n_resamples: int = 20_0
     if n == 0:
         return pd.DataFrame([row])
     signs, exact = _sign_matrix(n, n_resamples, seed)
-    p = _flip_p(x, signs, exact)
-    row.update(p_val=p, mc_se=0.0 if exact else float(np.sqrt(p * (1 - p) / len(signs))))
+    lo, hi = _flip_hit_sets(x, signs)
+    n_pat = len(signs)
+    p = _flip_p_of_hits(int(np.sum((lo <= 0) & (0 <= hi))), n_pat, exact)
+    row.update(p_val=p, mc_se=0.0 if exact else float(np.sqrt(p * (1 - p) / n_pat)))
     alpha = 1 - confidence
-    spread = float(x.max() - x.min()) or 1.0
-
-    def accepted(delta: float) -> bool:
-        return _flip_p(x - delta, signs, exact) > alpha
-
-    est = row["estimate"]
-    if not accepted(est):  # too few tasks for any interval at this level
-        return pd.DataFrame([{**row, "ci_low": -np.inf, "ci_high": np.inf}])
-    for side, key in ((-1.0, "ci_low"), (1.0, "ci_high")):
-        inside, outside = est, est + side * spread
-        while accepted(outside):
-            outside += side * spread
-            if abs(outside - est) > 1e6 * spread:
-                inside = outside = side * np.inf
-                break
-        for _ in range(60):
-            if not np.isfinite(outside) or abs(outside - inside) <= 1e-10 * spread:
-                break
-            mid = (inside + outside) / 2
-            inside, outside = (mid, outside) if accepted(mid) else (inside, mid)
-        row[key] = float(inside)
+    # Fewest hits the test accepts with (p >= alpha), then the shifts that keep that many.
+    need = max(int(np.floor(alpha * n_pat)) - 2, 0)
+    while _flip_p_of_hits(need, n_pat, exact) < alpha:
+        need += 1
+    always = int(np.sum(np.isinf(lo)))
+    k = need - always  # hits needed from patterns that are not hits everywhere
+    bounded_lo, bounded_hi = np.sort(lo[np.isfinite(lo)]), np.sort(hi[np.isfinite(hi)])[::-1]
+    if k <= 0:
+        row.update(ci_low=-np.inf, ci_high=np.inf)
+    else:
+        row.update(ci_low=float(bounded_lo[k - 1]), ci_high=float(bounded_hi[k - 1]))
     return pd.DataFrame([row])
 
 
 def gee_difference(y: ArrayLike, arm_b: ArrayLike, cluster: ArrayLike, *, confidence: float = 0.95) -> pd.DataFrame:
-    """Marginal difference in a pass rate between arms by GEE: identity link, exchangeable working
-    correlation within task, robust (sandwich) standard error (Liang & Zeger 1986; statsmodels GEE).
+    """Marginal difference in a pass rate between arms by GEE, with a small-sample corrected standard error.
+
+    Identity link, exchangeable working correlation within task (Liang & Zeger 1986; statsmodels
+    GEE). The plain sandwich standard error is biased down with few clusters (its z test rejected a
+    true null in 6.6 % of simulated 24-task studies and 8.8 % at 12 tasks); here it is the bias-reduced
+    sandwich of Mancl & DeRouen (2001, Biometrics 57:126-134; statsmodels ``cov_type="bias_reduced"``),
+    and test and interval use Student's t with G - 1 degrees of freedom for G tasks (each task holds
+    both arms, as a paired t test's units do). Test and interval are the same computation, so they agree.
 
     A sensitivity analysis for the per-task pass@1 difference: it weighs trials by the working
-    correlation instead of weighing every task the same. Returns one row: ``estimate, se, z, p_val,
+    correlation instead of weighing every task the same. Returns one row: ``estimate, se, df, t, p_val,
     ci_low, ci_high, n_trials, n_clusters``.
+
+    Examples
+    --------
+    With the same number of trials per task and arm, the GEE estimate is the plain difference of the
+    arms' pass rates (here 10/12 - 5/12); its t test has tasks - 1 degrees of freedom:
+
+    >>> y = [1, 1, 0, 1, 1, 1,  0, 0, 1, 1, 0, 1,  0, 0, 0, 1, 1, 1,  1, 1, 0, 0, 1, 1]
+    >>> arm = [0, 0, 0, 1, 1, 1] * 4
+    >>> task = [t for t in range(4) for _ in range(6)]
+    >>> r = gee_difference(y, arm, task).iloc[0]
+    >>> print(f"{r['estimate']:.4f} = {10 / 12 - 5 / 12:.4f}, df {r['df']:.0f}")
+    0.4167 = 0.4167, df 3
     """
     import statsmodels.api as sm  # 1.4 s to import; only the GEE sensitivity analysis needs it
 
@@ -1189,14 +1584,16 @@ def gee_difference(y: ArrayLike, arm_b: ArrayLike, cluster: ArrayLike, *, confid
     gv = np.asarray(cluster)
     ok = np.isfinite(yv)
     yv, xv, gv = yv[ok], xv[ok], gv[ok]
-    row = {"estimate": np.nan, "se": np.nan, "z": np.nan, "p_val": np.nan, "ci_low": np.nan, "ci_high": np.nan,
-           "n_trials": int(yv.size), "n_clusters": int(pd.unique(gv).size)}
-    if row["n_clusters"] < 2 or np.unique(xv).size < 2:
+    n_g = int(pd.unique(gv).size)
+    row = {"estimate": np.nan, "se": np.nan, "df": max(n_g - 1, 0), "t": np.nan, "p_val": np.nan, "ci_low": np.nan,
+           "ci_high": np.nan, "n_trials": int(yv.size), "n_clusters": n_g}
+    if n_g < 2 or np.unique(xv).size < 2:
         return pd.DataFrame([row])
     fit = sm.GEE(yv, sm.add_constant(xv), groups=pd.factorize(gv)[0], family=sm.families.Gaussian(),
-                 cov_struct=sm.cov_struct.Exchangeable()).fit()
+                 cov_struct=sm.cov_struct.Exchangeable()).fit(cov_type="bias_reduced")
     est, se = float(fit.params[1]), float(fit.bse[1])
-    q = sps.norm.ppf((1 + confidence) / 2)
-    row.update(estimate=est, se=se, z=est / se if se > 0 else np.nan,
-               p_val=float(2 * sps.norm.sf(abs(est / se))) if se > 0 else np.nan, ci_low=est - q * se, ci_high=est + q * se)
+    q = sps.t.ppf((1 + confidence) / 2, n_g - 1)
+    row.update(estimate=est, se=se, ci_low=est - q * se, ci_high=est + q * se)
+    if se > 0:
+        row.update(t=est / se, p_val=float(2 * sps.t.sf(abs(est / se), n_g - 1)))
     return pd.DataFrame([row])

@@ -48,65 +48,72 @@ def trajectory_tokens(traj: Trajectory) -> dict[str, Any]:
     trajectory: agent steps outside copied context, each API call once (its largest output count),
     subagents added; ``final_metrics`` win where they say something, unless they only repeat the
     per-block usage. ``cache_write``: Anthropic cache writes, from the steps or ``final_metrics``;
-    ``repeated``: the final metrics were set aside."""
+    ``repeated``: the final metrics were set aside. A count no step and no total reports stays None
+    (unknown), never 0."""
     calls: dict[str, list] = {}  # usage key -> [input, output, cached, cost, cache writes]
     naive_in = 0
-    written_seen = False
-    any_usage = any_cost = False
+    # Which counts some step or subagent reports: one that none does stays unknown (None), never 0.
+    known = {"input": False, "output": False, "cached": False, "cache_write": False}
+    any_cost = False
     for s in traj.steps:
         if s.source != "agent" or s.is_copied_context:
             continue
-        has_usage = s.prompt_tokens is not None or s.completion_tokens is not None
         naive_in += s.prompt_tokens or 0
+        known["input"] |= s.prompt_tokens is not None
+        known["output"] |= s.completion_tokens is not None
+        known["cached"] |= s.cached_tokens is not None
         key = s.usage_key if s.usage_key is not None else f"step-{s.step_id}-{len(calls)}"
         call = calls.get(key)
         if call is None:
             prompt, cached, written = s.prompt_tokens or 0, s.cached_tokens or 0, s.cache_write_tokens
             if written is not None:
-                written_seen = True
+                known["cache_write"] = True
                 if written > prompt - cached:  # left out of the prompt count by the producer
                     prompt += written
-            calls[key] = [prompt, s.completion_tokens or 0, cached, s.cost_usd, written or 0]
+            calls[key] = [prompt, s.completion_tokens or 0, cached, s.cost_usd, written or 0, s.prompt_tokens or 0]
         else:  # the same API call again: its usage once, the output as far as it grew
             call[1] = max(call[1], s.completion_tokens or 0)
             call[3] = call[3] if call[3] is not None else s.cost_usd
-        any_usage = any_usage or has_usage
         any_cost = any_cost or s.cost_usd is not None
-    tin = sum(c[0] for c in calls.values())
-    tout = sum(c[1] for c in calls.values())
-    tcached = sum(c[2] for c in calls.values())
+    sums = {"input": sum(c[0] for c in calls.values()), "output": sum(c[1] for c in calls.values()),
+            "cached": sum(c[2] for c in calls.values()), "cache_write": sum(c[4] for c in calls.values())}
+    raw_in = sum(c[5] for c in calls.values())  # the prompt counts as the producer wrote them, each call once
     cost = sum(c[3] for c in calls.values() if c[3] is not None)
-    twritten = sum(c[4] for c in calls.values())
     for sub in traj.subagents:
         st = trajectory_tokens(sub)
-        if st["input"] is not None:
-            any_usage = True
-            tin += st["input"]
-            naive_in += st["input"]
-            tout += st["output"] or 0
-            tcached += st["cached"] or 0
+        for k in sums:
+            if st[k] is not None:
+                sums[k] += st[k]
+                known[k] = True
+        naive_in += st["input"] or 0
+        raw_in += st["input"] or 0
         if st["cost"] is not None:
             any_cost = True
             cost += st["cost"]
-    out: dict[str, Any] = {
-        "input": tin if any_usage else None,
-        "output": tout if any_usage else None,
-        "cached": tcached if any_usage else None,
-        "cost": cost if any_cost else None,
-        "cache_write": twritten if written_seen and not traj.subagents else None,
-        "repeated": False,
-    }
+    out: dict[str, Any] = {k: sums[k] if known[k] else None for k in sums}
+    out["cost"] = cost if any_cost else None
+    out["repeated"] = False
     fm = traj.final_metrics
     if fm is None:
         return out
-    # The producer summed the repeated usage (Harbor's Claude Code conversion): its totals are not counts.
-    if any_usage and fm.prompt_tokens is not None and fm.prompt_tokens == naive_in and naive_in > tin:
-        out["repeated"] = True
+    if known["input"] and fm.prompt_tokens is not None and fm.prompt_tokens in (naive_in, raw_in):
+        # The totals say what the steps say (once per call), or are the sum of the repeated usage
+        # (Harbor's Claude Code conversion): the steps, counted once per call, are the counts.
+        out["repeated"] = naive_in > raw_in and fm.prompt_tokens == naive_in
+        if not out["repeated"]:  # the producer's own totals: they win on output (streamed steps carry a partial
+            # count, e.g. Claude Code's stream-json) and add what only they record (cache writes, cost)
+            for key, value in (("output", fm.completion_tokens), ("cached", fm.cached_tokens),
+                               ("cache_write", fm.cache_write_tokens), ("cost", fm.cost_usd)):
+                if value is not None and (key != "cache_write" or out[key] is None):
+                    out[key] = value
         return out
     for key, value in (("input", fm.prompt_tokens), ("output", fm.completion_tokens), ("cached", fm.cached_tokens),
                        ("cost", fm.cost_usd), ("cache_write", fm.cache_write_tokens)):
         if value is not None:
             out[key] = value
+    written, cached = fm.cache_write_tokens, fm.cached_tokens or 0
+    if fm.prompt_tokens is not None and written is not None and written > fm.prompt_tokens - cached:
+        out["input"] = fm.prompt_tokens + written  # cache writes the producer left out of its prompt total
     return out
 
 

@@ -82,6 +82,10 @@ class Trajectory:
     final_metrics: FinalMetrics | None = None
     subagents: list[Trajectory] = field(default_factory=list)
     source_path: str | None = None
+    # Where the parent trajectory started this one (a subagent): the call whose result refers to it, and
+    # that call's step; None for the root, and for a subagent no result refers to.
+    parent_call_id: str | None = None
+    parent_step_id: int | None = None
     # Warnings raised while parsing leniently (unknown minor version, unresolved refs...).
     warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)

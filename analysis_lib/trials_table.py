@@ -46,6 +46,8 @@ from .metrics import DEFAULT_CONFIG, MetricsConfig, metrics_frame, trial_metrics
 from .trial import IngestError, Trial
 
 SORT_COLUMNS = ["profile", "task_id", "repetition", "run_id"]
+# Sources that hold exactly one trial: a --limit sample of them is drawn before anything is read.
+ONE_TRIAL_KINDS = frozenset({"trial_dir", "atif_file", "transcript", "mini_swe_agent", "swe_agent"})
 CACHE_FILE = "trials_cache.json"
 # Below this many sources to read, starting processes costs more than it saves.
 MIN_PARALLEL = 8
@@ -132,11 +134,12 @@ def trials_table(
     if outcome not in (None, "succeeded", "failed"):
         raise ValueError(f"outcome must be 'succeeded', 'failed' or None, not {outcome!r}")
     runs_dir = os.fspath(runs_dir)
-    sources, errors = discover(runs_dir)
+    cache = TrialCache(cache_dir, config) if cache_dir is not None else None
+    # Loose files unchanged since the last run are not opened again to tell their kind.
+    sources, errors = discover(runs_dir, kinds=cache.kinds if cache is not None else None)
     # Under a design, profiles and tasks are known only after reading: no selection of sources by them.
     selected = _select(sources, None if design else tasks, None if design else profiles, outcome,
                        None if design else limit, seed)
-    cache = TrialCache(cache_dir, config) if cache_dir is not None else None
     results, hits = _read_sources(selected, config, cache, workers, progress)
     if cache is not None:
         cache.save(keep={source_key(s) for s in sources})  # what a narrower selection skipped stays cached
@@ -189,7 +192,7 @@ def _select(sources: list[TrialSource], tasks, profiles, outcome, limit, seed) -
         and (not tasks or s.task_id is None or s.task_id in tasks)
     ]
     # A sample of one-trial sources is drawn before reading; otherwise from the rows, after.
-    single = all(s.kind in ("trial_dir", "atif_file", "transcript") for s in keep)
+    single = all(s.kind in ONE_TRIAL_KINDS for s in keep)
     if limit is not None and single and outcome is None and len(keep) > limit:
         keep = sorted(random.Random(seed).sample(keep, limit), key=lambda s: (s.run_id, s.task_id or "", s.path))
     return keep
@@ -272,14 +275,18 @@ class TrialCache:
         self.path = os.path.join(os.fspath(cache_dir), CACHE_FILE)
         self.tag = cache_tag(config)
         self.entries: dict[str, list] = {}  # source key -> [fingerprint, rows, errors as lists]
+        # Discovery's answers: loose file -> [size, mtime_ns, kind, detail] (see ingest.discover.discover).
+        self.kinds: dict[str, list] = {}
         self.changed = False
         try:
             with open(self.path, "rb") as fh:
                 doc = orjson.loads(fh.read())
             if doc["tag"] == self.tag and isinstance(doc["sources"], dict):
                 self.entries = doc["sources"]
+                self.kinds = doc["kinds"] if isinstance(doc.get("kinds"), dict) else {}
         except (OSError, ValueError, KeyError, TypeError):
             pass  # no cache yet, or one this run cannot use: every source is read
+        self._kinds_read = dict(self.kinds)
 
     def get(self, key: str, fp: str) -> Rows | None:
         """The cached rows and errors of a source whose fingerprint is ``fp``, else None."""
@@ -298,12 +305,12 @@ class TrialCache:
         """Write the cache when it changed, without the sources no longer found (a cache that cannot be
         written only makes the next run slower: one warning line)."""
         gone = set(self.entries) - keep
-        if not (self.changed or gone):
+        if not (self.changed or gone or self.kinds != self._kinds_read):
             return
         for key in gone:
             del self.entries[key]
         try:
-            data = orjson.dumps({"tag": self.tag, "sources": self.entries}, option=orjson.OPT_SERIALIZE_NUMPY)
+            data = orjson.dumps({"tag": self.tag, "sources": self.entries, "kinds": self.kinds}, option=orjson.OPT_SERIALIZE_NUMPY)
             atomic_write_bytes(self.path, data, durable=False)
         except Exception as exc:
             print(f"warning: {os.path.dirname(self.path)}: trials cache not written ({type(exc).__name__}: {str(exc)[:120]})",
@@ -322,8 +329,8 @@ def code_version() -> str:
     """Hash of the code that computes a row: a changed reader or metric definition invalidates cached rows."""
     root = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256()
-    for rel in ("trial.py", "tools.py", "metrics.py", "tokens.py", "design.py", "pricing.py", "fileio.py", "trials_table.py",
-                "ingest", "codecanvas"):
+    for rel in ("trial.py", "tools.py", "registry.py", "metrics.py", "tokens.py", "design.py", "pricing.py", "fileio.py",
+                "trials_table.py", "ingest", "codecanvas"):
         path = os.path.join(root, rel)
         files = [path] if os.path.isfile(path) else sorted(
             os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(".py"))

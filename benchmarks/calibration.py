@@ -1,25 +1,23 @@
-"""Calibration of the planned tests and intervals in simulation (prints figures measured in this one run).
+"""Calibration of every planned test and interval in simulation (prints figures measured in this one run).
 
-1. Type-I error: null (A/A) studies from the seeded simulator (``Effects.null()``: no effect on any
-   metric) at the sample's size (24 tasks x 3 repetitions); the share of studies in which each
-   primary test of the two shipped plans rejects at alpha = 0.05, with its Monte-Carlo standard
-   error. Target: within 1 percentage point of alpha.
-2. Coverage: studies with the sample's effects (``Effects()``); the share of 95 % intervals that
-   contain the true value of their own estimand, with its Monte-Carlo standard error. Target:
-   95 +/- 1.5 %. True values: pass@1 and resolve-rate differences from one very large simulated
-   study (their own Monte-Carlo error is printed), the token change exactly from the simulator.
-3. Power at the sample's effects, for the same tests (what using every repetition buys).
-4. Imperfect studies (``analysis_lib.simulate.simulate_imperfect``: known non-compliance and known
-   infrastructure-failure mechanisms). CACE: the share of 95 % intervals of the effect among trials that
-   use MCP (:mod:`analysis_lib.compliance`) that contain the true effect among compliers, for pass/fail
-   and tokens, at high and low compliance (delta method and Fieller's interval), beside the naive
-   users-vs-baseline interval. Target: 95 +/- 2 %. Bounds: infrastructure failures concentrated in the
-   MCP arm and on failing trials (not at random); how often the planned interval, the bounds
-   (:mod:`analysis_lib.infra_bounds`) and their outer interval contain the true effect, and how often
-   the bounds contain the study's own full-data estimate (100 % by construction).
+For both shipped plans, studies of 12 and 24 tasks x 3 repetitions from the seeded simulator go through
+the comparison engine with the plan's primary, secondary and sensitivity tiers (and cost per success):
 
-Run from the repository root: ``python benchmarks/calibration.py [--studies 1000] [--only imperfect]``.
-SIMULATED DATA: every figure describes the simulator's agents, by design.
+1. Type-I error: null (A/A) studies (``Effects.null()``: no effect on any metric); the share of studies
+   in which each test rejects at alpha = 0.05, with its Monte-Carlo standard error. Target: within
+   1 percentage point of alpha (a conservative exact test may stay below).
+2. Coverage: the share of 95 % intervals that hold the true value of their own estimand, under the null
+   (true value 0, odds ratio 1) and under the sample's effects (``Effects()``), with MC standard errors.
+   Target: 95 +/- 1.5 %. True values under the effects come from one study of 20,000 tasks (their own
+   Monte-Carlo error is printed): the mean per-task difference (pass@1, resolve rate), the per-trial
+   difference (GEE), the pseudo-median of the per-task log ratio or difference (Hodges-Lehmann), the
+   ratio of totals (budget view, cost per success) and the discordant-pair odds ratio.
+3. Power at the sample's effects, and how often an interval and its own test disagree (excludes 0 while
+   p >= 0.05, or the reverse): 0 for every inverted interval; Tango's score interval beside McNemar's
+   exact test can disagree.
+
+Run from the repository root: ``python benchmarks/calibration.py [--studies 500] [--tasks 12 24]
+[--workers 2] [--markdown FILE]``. SIMULATED DATA: every figure describes the simulator's agents, by design.
 """
 
 from __future__ import annotations
@@ -28,194 +26,194 @@ import argparse
 import math
 import sys
 import time
+from multiprocessing import Pool
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis_lib import comparisons, compliance, infra_bounds, stats  # noqa: E402
+from analysis_lib import comparisons, stats  # noqa: E402
 from analysis_lib import plan as plan_mod  # noqa: E402
-from analysis_lib.simulate import (  # noqa: E402
-    Effects,
-    Imperfections,
-    imperfect_truth,
-    simulate_imperfect,
-    simulate_metrics,
-    true_effects,
-)
+from analysis_lib.simulate import Effects, simulate_metrics  # noqa: E402
 
 A, B = "text", "codegraph"
-PLANS = {"majority (default plan)": ROOT / "params" / "analysis_plan.yaml",
+ALPHA = 0.05
+PLANS = {"majority": ROOT / "params" / "analysis_plan.yaml",
          "all repetitions": ROOT / "params" / "analysis_plan_all_repetitions.yaml"}
+KEEP = ["tier", "metric", "scale", "test", "interval", "estimate", "ci_low", "ci_high", "ci_open", "p_value",
+        "odds_ratio_low", "odds_ratio_high", "total_change_low", "total_change_high"]
+BOOT = 1000  # bootstrap resamples of the budget view and cost per success (the plans use 10,000)
 
 
-def primary_only(path: Path) -> plan_mod.AnalysisPlan:
-    """The plan with its primary tier only: the tests a claim rests on (the sign-flip test is exact by
-    construction; the rest is not calibrated here)."""
+def calibrated_plan(path: Path) -> plan_mod.AnalysisPlan:
+    """The plan with every test it declares (primary, secondary, sensitivity) and cost per success, the one
+    exploratory interval the simulator's metrics allow; fewer bootstrap resamples to keep the run short."""
     d = plan_mod.load_plan(path).model_dump(mode="json")
-    d["tiers"]["sensitivity"] = None
-    d["hypotheses"] = []
-    d["tiers"]["secondary"] = {"correction": "none", "metrics": [{"id": "elapsed_sec", "test": "wilcoxon_signed_rank"}]}
-    d["tiers"]["exploratory"] = {"correction": "none", "metrics": [{"id": "duplicate_reads", "test": "descriptive"}]}
+    d["tiers"]["exploratory"] = {"correction": "none", "metrics": [{"id": "cost_per_success", "test": "descriptive"}]}
+    d["bootstrap"]["n_resamples"] = BOOT
     return plan_mod.parse_plan(d, str(path))
 
 
-def run(plan: plan_mod.AnalysisPlan, effects: Effects, studies: int, seed0: int, label: str) -> pd.DataFrame:
+def _study(job: tuple) -> pd.DataFrame:
+    plan, scenario, n_tasks, seed = job
+    effects = Effects.null() if scenario == "null" else Effects()
+    m = simulate_metrics(seed, n_tasks, 3, (A, B), effects)
+    t = comparisons.compare(m, plan, [(A, B)])
+    specs = plan.tier_metrics()  # one row per planned test here: one pair, no per-tool family
+    assert len(t) == len(specs)
+    return t[KEEP].assign(study=seed, spec_test=[s.test for _, s, _ in specs])
+
+
+def run(plan: plan_mod.AnalysisPlan, scenario: str, n_tasks: int, studies: int, seed0: int, workers: int,
+        label: str) -> pd.DataFrame:
+    jobs = [(plan, scenario, n_tasks, seed0 + i) for i in range(studies)]
+    with Pool(workers) as pool:
+        parts = list(tqdm(pool.imap(_study, jobs, chunksize=4), total=studies, desc=label, unit="study", leave=False))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _pseudo_median(d: np.ndarray, rng: np.random.Generator, draws: int = 2_000_000) -> float:
+    """The population pseudo-median (the Hodges-Lehmann estimand): the median of (d_i + d_j) / 2 over pairs."""
+    i, j = rng.integers(0, d.size, draws), rng.integers(0, d.size, draws)
+    return float(np.median((d[i] + d[j]) / 2.0))
+
+
+def true_values(plan: plan_mod.AnalysisPlan, effects: Effects, n_big: int = 20_000) -> tuple[dict, dict]:
+    """(metric, scale) -> true value of the row's estimand, on the row's scale, and its Monte-Carlo error."""
+    big = comparisons.usable_trials(simulate_metrics(7, n_big, 3, (A, B), effects))
+    rng = np.random.default_rng(11)
+    truth, err = {}, {}
+    for tier, spec, _ in plan.tier_metrics():
+        r = comparisons.rule(spec.id, spec.test, plan.repetitions_of(spec))
+        key = (tier, spec.id, spec.test)
+        if r.scale == "cost_per_success":
+            per = big.assign(win=stats.as_outcome(big["success"].to_numpy()).to_numpy()).groupby("profile")[
+                ["total_cost_usd", "win"]].sum()
+            cps = per["total_cost_usd"] / per["win"]
+            truth[key], err[key] = 100.0 * (cps[B] / cps[A] - 1.0), np.nan
+            continue
+        if r.scale in ("rate", "pass_rate"):
+            p = stats.pair_tasks(big, spec.id, A, B, binary=True, how=r.how)
+            if spec.test == "gee":
+                y = stats.as_outcome(big[spec.id].to_numpy()).to_numpy()
+                is_b = (big["profile"] == B).to_numpy()
+                truth[key], err[key] = float(np.nanmean(y[is_b]) - np.nanmean(y[~is_b])), np.nan
+            else:
+                d = (p["b"] - p["a"]).to_numpy()
+                truth[key], err[key] = float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size))
+            if r.scale == "rate":
+                n10 = int(np.sum((p["a"] > 0.5) & (p["b"] < 0.5)))
+                n01 = int(np.sum((p["a"] < 0.5) & (p["b"] > 0.5)))
+                truth[key + ("odds_ratio",)] = n01 / n10
+            continue
+        p = stats.pair_tasks(big, spec.id, A, B, binary=False, how=r.how).dropna()
+        p = p[(p["a"] > 0) & (p["b"] > 0)] if r.scale == "ratio" else p
+        d = np.log(p["b"] / p["a"]).to_numpy() if r.scale == "ratio" else (p["b"] - p["a"]).to_numpy()
+        hl = _pseudo_median(d, rng)
+        halves = [_pseudo_median(d[k::2], rng, 500_000) for k in (0, 1)]  # split-half spread as its MC error
+        truth[key] = 100.0 * math.expm1(hl) if r.scale == "ratio" else hl
+        err[key] = abs(100.0 * (math.expm1(halves[0]) - math.expm1(halves[1])) if r.scale == "ratio"
+                        else halves[0] - halves[1]) / 2.0
+        if r.scale == "ratio":
+            truth[key + ("total",)] = 100.0 * (p["b"].sum() / p["a"].sum() - 1.0)
+    return truth, err
+
+
+def share(x) -> tuple[float, float]:
+    x = np.asarray(x, dtype=bool)
+    p = float(x.mean()) if x.size else float("nan")
+    return p, math.sqrt(p * (1 - p) / max(x.size, 1))
+
+
+def _covers(lo, hi, value, open_=None) -> np.ndarray:
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    inside = (lo <= value) & (value <= hi)
+    if open_ is not None:  # an end the inverted test itself rejects is not part of the interval
+        o = pd.Series(open_).fillna("").astype(str).to_numpy()
+        inside &= ~((np.char.find(o.astype(str), "low") >= 0) & (lo == value))
+        inside &= ~((np.char.find(o.astype(str), "high") >= 0) & (hi == value))
+    return inside
+
+
+def pct(p_se: tuple[float, float]) -> str:
+    p, se = p_se
+    return "–" if math.isnan(p) else f"{100 * p:5.1f} ± {100 * se:.1f}"
+
+
+def summarise(name: str, n_tasks: int, plan: plan_mod.AnalysisPlan, null: pd.DataFrame, alt: pd.DataFrame,
+              truth: dict) -> list[dict]:
     rows = []
-    for i in tqdm(range(studies), desc=label, unit="study", leave=False):
-        m = simulate_metrics(seed0 + i, 24, 3, (A, B), effects)
-        t = comparisons.compare(m, plan, [(A, B)])
-        t = t[t["tier"] == "primary"]
-        rows.append(t.assign(study=i)[["study", "tier", "metric", "scale", "test", "estimate", "ci_low", "ci_high",
-                                        "p_value"]])
-    return pd.concat(rows, ignore_index=True)
-
-
-def true_values(effects: Effects) -> dict[str, tuple[float, float]]:
-    """Estimand -> (true value, its Monte-Carlo error), per comparison scale."""
-    big = simulate_metrics(7, 20_000, 3, (A, B), effects)
-    out = {}
-    for how, scale in (("mean", "pass_rate"), ("majority", "rate")):
-        p = stats.pair_tasks(big, "success", A, B, binary=True, how=how)
-        d = p["b"] - p["a"]
-        out[scale] = (float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d))))
-    tok = true_effects(effects, (A, B), A)[B]["token_ratio"]
-    out["ratio"] = (100.0 * (tok - 1.0), 0.0)
-    return out
-
-
-def share(x: pd.Series) -> tuple[float, float]:
-    p = float(x.mean())
-    return p, math.sqrt(p * (1 - p) / max(len(x), 1))
-
-
-# --------------------------------------------------------------------------- imperfect studies
-
-CACE_SCENARIOS = {"high compliance (0.85)": Imperfections(compliance=0.85),
-                  "low compliance (0.35)": Imperfections(compliance=0.35)}
-BOUNDS_SCENARIO = Imperfections(compliance=1.0, infra_rate_a=0.03, infra_rate_b=0.12, infra_selection=1.5)
-
-
-def cace_coverage(studies: int, seed0: int = 3_000_000) -> None:
-    """Coverage of the CACE interval (and of the naive interval) of the true effect among compliers."""
-    print(f"\nCACE: {studies} studies per scenario, 24 tasks x 3 repetitions, B offered MCP; compliance depends on "
-          "the trial's latent difficulty (users are the harder trials), the effect acts on users only.")
-    print(f"{'scenario':24} {'metric':13} {'true CACE':>10} {'CACE coverage':>16} {'Fieller used':>13} "
-          f"{'naive coverage':>16} {'mean share used':>16}")
-    for name, imp in CACE_SCENARIOS.items():
-        truth = imperfect_truth(imp)
-        true = {"success": truth["cace_success"][0], "total_tokens": 100 * math.expm1(truth["cace_log_tokens"][0])}
-        rows = []
-        for i in tqdm(range(studies), desc=f"CACE, {name}", unit="study", leave=False):
-            m = simulate_imperfect(seed0 + i, 24, 3, imp)
-            rows.append(compliance.compliance_table(m, [("A", "B")], list(true), {"A": False, "B": True}).assign(study=i))
-        t = pd.concat(rows, ignore_index=True)
-        share_mean = t.loc[(t["estimand"] == "share_used") & (t["metric"] == "success"), "estimate"].mean()
-        for metric, value in true.items():
-            c = t[(t["metric"] == metric) & (t["estimand"] == "cace")]
-            n = t[(t["metric"] == metric) & (t["estimand"] == "naive_users")]
-            cv, cv_se = share((c["ci_low"] <= value) & (value <= c["ci_high"]))
-            nv, nv_se = share((n["ci_low"] <= value) & (value <= n["ci_high"]))
-            fieller = c["interval"].fillna("").str.startswith("Fieller").mean()
-            shown = f"{100 * value:+.2f} pp" if metric == "success" else f"{value:+.2f} %"
-            print(f"{name:24} {metric:13} {shown:>10} {100 * cv:9.1f} ± {100 * cv_se:.1f} % {100 * fieller:11.1f} % "
-                  f"{100 * nv:9.1f} ± {100 * nv_se:.1f} % {share_mean:16.3f}")
-        err = truth["cace_success"][1]
-        print(f"{'':24} (true CACE of success by {4_000_000:,} simulated trials, Monte-Carlo error {100 * err:.2f} pp)")
-
-
-def bounds_plan() -> plan_mod.AnalysisPlan:
-    """The shipped plan's primary tier for pass/fail and tokens (200 resamples: the bootstrap only serves the
-    total-change view, which the bounds do not read)."""
-    d = plan_mod.load_plan(PLANS["majority (default plan)"]).model_dump(mode="json")
-    d["tiers"]["primary"]["metrics"] = [{"id": "success", "test": "mcnemar_exact"},
-                                        {"id": "total_tokens", "test": "wilcoxon_signed_rank"}]
-    d["tiers"]["secondary"] = {"correction": "none", "metrics": [{"id": "elapsed_sec", "test": "wilcoxon_signed_rank"}]}
-    d["tiers"]["exploratory"] = {"correction": "none", "metrics": [{"id": "duplicate_reads", "test": "descriptive"}]}
-    d["tiers"]["sensitivity"], d["hypotheses"], d["bootstrap"]["n_resamples"] = None, [], 200
-    return plan_mod.parse_plan(d, "bounds calibration plan")
-
-
-def full_data(m: pd.DataFrame) -> pd.DataFrame:
-    """The study as it would have been without infrastructure failures."""
-    return m.assign(success=m["success_full"], total_tokens=m["total_tokens_full"], infra_error=False)
-
-
-def bounds_truth(imp: Imperfections) -> dict[str, float]:
-    """The planned estimands without failures: the resolve-rate difference from one study of 20,000 tasks
-    (its own estimate), the token change exactly (every trial of B uses MCP: a constant shift)."""
-    big = full_data(simulate_imperfect(11, 20_000, 3, imp))
-    p = stats.pair_tasks(big, "success", "A", "B", binary=True, how="majority")
-    return {"success": float((p["b"] - p["a"]).mean()), "total_tokens": 100 * (imp.token_ratio_users - 1)}
-
-
-def bounds_coverage(studies: int, seed0: int = 4_000_000) -> None:
-    """How often the planned interval, the bounds and their outer interval contain the true effect."""
-    imp, plan = BOUNDS_SCENARIO, bounds_plan()
-    truth = bounds_truth(imp)
-    rows = []
-    for i in tqdm(range(studies), desc="bounds", unit="study", leave=False):
-        m = simulate_imperfect(seed0 + i, 24, 3, imp)
-        planned = comparisons.compare(m, plan, [("A", "B")])
-        b = infra_bounds.infra_bounds(m, planned, plan).set_index("metric")
-        full = comparisons.compare(full_data(m), plan, [("A", "B")]).set_index("metric")
-        lost = m.groupby("profile")["infra_error"].mean()
-        for metric in truth:
-            rows.append({"metric": metric, "lost_a": lost["A"], "lost_b": lost["B"], **b.loc[metric, [
-                "estimate", "ci_low", "ci_high", "bound_low", "bound_high", "bounds_ci_low", "bounds_ci_high"]].to_dict(),
-                "full": full.loc[metric, "estimate"]})
-    t = pd.DataFrame(rows)
-    print(f"\nBounds: {studies} studies, 24 tasks x 3 repetitions; infrastructure failures at "
-          f"{100 * t['lost_a'].mean():.1f} % of A's and {100 * t['lost_b'].mean():.1f} % of B's trials, failing trials "
-          f"{math.exp(imp.infra_selection):.1f}x as likely to be lost (odds).")
-    print(f"{'metric':13} {'truth':>9} {'planned CI covers':>18} {'bounds contain':>15} {'outer CI covers':>16} "
-          f"{'bounds contain own full-data estimate':>38}")
-    for metric, value in truth.items():
-        g = t[t["metric"] == metric]
-        shown = f"{100 * value:+.2f} pp" if metric == "success" else f"{value:+.1f} %"
-        pc, pc_se = share((g["ci_low"] <= value) & (value <= g["ci_high"]))
-        bc, bc_se = share((g["bound_low"] <= value) & (value <= g["bound_high"]))
-        oc, oc_se = share((g["bounds_ci_low"] <= value) & (value <= g["bounds_ci_high"]))
-        own, _ = share((g["bound_low"] <= g["full"] + 1e-9) & (g["full"] - 1e-9 <= g["bound_high"]))
-        print(f"{metric:13} {shown:>9} {100 * pc:11.1f} ± {100 * pc_se:.1f} % {100 * bc:8.1f} ± {100 * bc_se:.1f} % "
-              f"{100 * oc:9.1f} ± {100 * oc_se:.1f} % {100 * own:37.1f} %")
+    for (tier, metric, spec_test), g0 in null.groupby(["tier", "metric", "spec_test"], sort=False):
+        g1 = alt[(alt["tier"] == tier) & (alt["metric"] == metric) & (alt["spec_test"] == spec_test)]
+        key = (tier, metric, spec_test)
+        test = comparisons.TEST_LABELS[spec_test]
+        tested = g0["p_value"].notna().any()
+        both = pd.concat([g0, g1])
+        disagree = share([comparisons.excludes_zero(r) != (r["p_value"] < ALPHA) for r in both.to_dict("records")]) \
+            if tested else (float("nan"), 0.0)
+        rows.append({
+            "plan": name, "tasks": n_tasks, "tier": tier, "row": f"{metric}: {test.split(' (')[0]}",
+            "interval": g0["interval"].iloc[0],
+            "type-I error %": pct(share(g0["p_value"] < ALPHA)) if tested else "–",
+            "coverage null %": pct(share(_covers(g0["ci_low"], g0["ci_high"], 0.0, g0["ci_open"]))),
+            "coverage effects %": pct(share(_covers(g1["ci_low"], g1["ci_high"], truth[key], g1["ci_open"]))),
+            "power %": f"{100 * share(g1['p_value'] < ALPHA)[0]:5.1f}" if tested else "–",
+            "interval/test disagree %": pct(disagree) if tested else "–",
+        })
+        if key + ("odds_ratio",) in truth and test.startswith("McNemar"):
+            rows.append({"plan": name, "tasks": n_tasks, "tier": tier, "row": f"{metric}: odds ratio",
+                         "interval": "exact (Clopper-Pearson)", "type-I error %": "–",
+                         "coverage null %": pct(share(_covers(g0["odds_ratio_low"], g0["odds_ratio_high"], 1.0))),
+                         "coverage effects %": pct(share(_covers(g1["odds_ratio_low"], g1["odds_ratio_high"],
+                                                                 truth[key + ("odds_ratio",)]))),
+                         "power %": "–",
+                         "interval/test disagree %": pct(share(
+                             (~_covers(both["odds_ratio_low"], both["odds_ratio_high"], 1.0)) != (both["p_value"] < ALPHA)))})
+        if key + ("total",) in truth:
+            rows.append({"plan": name, "tasks": n_tasks, "tier": tier, "row": f"{metric}: change of the total",
+                         "interval": "percentile bootstrap over tasks", "type-I error %": "–",
+                         "coverage null %": pct(share(_covers(g0["total_change_low"], g0["total_change_high"], 0.0))),
+                         "coverage effects %": pct(share(_covers(g1["total_change_low"], g1["total_change_high"],
+                                                                 truth[key + ("total",)]))),
+                         "power %": "–", "interval/test disagree %": "–"})
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--studies", type=int, default=1000, help="simulated studies per plan and scenario (default 1000)")
-    ap.add_argument("--only", choices=["planned", "imperfect"], help="run one part only")
+    ap.add_argument("--studies", type=int, default=500, help="simulated studies per plan, size and scenario (default 500)")
+    ap.add_argument("--tasks", type=int, nargs="+", default=[12, 24], help="tasks per study (default: 12 24)")
+    ap.add_argument("--plans", nargs="+", choices=list(PLANS), default=list(PLANS), help="plans to calibrate")
+    ap.add_argument("--workers", type=int, default=2, help="processes (default 2)")
+    ap.add_argument("--markdown", type=Path, help="also write the table as Markdown to this file")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    print("SIMULATED DATA: every figure below describes the simulator's agents, by design.")
-    if args.only != "planned":
-        cace_coverage(2 * args.studies)  # cheap: twice the studies, for a smaller Monte-Carlo error
-        bounds_coverage(max(args.studies // 2, 1))  # each study reruns the planned tests 6 times
-        if args.only == "imperfect":
-            print(f"\n(± is one Monte-Carlo standard error; {time.perf_counter() - t0:.0f} s)")
-            return 0
-    truth = true_values(Effects())
-    print(f"SIMULATED DATA. {args.studies} studies per plan and scenario, 24 tasks x 3 repetitions, {B} vs {A}.")
-    print("true values: " + "; ".join(f"{k} {v:+.4f} (MC error {e:.4f})" for k, (v, e) in truth.items()))
-    print(f"\n{'plan':26} {'tier':12} {'test':38} {'type-I error':>16} {'coverage':>16} {'power':>8}")
-    for name, path in PLANS.items():
-        plan = primary_only(path)
-        null = run(plan, Effects.null(), args.studies, 1_000_000, f"{name}: null")
-        alt = run(plan, Effects(), args.studies, 2_000_000, f"{name}: effects")
-        for (tier, metric, scale, test), g in null.groupby(["tier", "metric", "scale", "test"], sort=False):
-            a = alt[(alt["tier"] == tier) & (alt["metric"] == metric) & (alt["test"] == test)]
-            fpr, fpr_se = share(g["p_value"] < 0.05)
-            pw, _ = share(a["p_value"] < 0.05)
-            cov = "–"
-            if scale in truth:
-                true = truth[scale][0]
-                cv, cv_se = share((a["ci_low"] <= true) & (true <= a["ci_high"]))
-                cov = f"{100 * cv:5.1f} ± {100 * cv_se:.1f} %"
-            print(f"{name:26} {tier:12} {metric + ': ' + test:38} {100 * fpr:6.2f} ± {100 * fpr_se:.2f} % "
-                  f"{cov:>16} {100 * pw:7.1f}%")
+    print(f"SIMULATED DATA. {args.studies} studies per plan, size and scenario; {B} vs {A}; 3 repetitions per task; "
+          f"seeds 1,000,000+ (null) and 2,000,000+ (effects); bootstrap {BOOT} resamples.")
+    out = []
+    for name in args.plans:
+        plan = calibrated_plan(PLANS[name])
+        truth, err = true_values(plan, Effects())
+        print(f"{name}: true values under the effects: " + "; ".join(
+            f"{k[1]}/{k[2]}{'/' + k[3] if len(k) > 3 else ''} {v:+.4g}"
+            + (f" (MC error {err[k]:.2g})" if k in err and not math.isnan(err[k]) else "") for k, v in truth.items()))
+        for n_tasks in args.tasks:
+            null = run(plan, "null", n_tasks, args.studies, 1_000_000 + 10_000 * n_tasks, args.workers,
+                       f"{name}, {n_tasks} tasks: null")
+            alt = run(plan, "effects", n_tasks, args.studies, 2_000_000 + 10_000 * n_tasks, args.workers,
+                      f"{name}, {n_tasks} tasks: effects")
+            out += summarise(name, n_tasks, plan, null, alt, truth)
+    table = pd.DataFrame(out)
+    with pd.option_context("display.width", 250, "display.max_colwidth", 60, "display.max_rows", None):
+        print(table.to_string(index=False))
+    if args.markdown:
+        head = "| " + " | ".join(table.columns) + " |\n|" + "---|" * len(table.columns) + "\n"
+        args.markdown.write_text(head + "\n".join("| " + " | ".join(map(str, r)) + " |" for r in table.itertuples(index=False))
+                                 + "\n", encoding="utf-8")
     print(f"\n(± is one Monte-Carlo standard error; {time.perf_counter() - t0:.0f} s)")
     return 0
 

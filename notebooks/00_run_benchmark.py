@@ -41,6 +41,7 @@ phase_budget_usd: float = 1200.0  # spend limit of this phase; no pair starts pa
 schedule_seed: int = 20261121  # seed of the randomized schedule (recorded in the plan)
 dry_run: bool = True  # True: plan only; False: run the benchmark (spends money)
 bench_runs_dir: str = "runs/benchmark"  # where a real run writes its run folders, relative to the project root
+plan_file: str = "params/analysis_plan.yaml"  # the pre-registered plan; params/analysis_plan_sequential.yaml adds interim looks
 
 # %%
 from pathlib import Path
@@ -63,12 +64,15 @@ paths = outputs.output_paths(project_root, output_dir)
 # %%
 from analysis_lib.bench.runner import plan, run_full
 from analysis_lib.fileio import atomic_write_csv, atomic_write_json
+from analysis_lib.plan import load_plan
 
 manifest_path = Path(project_root) / manifest
+analysis_plan = load_plan(Path(project_root) / plan_file)
+p = None
 if not manifest_path.exists():
     print(f"manifest not found: {manifest} (see docs/benchmark-runner.md)")
 else:
-    p = plan(manifest_path, runs_per_condition, schedule_seed, phase_budget_usd)
+    p = plan(manifest_path, runs_per_condition, schedule_seed, phase_budget_usd, analysis_plan)
     schedule = p.schedule
     print(f"{len(schedule)} trials: {schedule['task_id'].nunique()} tasks x {schedule['condition'].nunique()} conditions "
           f"x {runs_per_condition} runs, seed {schedule_seed}")
@@ -76,6 +80,20 @@ else:
     display(pd.Series(p.projection, name="spend projection").to_frame())
     _ = atomic_write_csv(paths.benchmark / "schedule.csv", schedule)
     _ = atomic_write_json(paths.benchmark / "plan.json", p.to_json())
+
+# %% [markdown]
+# ## Interim looks (a sequential plan only)
+#
+# When the analysis plan declares a `sequential` design (docs/sequential.md), the schedule runs each task's
+# pairs back to back and the run is analysed at the declared looks. This step shows the looks, the boundaries
+# of one primary hypothesis, and its maximum and expected tasks and spend under the null and under the
+# planned effect beside the fixed design. With a fixed plan it shows nothing.
+
+# %%
+from analysis_lib.bench.looks import describe
+
+if p is not None and p.sequential is not None:
+    print("\n".join(describe(p.sequential)))
 
 # %% [markdown]
 # ## Running for real
@@ -89,5 +107,6 @@ if dry_run:
     print("dry run: nothing was executed (set dry_run = False to run the benchmark)")
 else:
     report = run_full(manifest_path, runs_per_condition, schedule_seed, phase_budget_usd,
-                      output=paths.benchmark / "full_run.json", runs_dir=Path(project_root) / bench_runs_dir)
+                      output=paths.benchmark / "full_run.json", runs_dir=Path(project_root) / bench_runs_dir,
+                      analysis_plan=Path(project_root) / plan_file)
     print(f"benchmark finished; run folders in {bench_runs_dir} (analyse them with runs_dir: {bench_runs_dir})")

@@ -102,10 +102,10 @@ display(Markdown("\n".join(audit_markdown(*audit_frames(result.audit)))))
 # %% [markdown]
 # ## Per-profile summary
 #
-# Success rates exclude infrastructure errors; tokens and cost are per trial (mean and median).
+# Pass rates (per trial) exclude infrastructure errors; tokens and cost are per trial (mean and median).
 
 # %%
-cols = ["profile", "n_trials", "n_tasks", "n_infra_errors", "success_rate", "total_tokens_mean",
+cols = ["profile", "n_trials", "n_tasks", "n_infra_errors", "pass_rate", "total_tokens_mean",
         "total_tokens_median", "total_cost_usd_mean", "tool_calls_count_mean", "mcp_tool_calls_mean", "elapsed_sec_median"]
 display(result.summary[[c for c in cols if c in result.summary]].round(3))
 

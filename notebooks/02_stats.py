@@ -18,9 +18,11 @@
 # Each profile is compared with the baseline on the tasks both ran (a paired design; the task is the
 # unit, its repetitions combined first). What is tested, how, and with which correction is read from
 # the pre-registered analysis plan `params/analysis_plan.yaml`; the comparison engine
-# (`analysis_lib.comparisons`) gives every estimate with the interval of the same estimand and a
-# test that agrees with it. Every number below, and every number of the paper, comes from the two
-# files it writes: `comparisons.csv` and `profile_rates.csv`.
+# (`analysis_lib.comparisons`) gives every estimate with the interval of the same estimand and its
+# test. Inverted intervals (Hodges-Lehmann, sign-flip, the exact odds ratio) exclude 0 exactly when
+# their test's unadjusted p < 0.05; Tango's score interval beside McNemar's exact test can disagree
+# with it near 0, and the table's note says where it does. Every number below, and every number of
+# the paper, comes from the two files it writes: `comparisons.csv` and `profile_rates.csv`.
 
 # %%
 import os
@@ -97,6 +99,40 @@ for tier in ("primary", "secondary", "exploratory", "sensitivity"):
     if (comparisons["tier"] == tier).any():
         display(Markdown(f"**{tier.capitalize()} metrics**\n\n" + tier_table(comparisons, tier)))
 display(Markdown("\n".join(mcnemar_lines(comparisons))))
+
+# %% [markdown]
+# ## Sequential design (a sequential run only)
+#
+# When the plan declares interim looks and the runs carry the benchmark runner's record of them
+# (`full_run.json` in the runs folder), the looks are recomputed from the trials with the plan's engine
+# and checked against the record, and the primary estimates are adjusted for the stop (repeated
+# confidence intervals, median-unbiased estimates by the stage-wise ordering). The numbers above are the
+# fixed-sample ones; `sequential.json` and `sequential_estimates.csv` carry the design, the stop and the
+# adjusted estimates to the paper. A fixed design shows nothing here.
+
+# %%
+from analysis_lib.fileio import read_json
+from analysis_lib.report import sequential as seq_report
+from analysis_lib.sequential import analyse_run
+from analysis_lib.trial import InputError
+
+run_record_file = Path(project_root) / info["runs_dir"] / "full_run.json"
+run_sequential = None
+if run_record_file.exists():
+    try:
+        run_sequential = (read_json(run_record_file) or {}).get("sequential")
+    except InputError as exc:
+        print(f"run record not read: {exc}")
+if run_sequential and plan.sequential is not None:
+    seq_run = analyse_run(run_sequential, metrics, plan, study.pairs)
+    _ = seq_report.write_outputs(paths.comparisons_dir, seq_run.record, seq_run.adjusted, plan.bootstrap.confidence)
+    display(Markdown("\n".join(seq_report.design_lines(seq_run.record, seq_run.adjusted, plan.bootstrap.confidence,
+                                                         seq_run.mismatch))))
+else:
+    _ = seq_report.write_outputs(paths.comparisons_dir, None, None)
+    if run_sequential:
+        print("the runs were stopped by a sequential design, but this plan declares none: the estimates above are "
+              "not adjusted for the stopping (use the plan the run used)")
 
 # %% [markdown]
 # ## Pass rate and resolve rate per profile

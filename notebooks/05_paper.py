@@ -62,12 +62,18 @@ metrics = pd.read_csv(paths.metrics_detail)
 comparisons = pd.read_csv(paths.comparisons_csv) if paths.comparisons_csv.exists() else None
 rates_file = paths.comparisons_dir / "profile_rates.csv"
 rates = pd.read_csv(rates_file) if rates_file.exists() else None
+hyp_file = paths.comparisons_dir / "hypotheses.csv"
+hypotheses = pd.read_csv(hyp_file) if hyp_file.exists() else None  # only when the plan declares a sequence
 plan_file = paths.analytics / "analysis_plan.json"
 plan_record = paper.PlanRecord.from_sidecar(json.loads(plan_file.read_text(encoding="utf-8"))) if plan_file.exists() else None
 cc_file = paths.codecanvas / "codecanvas_table.csv"
 codecanvas = pd.read_csv(cc_file) if cc_file.exists() else None
 llm_file = paths.llm / "paper_snippets.md"
 llm_snippets = llm_file.read_text(encoding="utf-8") if llm_file.exists() else None
+from analysis_lib.report.sequential import SEQUENTIAL_JSON, read_outputs
+
+# A sequential run (notebook 02): its design, the look it stopped at and the estimates adjusted for the stop.
+sequential_record, sequential_estimates = read_outputs(paths.comparisons_dir)
 for name, frame in (("comparisons", comparisons), ("profile rates", rates), ("plan record", plan_record),
                     ("CodeCanvas table", codecanvas), ("LLM snippets", llm_snippets)):
     if frame is None:
@@ -80,14 +86,15 @@ for name, frame in (("comparisons", comparisons), ("profile rates", rates), ("pl
 
 # %%
 inputs = paper.PaperInputs(
-    metrics=metrics, comparisons=comparisons, rates=rates, codecanvas=codecanvas, simulated=simulated,
+    metrics=metrics, comparisons=comparisons, rates=rates, codecanvas=codecanvas, simulated=simulated, hypotheses=hypotheses,
     baseline=info["baseline"], plan=plan_record,
     sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
-             "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file),
-             "audit": paths.rel(paths.analytics / "design_audit.csv"), "beside": paths.rel(paths.comparisons_dir)},
-    llm_snippets=llm_snippets,
+             "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file), "hypotheses": paths.rel(hyp_file),
+             "audit": paths.rel(paths.analytics / "design_audit.csv"), "beside": paths.rel(paths.comparisons_dir),
+             "sequential": paths.rel(paths.comparisons_dir / SEQUENTIAL_JSON)}, llm_snippets=llm_snippets,
     audit=read_audit(paths.analytics), data_source=info.get("data_source"),
-    beside=read_beside(paths.comparisons_dir) or None)
+    beside=read_beside(paths.comparisons_dir) or None,
+    sequential=sequential_record, sequential_estimates=sequential_estimates)
 paper_path = Path(project_root) / paper_dir
 fig_path = Path(project_root) / figures_dir
 written = paper.write_paper_snippets(inputs, paper_path, fig_path,

@@ -93,7 +93,7 @@ print(f"{static.a.task_id} repetition {static.a.repetition}: A = {static.a.profi
       f"B = {static.b.profile}, {len(static.lane_b)} steps; first divergence at step {static.divergence}")
 for key, files in static.files.items():
     print(f"{key}: {len(files)}")
-display(static.outcomes.map(lambda v: round(v, 3) if isinstance(v, float) else v))
+display(explore.metric_table(static.outcomes))
 
 # %% [markdown]
 # ## Filter trials
@@ -108,7 +108,7 @@ show_cols = ["profile", "task_id", "repetition", "success", "total_tokens", "tot
 def show_filtered(profiles_sel=(), tasks_sel=(), outcome="any"):
     df = explore.filter_trials(metrics, profiles_sel, tasks_sel, outcome)
     print(f"{len(df)} trials")
-    display(df[show_cols].round(3).head(30))
+    display(explore.metric_table(df[show_cols]).head(30))
 
 
 filter_controls = {"profiles_sel": widgets.SelectMultiple(options=profiles, description="profiles"),
@@ -179,7 +179,7 @@ def show_side_by_side(task_id, profile_a, profile_b):
     if message:
         print(message)
         return
-    display(explore.side_by_side(metrics, task_id, profile_a, profile_b).round(3))
+    display(explore.metric_table(explore.side_by_side(metrics, task_id, profile_a, profile_b), means=True))
 
 
 side_controls = {"task_id": widgets.Dropdown(options=tasks, description="task"),

@@ -43,6 +43,8 @@ if log:
                              "run": os.environ.get("BENCH_RUN"), "mcp": mcp is not None, "model": model,
                              "strict": "--strict-mcp-config" in args, "argv": args, "pid": os.getpid()}) + "\n")
 time.sleep(float(os.environ.get("FAKE_CLAUDE_SLEEP", "0")))
+if os.environ.get("FAKE_CLAUDE_WOKE"):  # the agent outlived its sleep (a test that stops it checks this never appears)
+    open(os.environ["FAKE_CLAUDE_WOKE"], "w").close()
 reported = os.environ.get("FAKE_CLAUDE_REPORT_MODEL_MCP") if mcp else None
 reported = reported or model
 sid = str(uuid.uuid4())
@@ -56,12 +58,18 @@ emit({"type": "system", "subtype": "init", "session_id": sid, "cwd": cwd, "model
       "tools": ["Read", "Edit", "Bash"] + (["mcp__codegraph__search_code"] if mcp else []),
       "mcp_servers": [{"name": "codegraph", "status": os.environ.get("FAKE_CLAUDE_MCP_STATUS", "connected")}] if mcp else [], "claude_code_version": "9.9.9"})
 usage = {"input_tokens": 12, "output_tokens": 40, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 200}
+if os.environ.get("FAKE_CLAUDE_MCP_TOKEN_SCALE"):
+    # Tokens that differ by task and run (a stable jitter) and, with MCP, by this factor.
+    import zlib
+    jitter = 1 + (zlib.crc32(f"{os.environ.get('BENCH_TASK_ID')}/{os.environ.get('BENCH_RUN')}/{mcp}".encode()) % 100) / 500
+    f = jitter * (float(os.environ["FAKE_CLAUDE_MCP_TOKEN_SCALE"]) if mcp else 1.0)
+    usage = {k: int(v * f) for k, v in usage.items()}
 first = ("mcp__codegraph__search_code", {"query": "main"}) if mcp else ("Read", {"file_path": os.path.join(cwd, "src/app.py")})
 emit({"type": "assistant", "session_id": sid, "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": reported,
       "content": [{"type": "tool_use", "id": "toolu_1", "name": first[0], "input": first[1]}], "stop_reason": "tool_use", "usage": usage}})
 emit({"type": "user", "session_id": sid, "message": {"role": "user", "content": [
       {"type": "tool_result", "tool_use_id": "toolu_1", "content": "def main(): return 1"}]}})
-if "do nothing" not in (prompt or ""):
+if "do nothing" not in (prompt or "") and not (os.environ.get("FAKE_CLAUDE_ONLY_MCP_SOLVES") and not mcp):
     with open("solution.txt", "w") as fh:
         fh.write("solved\n")
     with open(os.path.join("src", "app.py"), "a") as fh:
@@ -74,7 +82,7 @@ emit({"type": "user", "session_id": sid, "message": {"role": "user", "content": 
 emit({"type": "assistant", "session_id": sid, "message": {"id": "msg_3", "type": "message", "role": "assistant", "model": reported,
       "content": [{"type": "text", "text": "Done."}], "stop_reason": "end_turn", "usage": usage}})
 emit({"type": "result", "subtype": "success", "is_error": False, "session_id": sid, "num_turns": 3, "duration_ms": 1234,
-      "total_cost_usd": cost, "usage": {"input_tokens": 36, "output_tokens": 120, "cache_read_input_tokens": 3000, "cache_creation_input_tokens": 600},
+      "total_cost_usd": cost, "usage": {k: 3 * v for k, v in usage.items()},
       "result": "Done."})
 if os.environ.get("FAKE_CLAUDE_EXIT", "0") != "0":
     sys.stderr.write("starting\nError: scripted failure " + cwd + "\n")
@@ -99,7 +107,10 @@ if mode == "solved":
 elif mode == "fail":
     print(json.dumps({"status": "ok", "passed": False}))
 elif mode == "hang":
-    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a grandchild that must be killed too
+    # a grandchild that must be killed too: its pid in hang.pid; it leaves hang.woke if it outlives its sleep
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60); open('hang.woke', 'w').close()"])
+    with open("hang.pid", "w") as fh:
+        fh.write(str(child.pid))
     time.sleep(60)
 elif mode == "garbage":
     print("<html>definitely not json</html>")

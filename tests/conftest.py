@@ -1,4 +1,8 @@
-"""Shared fixtures: where the real third-party fixtures live, and the sample runs."""
+"""Shared fixtures (the real third-party fixtures, the sample runs, Harbor's side environment) and the suite's rules.
+
+A test that cannot run here calls ``skip_or_fail_in_ci(reason)`` (``tests/ci_rule.py``): it skips locally and fails
+under ``CI=true``; the hooks imported below fail any other skip under ``CI=true`` unless ``tests/README.md`` lists it.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from ci_rule import pytest_make_collect_report, pytest_runtest_makereport, skip_or_fail_in_ci  # noqa: F401  (hooks)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
@@ -20,11 +25,9 @@ SAMPLE_RUNS = ROOT / "runs" / "sample"
 
 
 def _require(path: Path) -> Path:
-    if path.exists():
-        return path
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {path.name} is missing beside the checkout: the real fixtures must be present in CI")
-    pytest.skip(f"real fixtures not found ({path.name} is not beside the checkout); they live in ../shared on CI")
+    if not path.exists():
+        skip_or_fail_in_ci(f"real fixtures not found ({path.name} is not beside the checkout; CI has them in ../shared)")
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +52,14 @@ def sample_runs() -> Path:
     if not (SAMPLE_RUNS / "index.json").exists():
         pytest.fail("runs/sample is missing: regenerate it with `make sample`")
     return SAMPLE_RUNS
+
+
+@pytest.fixture(scope="session")
+def harbor_python() -> Path:
+    """The interpreter of Harbor's side environment (``.cache/harbor-<version>``, Python >= 3.12; see side_envs.py)."""
+    from side_envs import harbor_env
+
+    return harbor_env()
 
 
 # The loopback OpenAI-compatible server (tests/llm_server.py) as the `llm_server` fixture.
@@ -103,3 +114,19 @@ def run_cli(capsys, monkeypatch):
         return CliRun(int(code), out.out, out.err)
 
     return run
+
+
+SLOW_SECONDS = 10.0
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name the tests that took over 10 s without the ``slow`` marker (tests/README.md: the slow marker)."""
+    unmarked = [
+        (r.duration, r.nodeid)
+        for r in terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
+        if r.when == "call" and r.duration > SLOW_SECONDS and "slow" not in r.keywords
+    ]
+    if unmarked:
+        terminalreporter.section(f"over {SLOW_SECONDS:.0f} s without @pytest.mark.slow")
+        for duration, nodeid in sorted(unmarked, reverse=True):
+            terminalreporter.line(f"{duration:6.1f} s  {nodeid}")

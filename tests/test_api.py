@@ -68,3 +68,22 @@ def test_notebooks_and_readme_import_only_names_that_exist():
                 exported = name in analysis_lib.__all__ or importlib.util.find_spec(f"analysis_lib.{name}") is not None
                 assert exported, f"{path.relative_to(ROOT)}: analysis_lib exports no {name}"
     assert seen, "no `from analysis_lib import ...` found: the pattern no longer matches the sources"
+
+
+@pytest.mark.slow  # builds the wheel in pip's isolated build environment (about 10 s)
+def test_the_wheel_ships_py_typed_and_the_prompts(tmp_path):
+    """The package says it is typed (PEP 561): the built wheel must carry the marker, beside the prompt files."""
+    import shutil
+    import zipfile
+
+    src = tmp_path / "src"  # setuptools writes build/ and *.egg-info beside the sources: a copy keeps the checkout clean
+    shutil.copytree(ROOT / "analysis_lib", src / "analysis_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, src / name)
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path / "dist"), str(src)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("agent_ab_analytics-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "analysis_lib/py.typed" in names
+    assert any(n.startswith("analysis_lib/judge/prompts/") and n.endswith(".md") for n in names)

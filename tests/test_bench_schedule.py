@@ -98,6 +98,7 @@ def _dry_run(tmp_path: Path, seed: int, name: str) -> tuple[subprocess.Completed
     return proc, json.loads(out.read_text())
 
 
+@pytest.mark.slow  # three `python -m analysis_lib bench full --dry-run` subprocesses (~12 s of CPU)
 def test_dry_run_is_deterministic_and_runs_nothing(tmp_path):
     p1, a = _dry_run(tmp_path, 42, "a")
     p2, b = _dry_run(tmp_path, 42, "b")

@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from ci_rule import skip_or_fail_in_ci
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -25,7 +26,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 
 def _require_browser():
-    """Playwright's API and the system Chromium; missing ones skip, except under CI=true where they must exist."""
+    """Playwright's API and the system Chromium (skip_or_fail_in_ci when missing)."""
     reason = None
     try:
         import playwright.sync_api  # noqa: F401
@@ -34,9 +35,7 @@ def _require_browser():
     if reason is None and not CHROMIUM.exists():
         reason = f"{CHROMIUM} not found (Debian: apt-get install chromium)"
     if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"browser test cannot run under CI: {reason}")
-        pytest.skip(reason)
+        skip_or_fail_in_ci(reason)
 
 
 def _free_port() -> int:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from anthropic_server import AnthropicServer, Turn, text, tool_use, usage_totals
 from bench_support import make_repo
+from ci_rule import skip_or_fail_in_ci
 from install_lock import exclusive
 
 from analysis_lib.ingest.atif import parse_trajectory
@@ -38,13 +39,8 @@ CLAUDE_CODE_VERSIONS = tuple(os.environ.get("CLAUDE_CODE_TEST_VERSIONS", "2.1.19
 MODEL = "claude-sonnet-4-5-20250929"
 INSTRUCTION = "TASK-MAIN: make main() return 2."
 HANG_INSTRUCTION = "TASK-HANG: make main() return 2."
+EXPLORE_INSTRUCTION = "TASK-EXPLORE: make main() return 2."
 MCP_SERVER = Path(__file__).with_name("mcp_stdio_server.py")
-
-
-def _unavailable(reason: str):
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {reason}: CI must run the real Claude Code tests")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module", params=CLAUDE_CODE_VERSIONS)
@@ -53,7 +49,7 @@ def claude_bin(request) -> str:
     version = request.param
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
-        _unavailable("node/npm not found: the real Claude Code CLI cannot be installed")
+        skip_or_fail_in_ci("node/npm not found: the real Claude Code CLI cannot be installed")
     prefix = ROOT / ".cache" / "claude-code" / version
     exe = prefix / "node_modules" / ".bin" / "claude"
     with exclusive(prefix.with_name(f"{version}.lock")):  # a parallel worker waits for this install
@@ -61,10 +57,10 @@ def claude_bin(request) -> str:
             proc = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error",
                                    f"@anthropic-ai/claude-code@{version}"], capture_output=True, text=True, timeout=600)
             if proc.returncode != 0 or not exe.exists():
-                _unavailable(f"npm could not install @anthropic-ai/claude-code@{version}: {proc.stderr.strip()[-300:]}")
+                skip_or_fail_in_ci(f"npm could not install @anthropic-ai/claude-code@{version}: {proc.stderr.strip()[-300:]}")
     out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60)
     if out.returncode != 0 or version not in out.stdout:
-        _unavailable(f"Claude Code {version} does not start here: {(out.stderr or out.stdout).strip()[-300:]}")
+        skip_or_fail_in_ci(f"Claude Code {version} does not start here: {(out.stderr or out.stdout).strip()[-300:]}")
     return str(exe)
 
 
@@ -93,6 +89,11 @@ def _cwd(body: dict) -> str | None:
 def script(body: dict) -> Turn:
     """The agent's turns, from what the conversation already holds (robust to retries)."""
     first = _first_text(body)
+    if "SUBTASK-EXPLORE" in first and "toolu_sub_grep" not in _done_ids(body):
+        # The Explore subagent searches before it answers (Grep, or a shell grep where Grep is not offered).
+        tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+        call = ("Grep", {"pattern": "def main"}) if "Grep" in tools else ("Bash", {"command": "grep -rn 'def main' ."})
+        return Turn([tool_use(*call, "toolu_sub_grep")], "explore-grep")
     if "SUBTASK" in first:
         return Turn([text("main is defined in src/app.py.")], "subagent")
     if "TASK-" not in first:
@@ -101,6 +102,10 @@ def script(body: dict) -> Turn:
     done = _done_ids(body)
     tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
     mcp = sorted(t for t in tools if t.startswith("mcp__"))
+    if "TASK-EXPLORE" in first and "toolu_task" not in done:
+        agent = "Agent" if "Agent" in tools else "Task"
+        return Turn([tool_use(agent, {"description": "Find main", "prompt": "SUBTASK-EXPLORE: where is main defined?",
+                                      "subagent_type": "Explore"}, "toolu_task")], "task")
     if "toolu_read" not in done:
         return Turn([text("I will read the file."), tool_use("Read", {"file_path": f"{cwd}/src/app.py"}, "toolu_read")], "read")
     if "TASK-HANG" in first:
@@ -109,6 +114,8 @@ def script(body: dict) -> Turn:
         return Turn(
             [tool_use("Edit", {"file_path": f"{cwd}/src/app.py", "old_string": "return 1", "new_string": "return 2"}, "toolu_edit")], "edit"
         )
+    if "TASK-EXPLORE" in first:
+        return Turn([text("Done: main() returns 2.")], "final")
     if "toolu_bash" not in done:
         return Turn([tool_use("Bash", {"command": "cat src/app.py", "description": "Show the file"}, "toolu_bash")], "bash")
     if "toolu_mcp" not in done and mcp:
@@ -371,6 +378,26 @@ def test_full_ab_run_as_a_user_would(claude_bin, model, tmp_path):
     )
     assert report.returncode == 0, report.stderr
     assert "codemap" in (tmp_path / "RESULTS.md").read_text()
+
+
+def test_an_explore_subagents_search_before_the_first_edit_counts(claude_bin, model, tmp_path):
+    """The agent starts an Explore subagent, which greps, then reads and edits: grep_before_edit follows the order
+    in which the server answered the calls (subagents' calls in call order), whichever CLI version ran."""
+    env = _env(tmp_path, model)
+    manifest = _manifest(tmp_path, claude_bin, EXPLORE_INSTRUCTION)
+    proc = _bench(_full_args(manifest, tmp_path, seed=3), env, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads((tmp_path / "full_run.json").read_text())["trials"]
+    trials = {t.profile: t for t in load_trials(tmp_path / "runs")[0]}
+    for row, tr in zip(rows, model.trials(), strict=True):
+        labels = tr["labels"]
+        assert "explore-grep" in labels and "edit" in labels, labels  # the subagent ran its search
+        truth = labels.index("explore-grep") < labels.index("edit")
+        m = trial_metrics(trials[row["condition"]])
+        assert m["grep_before_edit"] is truth and m["files_edited"] == 1
+        task = next(s for s in trials[row["condition"]].trajectory.steps for c in s.tool_calls if c.name in ("Task", "Agent"))
+        if "main is defined" in (task.tool_calls[0].output or ""):  # a foreground subagent: done before the edit
+            assert truth is True
 
 
 def test_killed_trial_keeps_exact_tokens_and_the_run_ends_loud(claude_bin, model, tmp_path):

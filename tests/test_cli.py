@@ -56,7 +56,7 @@ def test_writes_the_four_files(runs, tmp_path):
     assert not detail["trial_path"].str.startswith("/").any()  # no machine paths in outputs
     summary = pd.read_csv(out / "metrics_summary.csv").set_index("profile")
     # small_runs: success when (task + profile index) is even -> base tasks 0,2 pass; mcp tasks 1,3 pass
-    assert summary.loc["base", "success_rate"] == 0.5 and summary.loc["mcp", "n_trials"] == 4
+    assert summary.loc["base", "pass_rate"] == 0.5 and summary.loc["mcp", "n_trials"] == 4
     agg = json.loads((out / "aggregate_metrics.json").read_text())
     assert agg["profiles"]["mcp"]["tool_distribution"]["mcp__codegraph__search_code"] == 4
     assert "analysed 8 trials (2 profiles, 4 tasks)" in proc.stdout
@@ -98,6 +98,15 @@ def test_filters(runs, tmp_path, run_cli):
 def test_compare_with_an_unknown_profile_names_it(runs, tmp_path, run_cli):
     proc = run_cli(runs, "--compare", "base", "nope", "--no-llm", "-o", tmp_path / "o")
     assert proc.returncode == 2 and "unknown profile(s) ['nope']" in proc.stderr
+
+
+def test_plan_next_adds_the_power_analysis_for_the_next_study(runs, tmp_path, run_cli):
+    quick = run_cli(runs, "--no-llm", "-q", "-o", tmp_path / "quick")
+    assert quick.returncode == 0
+    assert "computed on request" in (tmp_path / "quick" / "comparison_report.md").read_text()
+    full = run_cli(runs, "--no-llm", "-q", "--plan-next", "-o", tmp_path / "full")
+    report = (tmp_path / "full" / "comparison_report.md").read_text()
+    assert full.returncode == 0 and "Planned at alpha" in report and "(the plan's)" in report
 
 
 def test_subcommand_help_and_unknown_option(run_cli):

@@ -427,10 +427,8 @@ def _sample_trials(sample_runs):
     return trials, errors
 
 
-def test_sample_runs(request, tmp_path):
-    if not (Path(__file__).resolve().parents[1] / "runs" / "sample" / "index.json").exists():
-        pytest.skip("runs/sample is not on this branch yet")
-    trials, _errors = _sample_trials(request.getfixturevalue("sample_runs"))
+def test_sample_runs(sample_runs, tmp_path):
+    trials, _errors = _sample_trials(sample_runs)
     errors: list[IngestError] = []
     df = cc.codecanvas_table(trials, errors)
     assert errors == []
@@ -469,14 +467,12 @@ def test_sample_runs(request, tmp_path):
     assert checked == int(has.sum())
 
 
-def test_layer1_metrics_carry_the_codecanvas_columns(request, tmp_path):
+def test_layer1_metrics_carry_the_codecanvas_columns(sample_runs, tmp_path):
     """The metrics job joins the columns by trial; the comparison renders from its frame alone."""
-    if not (Path(__file__).resolve().parents[1] / "runs" / "sample" / "index.json").exists():
-        pytest.skip("runs/sample is not on this branch yet")
     from analysis_lib.ingest.load import load_trials
     from analysis_lib.layer1 import analyse
 
-    sample = request.getfixturevalue("sample_runs")
+    sample = sample_runs
     result = analyse(sample, None, cache=False, workers=1)
     assert set(cc.METRIC_COLUMNS) <= set(result.metrics.columns)
     trials, _ = load_trials(sample)

@@ -128,6 +128,9 @@ def test_every_rendered_estimate_lies_in_its_interval_and_agrees_with_its_test(t
                 checked["agree"] += 1
             if not np.isnan(row.total_change_pct):
                 assert _inside(row.total_change_pct, row.total_change_low, row.total_change_high)
+            if not np.isnan(row.p_value) and C.excludes_zero(row._asdict()) != (row.p_value < 0.05):
+                assert isinstance(row.note, str) and "disagree" in row.note  # the reason stands beside the p-value
+                checked["agree"] += 1
         # Markdown: each "estimate [low, high]" cell, as printed (rounded alike, so the order holds).
         for cell in re.findall(r"\| ([+\u2212]?[\d.,]+ (?:%|pp|calls|reads|steps)?\s?\[[^\]]+\])", r["report"]):
             est, lo, hi = _nums(cell)[:3]
@@ -175,8 +178,91 @@ def test_the_sample_quotes_one_value_per_quantity(sample_runs, tmp_path):
         assert macros[key + "Est"] == f"\\num{{{row.estimate:+.1f}}}\\,\\%"
         assert f"{printed} % [" in report
         assert forest.loc[f"{row.label}: {row.profile_b}", "estimate"] == pytest.approx(row.estimate)
+    # No p-value beside an interval that contradicts it without the reason beside it: in the report's table (a
+    # numbered note), the paper's table (a letter by the p-value) and the paper's prose.
+    prose = paper._results_paragraph(inputs, paper.quoted_macros(inputs))
+    tex = paper.comparisons_tex(comp, True)
+    contradicted = [r for r in comp.itertuples() if not np.isnan(r.p_value) and C.interval_note(r, 0.05)]
+    assert contradicted, "the sample has a Tango interval that excludes 0 beside McNemar's p = 0.070"
+    for r in contradicted:
+        assert C.interval_note(r, 0.05) in report
+        why = C.interval_note(r, 0.05, with_p=False)  # the paper quotes its numbers as macros only
+        assert why in tex.replace("\\'", "'") and "p = 0" not in why
+        assert re.search(r"\{0\.\d{3}\\textsuperscript\{[a-z]\}\}", tex)
+        if r.tier == "primary":
+            assert why in prose
+    assert "(note 1)" in report.split("resolve rate (task majority), `success` | codecanvas vs text")[1].split("\n")[0]
     rates = profile_rates(res.metrics)
     text_rates = rates.set_index("profile").loc["text"]
     assert text_rates["pass_rate"] != text_rates["resolve_rate"]  # two quantities, two names
     assert "PassRateText" in macros and "ResolveRateText" in macros
     assert "1 profiles" not in report and "e+0" not in report and "e-0" not in report
+
+
+def test_compare_and_estimate_choose_test_and_estimand_by_one_rule(metrics):
+    """estimate() (the hypotheses' intervals) reports each planned metric exactly as compare() does."""
+    for path in ("params/analysis_plan.yaml", "params/analysis_plan_all_repetitions.yaml"):
+        plan = P.parse_plan({**P.load_plan(path).model_dump(mode="json"), "bootstrap": {"n_resamples": 500}})
+        table = C.compare(metrics, plan, [("text", "codegraph")])
+        for r in table[table["tier"].isin(["primary", "secondary"])].itertuples():
+            row = C.estimate(metrics, r.metric, "text", "codegraph", plan)
+            assert (row["scale"], row["estimand"], row["interval"]) == (r.scale, r.estimand, r.interval)
+            for k in ("estimate", "ci_low", "ci_high", "p_value"):
+                assert row[k] == pytest.approx(getattr(r, k), nan_ok=True), (path, r.metric, k)
+    plan = P.load_plan("params/analysis_plan_all_repetitions.yaml")
+    assert C.planned_test(plan, "success") == ("paired_t", "all")  # the primary row, not a sensitivity row
+    assert C.planned_test(plan, "grep_before_edit") == ("paired_t", "all")  # unplanned: the default of its kind
+    assert C.planned_test(P.load_plan(), "success") == ("mcnemar_exact", "majority")
+    assert C.rule("duplicate_reads", "descriptive", "all").how == "mean"  # counts keep their zeros
+    assert C.rule("total_tokens", "wilcoxon_signed_rank", "all").how == "geometric_mean"
+
+
+def _zero_study() -> pd.DataFrame:
+    """Two profiles, six tasks, three repetitions: counts with zeros, a zero token count, a task without a value
+    and a task whose every trial under B is an infrastructure error."""
+    rows = []
+    for t in range(6):
+        for prof in ("a", "b"):
+            for rep in range(3):
+                infra = t == 5 and prof == "b"
+                rows.append({"profile": prof, "task_id": f"t{t}", "repetition": rep, "infra_error": infra,
+                             "success": None if infra else bool((t + rep) % 2),
+                             "total_tokens": 0.0 if (t == 2 and prof == "b" and rep == 0) else 1000.0 * (t + 1 + rep),
+                             "duplicate_reads": np.nan if (t == 3 and prof == "a") else float((t + rep) % 2 * (prof == "b"))})
+    return pd.DataFrame(rows)
+
+
+def test_every_task_both_profiles_ran_is_paired_or_counted_undefined_with_its_reason():
+    d = P.load_plan("params/analysis_plan_all_repetitions.yaml").model_dump(mode="json")
+    d.update(hypotheses=[], claim_family=None, bootstrap={"n_resamples": 200})
+    d["tiers"] = {"primary": {"correction": "holm", "metrics": [{"id": "success", "test": "paired_t"},
+                                                                 {"id": "total_tokens", "test": "wilcoxon_signed_rank"}]},
+                  "secondary": {"correction": "fdr_bh", "metrics": [{"id": "elapsed_sec", "test": "wilcoxon_signed_rank"}]},
+                  "exploratory": {"correction": "none", "metrics": [{"id": "duplicate_reads", "test": "descriptive"}]}}
+    plan = P.parse_plan(d)
+    table = C.compare(_zero_study(), plan, [("a", "b")]).set_index("metric")
+    reads = table.loc["duplicate_reads"]  # per-task means keep the zeros: only tasks without a value are out
+    assert (reads["n_pairs"], reads["n_undefined"]) == (4, 2) and "2 with no value under one profile" in reads["note"]
+    tokens = table.loc["total_tokens"]  # a geometric mean with a zero repetition is undefined, and counted
+    assert (tokens["n_pairs"], tokens["n_undefined"]) == (4, 2)
+    assert "1 with a repetition at 0" in tokens["note"] and "1 with no value" in tokens["note"]
+    success = table.loc["success"]
+    assert (success["n_pairs"], success["n_undefined"]) == (5, 1) and "without an outcome" in success["note"]
+    assert (table["n_pairs"] + table["n_undefined"]).drop("elapsed_sec").eq(6).all()
+    # the majority plan's medians keep the zero, so the ratio is undefined there instead
+    d["pairing"] = {"repetitions": "majority"}
+    d["tiers"]["primary"]["metrics"][0]["test"] = "mcnemar_exact"
+    maj = C.compare(_zero_study(), P.parse_plan(d), [("a", "b")]).set_index("metric").loc["total_tokens"]
+    assert maj["n_pairs"] + maj["n_undefined"] == 6
+
+
+def test_rows_say_where_interval_and_test_disagree_and_where_an_interval_is_open_at_zero():
+    # 7 tasks only under B, 1 only under A, of 24: Tango excludes 0, McNemar exact p = 0.070 does not reject.
+    row = {"scale": "rate", "test": "McNemar exact", "p_value": 0.0703, "ci_low": 0.023, "ci_high": 0.465}
+    assert "Tango's score interval excludes 0 while McNemar exact does not reject (p = 0.070)" in C.interval_note(row, 0.05)
+    hl = {"scale": "ratio", "p_value": 0.03, "ci_low": -20.0, "ci_high": 0.0, "ci_open": "high"}
+    assert C.excludes_zero(hl) and "open at 0" in C.interval_note(hl, 0.05)
+    assert C.interval_note({**hl, "ci_open": None, "p_value": 0.2}, 0.05) is None
+    # mostly zeros: the estimate sits on the open end, and the note says why the two part ways there
+    zeros = {"scale": "difference", "p_value": None, "estimate": 0.0, "ci_low": 0.0, "ci_high": 0.17, "ci_open": "low"}
+    assert "the estimate is 0 (most differences are 0)" in C.interval_note(zeros, 0.05)

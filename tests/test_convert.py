@@ -152,6 +152,79 @@ def test_subagent_files_are_embedded_and_counted(real_fixtures):
     assert not any(s.get("extra", {}).get("on_abandoned_branch") for s in with_subs["steps"])
 
 
+def test_subagent_files_beside_their_session_are_linked_as_in_the_nested_layout(real_fixtures, tmp_path):
+    """Claude Code 2.0 kept a subagent's transcript beside its session (``agent-<id>.jsonl``, its lines naming the
+    session), 2.1.2 and later under ``<session>/subagents/``. The real session moved into the 2.0 layout reads
+    the same: one trial, the subagents' tokens and calls its own, no subagent reported missing."""
+    import shutil
+
+    from analysis_lib.ingest.discover import discover
+    from analysis_lib.trials_table import trials_table
+
+    src = real_fixtures / MAIN_SESSION
+    nested, flat = tmp_path / "nested", tmp_path / "flat"
+    shutil.copytree(src.parent / src.stem, nested / src.stem)
+    shutil.copy(src, nested / src.name)
+    flat.mkdir()
+    shutil.copy(src, flat / src.name)
+    for f in (src.parent / src.stem / "subagents").glob("agent-*.jsonl"):
+        shutil.copy(f, flat / f.name)
+    sources, errors = discover(flat)
+    assert [Path(s.path).name for s in sources] == [src.name] and not errors
+    assert [Path(f).name for f in sources[0].meta["subagents"]] == ["agent-a2898e3.jsonl", "agent-acompact-e1f845.jsonl"]
+    a, b = transcript_to_atif(nested / src.name), transcript_to_atif(flat / src.name)
+    assert b["final_metrics"] == a["final_metrics"] and len(b["subagent_trajectories"]) == 2
+    assert [s["agent"]["extra"]["source_file"] for s in b["subagent_trajectories"]] == ["agent-a2898e3.jsonl",
+                                                                                         "agent-acompact-e1f845.jsonl"]
+    rows = {name: trials_table(d, workers=1) for name, d in (("nested", nested), ("flat", flat))}
+    assert [len(r.frame) for r in rows.values()] == [1, 1] and all(not r.errors for r in rows.values())
+    cols = ["total_input_tokens", "total_output_tokens", "tool_calls_count", "duplicate_reads", "total_cost_usd"]
+    assert rows["flat"].frame[cols].equals(rows["nested"].frame[cols])
+
+
+def _cc_line(kind: str, uuid: str, parent: str | None, content, **extra) -> dict:
+    line = {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "5e55-0001", "version": "2.0.30",
+            "timestamp": f"2025-11-01T10:00:{len(uuid):02d}Z", "message": {"role": kind, "content": content}}
+    line.update(extra)
+    return line
+
+
+def test_a_claude_code_2_0_subagent_file_is_not_a_trial_of_its_own(tmp_path):
+    """The smallest 2.0 session (no such real fixture exists): a Task call whose result names agent ab12cd3, and
+    ``agent-ab12cd3.jsonl`` beside the session with the subagent's sidechain lines (documented layout: FORMATS.md §7)."""
+    from analysis_lib.trials_table import trials_table
+
+    usage = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 0}
+    session = [
+        _cc_line("user", "u1", None, "Find where main is defined."),
+        _cc_line("assistant", "a1", "u1", [{"type": "tool_use", "id": "toolu_task", "name": "Task",
+                                            "input": {"subagent_type": "Explore", "prompt": "find main"}}],
+                 requestId="r1", message={"id": "m1", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
+                                          "content": [{"type": "tool_use", "id": "toolu_task", "name": "Task",
+                                                       "input": {"subagent_type": "Explore", "prompt": "find main"}}],
+                                          "usage": usage}),
+        _cc_line("user", "u2", "a1", [{"type": "tool_result", "tool_use_id": "toolu_task", "content": "src/app.py"}],
+                 toolUseResult={"status": "completed", "agentId": "ab12cd3", "totalToolUseCount": 1}),
+    ]
+    agent = [
+        _cc_line("user", "s1", None, "find main", isSidechain=True, agentId="ab12cd3"),
+        _cc_line("assistant", "s2", "s1", None, isSidechain=True, agentId="ab12cd3", requestId="r2",
+                 message={"id": "m2", "role": "assistant", "model": "claude-haiku-4-5-20251001",
+                          "content": [{"type": "tool_use", "id": "toolu_grep", "name": "Grep", "input": {"pattern": "def main"}}],
+                          "usage": {**usage, "input_tokens": 20}}),
+        _cc_line("user", "s3", "s2", [{"type": "tool_result", "tool_use_id": "toolu_grep", "content": "src/app.py:1"}],
+                 isSidechain=True, agentId="ab12cd3"),
+    ]
+    (tmp_path / "5e55-0001.jsonl").write_text("".join(json.dumps(x) + "\n" for x in session))
+    (tmp_path / "agent-ab12cd3.jsonl").write_text("".join(json.dumps(x) + "\n" for x in agent))
+    res = trials_table(tmp_path, workers=1)
+    assert not res.errors  # no "agent-ab12cd3.jsonl is missing" warning
+    (row,) = res.frame.to_dict("records")
+    assert row["task_id"] == "5e55-0001"
+    assert (row["tool_calls_count"], row["grep_before_edit"], row["calls_search"]) == (2, None, 1)  # Task, then its Grep
+    assert (row["total_input_tokens"], row["total_output_tokens"]) == (110 + 120, 10)  # ATIF input = input + cache reads
+
+
 def test_lines_repeated_by_a_resumed_session_count_once(real_fixtures, tmp_path):
     src = real_fixtures / "claude-code-spotter/tool_heavy.jsonl"
     once = transcript_to_atif(src)
@@ -609,8 +682,9 @@ def test_cli_folder_skips_subagent_files_and_non_transcripts(real_fixtures, tmp_
 
 
 def test_converted_trajectories_parse_with_the_atif_reader(real_fixtures):
-    """The output must be readable by the project's own ATIF parser (when it is on this branch)."""
-    atif = pytest.importorskip("analysis_lib.ingest.atif")
+    """The output must be readable by the project's own ATIF parser."""
+    from analysis_lib.ingest import atif
+
     for rel in (MAIN_SESSION, "claude-code-log/edge_cases.jsonl", "ccusage/codex/sessions/project-alpha/session-alpha.jsonl"):
         doc = convert_file(real_fixtures / rel)
         traj = atif.parse_trajectory(doc, str(real_fixtures / rel))
@@ -623,16 +697,19 @@ def test_converted_trajectories_parse_with_the_atif_reader(real_fixtures):
     assert bash.is_error is True
 
 
-def test_converted_trajectories_validate_with_harbor_models(real_fixtures):
-    """Strict when writing: Harbor's own ATIF models (extra='forbid') accept the output.
+@pytest.mark.slow  # Harbor's side environment (tests/side_envs.py): built once, 1-3 min
+def test_converted_trajectories_validate_with_harbor_models(real_fixtures, harbor_python):
+    """Strict when writing: Harbor's own ATIF models (extra='forbid'), in Harbor's side environment, accept the output."""
+    from side_envs import run_json
 
-    harbor needs Python >= 3.12; with 3.11 install its models only
-    (``pip install --no-deps --ignore-requires-python harbor==0.25.0``) to run this check.
-    """
-    models = pytest.importorskip("harbor.models.trajectories")
     docs = [convert_file(real_fixtures / rel) for rel in sorted(FIXTURES)] + [stream_json_to_atif(STREAM_SAMPLE)]
-    for doc in docs:
-        models.Trajectory.model_validate(doc)
+    check = (
+        "import json, sys\nfrom pydantic import ValidationError\nfrom harbor.models.trajectories import Trajectory\n"
+        "errors = []\nfor doc in json.load(sys.stdin):\n"
+        "    try:\n        Trajectory.model_validate(doc)\n        errors.append(None)\n"
+        "    except ValidationError as exc:\n        errors.append(str(exc)[:2000])\nprint(json.dumps(errors))\n"
+    )
+    assert run_json(harbor_python, check, docs) == [None] * len(docs)
 
 
 def test_discovery_reads_subagent_files_only_through_their_session(real_fixtures):

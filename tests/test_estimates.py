@@ -158,6 +158,7 @@ def test_clustered_proportion_variance_is_statsmodels_cluster_variance():
     assert row["ci_high"] - row["ci_low"] >= naive["ci_high"] - naive["ci_low"] - 1e-12
 
 
+@pytest.mark.slow  # 2,000 simulated studies (~10 s of CPU)
 def test_clustered_proportion_covers_in_simulation_where_the_trial_level_wilson_does_not():
     rng = np.random.default_rng(7)
     n_tasks, reps, sims = 24, 3, 2000
@@ -242,9 +243,34 @@ def test_repetitions_aggregate_by_pass_rate_and_geometric_mean():
         stats.aggregate_repetitions(trials, "success", how="median")
 
 
-def test_gee_difference_on_a_balanced_design_is_the_difference_of_rates_with_cluster_robust_se():
-    """Balanced tasks: GEE's estimate is the plain difference of pass rates and its sandwich SE is the CR0
-    cluster-robust SE of the same OLS fit (statsmodels OLS with cov_type='cluster', no small-sample factor)."""
+def _mancl_derouen_se(y, x, groups, rho):
+    """The bias-reduced sandwich of Mancl & DeRouen (2001) for a Gaussian GEE with identity link and exchangeable
+    working correlation rho, written out from the paper's formula (an independent check of statsmodels' version):
+    B = sum D'V^-1 D, meat = sum D'V^-1 (I - H_g)^-1 r r' (I - H_g)^-T V^-1 D, H_g = D_g B^-1 D_g' V_g^-1."""
+    X = np.column_stack([np.ones_like(x), x])
+    beta = None
+    blocks = []
+    for g in np.unique(groups):
+        Xg, yg = X[groups == g], y[groups == g]
+        m = len(yg)
+        V = (1 - rho) * np.eye(m) + rho * np.ones((m, m))
+        blocks.append((Xg, yg, np.linalg.inv(V)))
+    bread = sum(Xg.T @ Vi @ Xg for Xg, _, Vi in blocks)
+    beta = np.linalg.solve(bread, sum(Xg.T @ Vi @ yg for Xg, yg, Vi in blocks))
+    binv = np.linalg.inv(bread)
+    meat = np.zeros((2, 2))
+    for Xg, yg, Vi in blocks:
+        H = Xg @ binv @ Xg.T @ Vi
+        u = Xg.T @ Vi @ np.linalg.solve(np.eye(len(yg)) - H, yg - Xg @ beta)
+        meat += np.outer(u, u)
+    cov = binv @ meat @ binv
+    return beta[1], float(np.sqrt(cov[1, 1]))
+
+
+def test_gee_difference_uses_the_mancl_derouen_sandwich_with_t_on_tasks_minus_one():
+    """Balanced tasks: the estimate is the plain difference of pass rates; the SE is Mancl & DeRouen's bias-reduced
+    sandwich (computed here from the formula, with statsmodels' estimate of the working correlation), larger than
+    the plain sandwich (the CR0 cluster-robust SE of the OLS fit); test and interval use t with G - 1 df."""
     import statsmodels.api as sm
 
     rng = np.random.default_rng(11)
@@ -254,6 +280,11 @@ def test_gee_difference_on_a_balanced_design_is_the_difference_of_rates_with_clu
     y = (rng.random(tasks.size) < p).astype(float)
     r = stats.gee_difference(y, arm, tasks).iloc[0]
     assert r["estimate"] == pytest.approx(y[arm == 1].mean() - y[arm == 0].mean(), abs=1e-10)
+    fit = sm.GEE(y, sm.add_constant(arm.astype(float)), groups=tasks, family=sm.families.Gaussian(),
+                 cov_struct=sm.cov_struct.Exchangeable()).fit()
+    est, se = _mancl_derouen_se(y, arm.astype(float), tasks, float(fit.cov_struct.dep_params))
+    assert r["estimate"] == pytest.approx(est, abs=1e-10) and r["se"] == pytest.approx(se, rel=1e-6)
     ols = sm.OLS(y, sm.add_constant(arm.astype(float))).fit(cov_type="cluster", cov_kwds={"groups": tasks, "use_correction": False})
-    assert r["se"] == pytest.approx(float(ols.bse[1]), rel=1e-6)
+    assert r["se"] > float(ols.bse[1])  # the plain sandwich is biased down with 20 clusters
+    assert r["df"] == 19 and r["p_val"] == pytest.approx(2 * sps.t.sf(abs(r["estimate"] / r["se"]), 19), rel=1e-12)
     assert (r["ci_low"] > 0) == (r["p_val"] < 0.05)

@@ -80,3 +80,14 @@ def test_explorer_widgets_follow_the_grid_and_the_profiles(sample):
     assert "pick two different profiles" in grid_holder.children[0].value and dd_task.value is None
     dd_b.value = "codegraph"
     assert dd_task.value is not None
+
+
+def test_metric_table_takes_labels_and_precision_from_the_registry():
+    from analysis_lib import registry
+
+    df = pd.DataFrame({"profile": ["a"], "total_cost_usd": [0.12345], "elapsed_sec": [95.584], "total_tokens": [62986.0]})
+    shown = explore.metric_table(df)
+    assert list(shown.columns) == ["profile", registry.metric("total_cost_usd").axis_label, "wall-clock time (s)", "total tokens"]
+    assert shown.iloc[0].tolist() == ["a", 0.123, 95.6, 62986.0]  # 3 decimals for USD, 1 for seconds (the registry's)
+    means = pd.DataFrame({"A": [1 / 3, 16.333, 95.584]}, index=pd.Index(["success", "tool_calls_count", "elapsed_sec"], name="metric"))
+    assert explore.metric_table(means, means=True)["A"].tolist() == ["0.33", "16.3", "95.6"]

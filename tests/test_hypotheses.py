@@ -71,3 +71,15 @@ def test_the_gate_closes_after_a_step_that_does_not_hold_and_pairs_share_alpha()
         assert seq["reason"].iloc[1] == "an earlier step did not hold"
         assert np.isfinite(seq["ci_high"].iloc[1])  # the interval is still shown, the claim is not tested
     assert np.allclose(out["confidence"], 1 - 0.05 / 2)  # Bonferroni over the two pairs
+
+
+def test_ratio_margins_are_symmetric_on_the_log_scale():
+    h = P.Hypothesis(id="total_cost_usd", claim="equivalent", margin=0.10)
+    lower, upper = hypotheses._bounds(h, "ratio")
+    assert (lower, upper) == pytest.approx((100 * (1 / 1.1 - 1), 10.0))  # B/A in (1/1.1, 1.1): -9.09 % to +10 %
+    assert hypotheses._decide(h, {"ci_low": -9.5, "ci_high": 5.0}, (lower, upper))[0] is False
+    assert hypotheses._decide(h, {"ci_low": -9.0, "ci_high": 9.9}, (lower, upper))[0] is True
+    # A against B is B against A: a ratio within the margins stays within them inverted
+    inv = lambda pct: 100 * (1 / (1 + pct / 100) - 1)  # noqa: E731
+    assert inv(upper) == pytest.approx(lower) and inv(lower) == pytest.approx(upper)
+    assert hypotheses._bounds(P.Hypothesis(id="success", claim="noninferior", margin=0.05), "pass_rate") == (-0.05, 0.05)

@@ -13,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis_lib.ingest import mini_swe_agent
+from analysis_lib.ingest.atif import parse_trajectory
 from analysis_lib.ingest.discover import discover
 from analysis_lib.ingest.tb1 import read_tb1_run
 from analysis_lib.metrics import trial_metrics
@@ -113,7 +115,7 @@ def _tb1_pass_at_k(recs: list[dict], k: int) -> float:
 
 def test_tb1_rates_match_tb1s_own_numbers(tmp_path: Path) -> None:
     """80 tasks x 5 attempts named <task>.<k>-of-5, null verdicts without timestamps, attempt 5 only in a
-    timestamped second results file: success rate and pass@5 equal TB1's accuracy and pass@5."""
+    timestamped second results file: pass rate and pass@5 equal TB1's accuracy and pass@5."""
     from analysis_lib.stats import pass_at_k
 
     modes = ["unset", "agent_timeout", "test_timeout", "parse_error", "unknown_agent_error"]
@@ -298,6 +300,69 @@ def test_mini_swe_agent_real_trajectory(real_fixtures: Path, tmp_path: Path) -> 
     assert [(s.kind, Path(s.path).name) for s in sources] == [("mini_swe_agent", "mini-swe-agent-trajectory.json")]
 
 
+@pytest.mark.real_fixtures
+def test_mini_swe_agent_format_error_turns_run_nothing(real_fixtures: Path, tmp_path: Path) -> None:
+    """mini-swe-agent runs a turn only when its message holds exactly one ```bash block; a message with two or none
+    is refused (the run's own format_error_template asks the model again) and nothing runs. Two such turns inserted
+    into the real run after its first command: they are agent steps without a call, the sed in one never edited."""
+    doc = json.loads((real_fixtures / MINI_REAL).read_text())
+    template = doc["info"]["config"]["agent"]["format_error_template"]
+    paid = doc["messages"][2]["extra"]  # a refused answer was still a paid call
+    refused = [
+        {"role": "assistant", "extra": paid,
+         "content": "THOUGHT: two steps at once.\n\n```bash\nsed -i 's/a/b/' setup.py\n```\n\n```bash\ncat hello.txt\n```"},
+        {"role": "user", "content": template.replace("{{actions|length}}", "2")},
+        {"role": "assistant", "extra": paid, "content": "THOUGHT: the file exists; nothing else to run."},
+        {"role": "user", "content": template.replace("{{actions|length}}", "0")},
+    ]
+    doc["messages"][4:4] = refused
+    (tmp_path / "hello-world.traj.json").write_text(json.dumps(doc))
+    res = trials_table(tmp_path, workers=1)
+    assert res.errors == []
+    (row,) = res.frame.to_dict("records")
+    assert (row["tool_calls_count"], json.loads(row["tool_distribution"])) == (3, {"bash": 3})  # not 4: nothing ran
+    assert (row["files_edited"], row["backtrack_count"]) == (1, 0)  # hello.txt only: setup.py was never edited
+    assert (row["agent_steps"], row["total_steps"]) == (5, 7)  # system, task, 3 commands and 2 refused turns
+    usage = paid["response"]["usage"]
+    original = sum(m["extra"]["response"]["usage"]["prompt_tokens"] for m in doc["messages"] if m["role"] == "assistant") - 2 * usage["prompt_tokens"]
+    assert row["total_input_tokens"] == original + 2 * usage["prompt_tokens"]
+    traj = parse_trajectory(mini_swe_agent.trajectory_to_atif(tmp_path / "hello-world.traj.json"))
+    errors = [s for s in traj.steps if s.extra.get("format_error")]
+    assert [(s.tool_calls, s.extra["actions_found"]) for s in errors] == [([], 2), ([], 0)]
+    assert "EXACTLY ONE action" in errors[0].observations[0]
+
+
+def test_mini_swe_agent_v2_text_actions_and_format_errors(tmp_path: Path) -> None:
+    """mini-swe-agent 2.x with a text model: the commands run are each message's extra.actions; a refused answer
+    is only the FormatError feedback's extra (interrupt_type, n_actions, model_response): a step without a call."""
+    doc = {
+        "info": {"mini_version": "2.1.0", "exit_status": "Submitted", "model_stats": {"instance_cost": 0.0, "api_calls": 3},
+                 "config": {"model": {"model_name": "anthropic/claude-sonnet-4-5-20250929"}}},
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Fix the bug."},
+            {"role": "assistant", "content": "```mswea_bash_command\ncat src/app.py\n```",
+             "extra": {"actions": [{"command": "cat src/app.py"}],
+                       "response": {"usage": {"prompt_tokens": 900, "completion_tokens": 30}}}},
+            {"role": "user", "content": "<returncode>0</returncode>\n<output>def main(): return 1</output>"},
+            {"role": "user", "content": "Please always provide EXACTLY ONE action in triple backticks, found 2 actions.",
+             "extra": {"interrupt_type": "FormatError", "n_actions": 2,
+                       "model_response": "```mswea_bash_command\nsed -i s/1/2/ src/app.py\n```\n```mswea_bash_command\nls\n```"}},
+            {"role": "assistant", "content": "```mswea_bash_command\nsed -i s/1/2/ src/main.py\n```",
+             "extra": {"actions": [{"command": "sed -i s/1/2/ src/main.py"}],
+                       "response": {"usage": {"prompt_tokens": 1000, "completion_tokens": 20}}}},
+            {"role": "user", "content": "<returncode>0</returncode>\n<output></output>"},
+        ],
+        "trajectory_format": "mini-swe-agent-1.1",
+    }
+    (tmp_path / "astropy__astropy-1.traj.json").write_text(json.dumps(doc))
+    res = trials_table(tmp_path, workers=1)
+    assert res.errors == []
+    (row,) = res.frame.to_dict("records")
+    assert (row["tool_calls_count"], row["files_read"], row["files_edited"]) == (2, 1, 1)  # src/main.py only
+    assert (row["agent_steps"], row["grep_before_edit"]) == (3, False)  # the refused `ls` searched nothing
+
+
 def test_mini_swe_agent_v2_tool_calls(tmp_path: Path) -> None:
     """mini-swe-agent 2.x with a tool-calling model: OpenAI tool_calls and tool messages, one to one."""
     doc = {
@@ -463,6 +528,19 @@ def test_swe_agent_traj(tmp_path: Path, function_calling: bool) -> None:
     else:
         assert json.loads(row["tool_distribution"]) == {"bash": 4, "str_replace_editor": 1}
         assert row["calls_read"] == 1 and row["files_read"] == 1
+
+
+def test_swe_agent_replay_records_no_tokens_and_gets_none(tmp_path: Path) -> None:
+    """A SWE-agent replay (``sweagent run-replay``) runs every turn again without a model: its stats say 0 tokens
+    sent and received and 0 cost. Unknown, not 0 (README: empty means unknown)."""
+    doc = _swe_agent_traj(False)
+    doc["info"]["model_stats"] = {"instance_cost": 0.0, "tokens_sent": 0, "tokens_received": 0, "api_calls": 0}
+    (tmp_path / "marshmallow-code__marshmallow-1867.traj").write_text(json.dumps(doc))
+    (row,) = trials_table(tmp_path, workers=1).frame.to_dict("records")
+    assert row["tool_calls_count"] == 5
+    for col in ("total_input_tokens", "total_output_tokens", "total_tokens", "total_cost_usd", "token_efficiency"):
+        assert pd.isna(row[col]), col
+    assert not row["cost_estimated"]
 
 
 # --------------------------------------------------------------------------- unread agent logs
@@ -651,8 +729,8 @@ def test_subagent_calls_priced_at_their_own_models_rate(tmp_path: Path) -> None:
     Vertex id is priced through the model's one name."""
     from analysis_lib import pricing
 
-    if pricing.model_prices("claude-sonnet-4-5-20250929") is None or pricing.model_prices("claude-haiku-4-5-20251001") is None:
-        pytest.skip("litellm's price map is not installed")
+    # litellm (pinned) ships the offline price map: both models must be in it.
+    assert pricing.model_prices("claude-sonnet-4-5-20250929") is not None and pricing.model_prices("claude-haiku-4-5-20251001") is not None
     sub = _atif(
         {"name": "claude-code", "version": "2", "model_name": "claude-haiku-4-5-20251001"},
         [

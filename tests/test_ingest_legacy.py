@@ -103,7 +103,7 @@ def test_tb1_mini_swe_agent_run(real_fixtures: Path) -> None:
     assert all(got[tid].reward == 0.0 for tid in never_ran)
     assert got["super-benchmark-upet"].reward == 0.0
     assert sum(t.reward == 0.0 for t in trials) == 80 - 11
-    # The success rate equals TB1's own accuracy field of the run.
+    # The pass rate equals TB1's own accuracy field of the run.
     run_level = json.loads((run / "results.json").read_text())
     assert sum(t.reward == 1.0 for t in trials) / len(trials) == run_level["accuracy"] == 0.1375
     assert {t.profile for t in trials} == {"mini-swe-agent@claude-sonnet-4-20250514"}

@@ -110,6 +110,7 @@ def test_sample_is_stratified_seeded_and_report_puts_the_ceiling_before_the_judg
     assert lines[1].split("|")[5].strip() == "1.000"
 
 
+@pytest.mark.slow  # a real `python -m analysis_lib label` subprocess over the sample runs (~12 s of CPU)
 def test_a_malformed_label_csv_is_a_one_line_error_naming_the_file(sample_runs, tmp_path):
     bad = tmp_path / "mine.csv"
     bad.write_text("who,what\n1,2\n")
@@ -117,6 +118,7 @@ def test_a_malformed_label_csv_is_a_one_line_error_naming_the_file(sample_runs, 
     assert r.returncode == 2 and "mine.csv" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # a real `python -m analysis_lib label` subprocess: imports the judge and litellm (~12 s of CPU)
 def test_a_missing_runs_folder_is_a_one_line_error(tmp_path):
     r = label_cmd(tmp_path / "nope", "--rater", "x", "--labels", tmp_path / "l.csv", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'nope'}: no such folder"

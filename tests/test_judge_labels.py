@@ -132,3 +132,15 @@ def test_human_labels_csv_errors_name_the_file(tmp_path):
     bad.write_text("id,lab\n1,x\n")
     with pytest.raises(InputError, match="labels.csv.*trial_id and label"):
         load_human_labels_csv(bad)
+
+
+def test_agreement_report_says_when_a_bootstrap_interval_is_too_narrow_to_trust():
+    from analysis_lib.judge.agreement import agreement_row
+    from analysis_lib.judge.run import FEW_UNITS, Layer2Options, agreement_md
+
+    labels = ["a", "b", "a", "c", "b", "a", "a", "b", "c", "a", "b", "a", "c", "a", "b", "a", "b"]  # 17 units
+    few = agreement_row("failure (root_cause)", "judge vs human labels", labels, labels[::-1], reps=200)
+    text = agreement_md([few], Layer2Options(), 1, {})
+    assert few["units"] == 17 < FEW_UNITS and "**Few units:**" in text and "as few as 17" in text
+    many = agreement_row("failure (root_cause)", "judge vs human labels", labels * 2, labels[::-1] * 2, reps=200)
+    assert "**Few units:**" not in agreement_md([many], Layer2Options(), 1, {})

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ci_rule import skip_or_fail_in_ci
 from judge_fakes import make_trials
 
 from analysis_lib.judge.local_model import LITELLM_MODEL, missing_packages, start_server
@@ -41,9 +41,7 @@ def test_without_the_local_model_the_server_says_how_to_install_it_in_one_line()
 def smollm2():
     reason = missing_packages()
     if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but the local model is not installed ({reason})")
-        pytest.skip(f"local model not installed ({reason})")
+        skip_or_fail_in_ci(f"the local model is not installed ({reason}; make setup installs it)")
     server, url = start_server(n_ctx=8192, threads=1)  # one thread: far faster on a busy 2-core machine
     yield url
     del server

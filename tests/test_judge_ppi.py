@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from side_envs import locked_env, run_json
 
 from analysis_lib.judge.ppi import arm_contrasts, format_contrasts_md, ppi_mean
 
@@ -72,12 +73,29 @@ def test_ppi_mean_by_hand_and_failed_judgements_are_counted():
         arm_contrasts(df, baseline="zz")
 
 
-def test_ppi_matches_the_ppi_python_package_when_installed():
-    ppi_py = pytest.importorskip("ppi_py", reason="ppi_python not installed (optional cross-check)")
+PPI_PY = """
+import json, sys
+import numpy as np
+import ppi_py
+d = json.load(sys.stdin)
+y, f, fu = (np.asarray(d[k], dtype=float) for k in ("y", "f", "fu"))
+lo, hi = ppi_py.ppi_mean_ci(y, f, fu, alpha=0.05, lam=1)  # lam=1: plain PPI, no power tuning
+point = ppi_py.ppi_mean_pointestimate(y, f, fu, lam=1)
+print(json.dumps([float(np.ravel(v)[0]) for v in (point, lo, hi)]))
+"""
+
+
+@pytest.mark.slow  # ppi_python's side environment (tests/side_envs.py): built once, 1-3 min and 660 MB (numba, scikit-learn)
+def test_ppi_matches_the_ppi_python_package():
+    """ppi_python, the method's authors' package, in a side environment of its own (it brings numba and scikit-learn)."""
     rng = np.random.default_rng(5)
     y = (rng.random(60) < 0.4).astype(float)
     f = np.where(y == 1, rng.random(60) < 0.7, rng.random(60) < 0.2).astype(float)
     fu = (rng.random(500) < 0.35).astype(float)
-    lo, hi = ppi_py.ppi_mean_ci(y, f, fu, alpha=0.05, lhat=1)
+    point, lo, hi = run_json(locked_env("ppi_python"), PPI_PY, {"y": y.tolist(), "f": f.tolist(), "fu": fu.tolist()})
+    # ppi_python 0.2.3 on these 60 labelled and 500 unlabelled units: 0.394667, 95 % interval [0.269525, 0.519809].
+    assert (point, lo, hi) == pytest.approx((0.394667, 0.269525, 0.519809), abs=1e-6)
     est = ppi_mean(y, f, fu)
-    assert est.lo == pytest.approx(float(np.ravel(lo)[0]), abs=2e-3) and est.hi == pytest.approx(float(np.ravel(hi)[0]), abs=2e-3)
+    assert est.value == pytest.approx(point, abs=1e-12)
+    # ppi_python divides both variances by n (ddof=0), ppi_mean by n - 1: the same centre, ours 0.95e-3 wider at each end.
+    assert est.lo == pytest.approx(lo, abs=1.5e-3) and est.hi == pytest.approx(hi, abs=1.5e-3) and est.lo < lo and est.hi > hi

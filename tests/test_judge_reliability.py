@@ -14,6 +14,7 @@ import re
 import numpy as np
 import pytest
 from judge_fakes import FAILURE, answer_for, make_trial
+from side_envs import locked_env, run_json
 
 from analysis_lib.judge.agreement import (
     bootstrap_ci,
@@ -216,13 +217,24 @@ def test_gwet_ac1_two_raters_equals_the_two_rater_formula():
     assert gwet_ac1([[x, y] for x, y in zip(a, b, strict=True)]) == pytest.approx((p_o - p_e) / (1 - p_e))
 
 
-def test_gwet_ac1_matches_the_irrcac_package_when_installed():
-    irr = pytest.importorskip("irrCAC.raw", reason="irrCAC not installed (optional cross-check)")
-    import pandas as pd
+IRRCAC_AC1 = """
+import json, sys
+import pandas as pd
+from irrCAC.raw import CAC
+est = CAC(pd.DataFrame(json.load(sys.stdin), columns=list("ABCD"))).gwet()["est"]
+print(json.dumps({key: float(est[key]) for key in ("coefficient_value", "pa", "pe")}))
+"""
 
+
+@pytest.mark.slow  # irrCAC's side environment (tests/side_envs.py): built once, 1-2 min and 320 MB
+def test_gwet_ac1_matches_the_irrcac_package():
+    """irrCAC pins pandas < 3 and scipy 1.12: it runs in a side environment of its own, never in .venv."""
     complete = [u for u in RAW_4RATERS if None not in u]  # irrCAC (Python) counts a missing value as a class
-    ref = irr.CAC(pd.DataFrame(complete, columns=list("ABCD"))).gwet()["est"]["coefficient_value"]
-    assert gwet_ac1(complete) == pytest.approx(float(ref), abs=1e-5)
+    est = run_json(locked_env("irrCAC"), IRRCAC_AC1, complete)
+    # irrCAC 0.4.4 on the 8 complete units (it rounds to 4 and 5 decimals): AC1 0.6743, p_a 0.75, p_e 0.23242.
+    assert est == pytest.approx({"coefficient_value": 0.6743, "pa": 0.75, "pe": 0.23242}, abs=1e-12)
+    assert gwet_ac1(complete) == pytest.approx(est["coefficient_value"], abs=5e-5)
+    assert gwet_ac1(complete) == pytest.approx((est["pa"] - est["pe"]) / (1 - est["pe"]), abs=5e-6)
 
 
 def test_kappa_and_alpha_match_statsmodels_and_krippendorff():
@@ -234,7 +246,8 @@ def test_kappa_and_alpha_match_statsmodels_and_krippendorff():
     table = confusion_matrix(a, b).to_numpy()
     assert table.sum() == 80 and np.trace(table) == sum(x == y for x, y in zip(a, b, strict=True))
     assert cohen_kappa(a, b) == pytest.approx(cohens_kappa(table).kappa)
-    kd = pytest.importorskip("krippendorff", reason="krippendorff not installed (optional cross-check)")
+    import krippendorff as kd  # a test dependency (pyproject's test extra)
+
     assert krippendorff_alpha_nominal([[x, y] for x, y in zip(a, b, strict=True)]) == pytest.approx(
         kd.alpha(reliability_data=[a, b], level_of_measurement="nominal")
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -190,13 +189,11 @@ def test_http_400_for_one_trajectory_does_not_stop_the_others(llm_server, tmp_pa
 def test_concurrency_bound_is_respected(llm_server, tmp_path, no_keys):
     llm_server.default = answer_for
     llm_server.latency = 0.15
-    t0 = time.monotonic()
     run_layer2(make_trials(4), None, tmp_path, options(llm_server.url, concurrency=3))
-    elapsed = time.monotonic() - t0
     n = llm_server.request_count  # 8 strategy + 3 failure + 4 mcp + 4 comparative + 1 synthesis
     assert n == 20
+    # the server counts requests in flight: the bound was reached (each answer takes 0.15 s) and never passed
     assert llm_server.max_in_flight == 3
-    assert elapsed >= (7 + 1) * 0.15 - 0.05  # ceil(19 / 3) rounds, then the synthesis
 
 
 def test_no_key_and_no_api_base_skips_with_a_reason(llm_server, tmp_path, no_keys, capsys):

@@ -97,6 +97,7 @@ def test_missing_orphan_and_metadata_problems_are_reported(tmp_path):
     assert pair_problems(nb_dir, ipynb_metadata=False) == []
 
 
+@pytest.mark.slow  # jupytext --sync over every pair, twice (~10 s of CPU)
 def test_jupytext_sync_leaves_the_committed_pairs_unchanged(tmp_path):
     """`make notebooks-sync` on agreeing pairs is a no-op, whichever file of a pair is newer."""
     nb_dir = _copy_notebooks(tmp_path)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from ci_rule import skip_or_fail_in_ci
 
 from analysis_lib import pipeline
 from analysis_lib.report import figures, paper
@@ -16,12 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _require_pdflatex() -> None:
-    if shutil.which("pdflatex"):
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI=true but pdflatex is missing: .ci/run installs Debian's TeX packages")
-    pytest.skip("pdflatex not installed (apt-get install texlive-latex-base texlive-latex-recommended "
-                "texlive-fonts-recommended); CI installs it")
+    if not shutil.which("pdflatex"):
+        skip_or_fail_in_ci("pdflatex not installed (apt-get install texlive-latex-base texlive-latex-recommended "
+                           "texlive-fonts-recommended texlive-science; .ci/run installs them)")
 
 
 @pytest.mark.slow

@@ -41,11 +41,12 @@ def test_default_plan_declares_the_three_tiers_of_the_methodology():
     assert (plan.tiers.primary.correction, plan.tiers.secondary.correction) == ("holm", "fdr_bh")
     assert plan.alpha == 0.05 and plan.bootstrap.n_resamples == 10_000 and plan.pairing.unit == "task"
     # Metric ids are the metrics_detail.csv columns themselves (the registry's ids).
-    from analysis_lib.metrics import METRIC_COLUMNS
+    from analysis_lib.metrics import metrics_frame
 
+    columns = set(metrics_frame([]).columns)
     for tier in P.TIERS:
         for m in getattr(plan.tiers, tier).metrics:
-            assert m.id in METRIC_COLUMNS or m.id in ("mcp_calls__*", "cost_per_success")
+            assert m.id in columns or m.id in ("mcp_calls__*", "cost_per_success")
 
 
 def test_hash_is_of_the_parsed_plan_not_of_the_bytes(tmp_path):
@@ -326,8 +327,21 @@ def test_the_all_repetitions_plan_runs_with_sensitivity_rows_beside_the_planned_
     assert primary["estimate"] == pytest.approx((rates["codecanvas"] - rates["text"]).mean())
     assert primary["scale"] == "pass_rate" and primary["test"] == "paired t"
     assert (primary["ci_low"] > 0) == (primary["p_value"] < 0.05)
-    assert list(sens["test"]) == ["sign-flip randomisation", "McNemar exact", "GEE (identity link, exchangeable, task clusters)"]
+    assert list(sens["test"]) == ["sign-flip randomisation", "McNemar exact",
+                                  "GEE (identity link, exchangeable, task clusters; bias-reduced SE, t with tasks − 1 df)"]
     assert sens["p_adjusted"].isna().all() and sens["significant"].isna().all()  # no family, no verdict
     text = tier_table(t, "sensitivity")
     assert "(repetitions: majority)" in text and "p (Holm)" not in text
     assert "pass@1" in "\n".join(methods_lines(plan))
+
+
+def test_a_plan_with_hypotheses_names_the_family_that_carries_its_claim():
+    d = P.load_plan("params/analysis_plan_all_repetitions.yaml").model_dump(mode="json")
+    assert P.parse_plan(d).claim == "hypotheses"
+    with pytest.raises(P.PlanError, match="claim_family: a plan with hypotheses must say which family"):
+        P.parse_plan({**d, "claim_family": None}, "plan.yaml")
+    with pytest.raises(P.PlanError, match="claim_family: hypotheses, but the plan declares no hypotheses"):
+        P.parse_plan({**d, "hypotheses": []}, "plan.yaml")
+    assert P.parse_plan({**d, "hypotheses": [], "claim_family": None}).claim == "primary"
+    # unset, the key stays out of the canonical plan: a plan without hypotheses keeps its hash
+    assert "claim_family" not in P.plan_yaml(P.parse_plan({**d, "hypotheses": [], "claim_family": None}))

@@ -62,3 +62,43 @@ def test_sensitivity_spans_the_pilots_interval_for_both_analyses():
     assert need == sorted(need)  # a higher loss rate needs more tasks
     t = table[table["analysis"].str.startswith("all")]
     assert (t["power_at_n"].dropna() >= 0.8).all() and t["n_tasks"].is_monotonic_increasing
+
+
+def test_the_planner_plans_at_the_level_the_plan_tests_its_claim_at():
+    from analysis_lib import plan as P
+
+    default = P.load_plan("params/analysis_plan.yaml")
+    level = power.claim_level(default, 2)
+    # Holm over 3 primary metrics x 2 pairs: the first (smallest) level is alpha / 6.
+    assert level.family == "primary" and level.alpha == pytest.approx(0.05 / 6) and "Holm" in level.why
+    seq = power.claim_level(P.load_plan("params/analysis_plan_all_repetitions.yaml"), 2)
+    assert seq.family == "hypotheses" and seq.alpha == pytest.approx(0.025)
+    trials = pd.DataFrame({
+        "profile": ["a"] * 60 + ["b"] * 60,
+        "task_id": [f"t{i // 3}" for i in range(60)] * 2,
+        "success": [i % 3 != 0 for i in range(60)] + [i % 5 != 0 for i in range(60)],
+    })
+    pilot = power.pilot_of(trials, "a", "b")
+    at_level, at_alpha = (power.sensitivity(pilot, 0.10, alpha=x) for x in (level.alpha, 0.05))
+    both = at_level["n_tasks"].notna() & at_alpha["n_tasks"].notna()
+    assert both.any() and (at_level.loc[both, "n_tasks"] > at_alpha.loc[both, "n_tasks"]).all()
+
+
+def test_planning_runs_on_request_and_shows_both_answers(tmp_path):
+    from analysis_lib import plan as P
+    from analysis_lib.report.comparison_report import write_comparisons
+    from analysis_lib.simulate import simulate_metrics
+
+    m = simulate_metrics(3, 20, 3, ("text", "codegraph"))
+    d = P.load_plan().model_dump(mode="json")
+    d["bootstrap"]["n_resamples"] = 200
+    plan = P.parse_plan(d)
+    check = P.PlanCheck(plan, P.plan_hash(plan), "plan.yaml")
+    write_comparisons(m, tmp_path / "quick", plan_check=check, baseline="text")
+    quick = (tmp_path / "quick" / "comparison_report.md").read_text()
+    assert "computed on request" in quick and "--plan-next" in quick and "Tokens, 20% fewer" not in quick
+    write_comparisons(m, tmp_path / "full", plan_check=check, baseline="text", plan_next=True)
+    full = (tmp_path / "full" / "comparison_report.md").read_text()
+    assert "**Planned at alpha 0.0167**" in full  # Holm over 3 metrics x 1 pair
+    assert "tasks needed at alpha 0.0167 (the plan's)" in full and "at alpha 0.05 (a test alone)" in full
+    assert "Tokens, 20% fewer" in full

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from analysis_lib.bench.adapters import _estimate_cost
+from analysis_lib.ingest.atif import parse_trajectory
+from analysis_lib.metrics import trial_metrics
 from analysis_lib.pricing import estimate_cost
+from analysis_lib.trial import Trial
 
 SONNET, HAIKU = "claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001"
 
@@ -26,10 +29,24 @@ def _step(model, prompt, out, cached, written):
 
 
 def test_a_subagent_call_is_priced_at_its_own_model():
-    atif = {"agent": {"model_name": SONNET}, "steps": [{"source": "user", "message": "x"}, _step(SONNET, 1000, 10, 500, 400)],
-            "subagent_trajectories": [{"agent": {"model_name": HAIKU}, "steps": [_step(HAIKU, 2000, 100, 1000, 800)]}]}
+    atif = {"schema_version": "ATIF-v1.7", "agent": {"name": "claude-code", "version": "2", "model_name": SONNET},
+            "steps": [{"source": "user", "message": "x"}, _step(SONNET, 1000, 10, 500, 400)],
+            "subagent_trajectories": [{"schema_version": "ATIF-v1.7", "trajectory_id": "s", "agent": {"model_name": HAIKU},
+                                       "steps": [_step(HAIKU, 2000, 100, 1000, 800)]}]}
     main = 100 * 3e-6 + 500 * 0.3e-6 + 400 * 3.75e-6 + 10 * 15e-6
     sub = 200 * 1e-6 + 1000 * 0.1e-6 + 800 * 1.25e-6 + 100 * 5e-6  # Haiku 4.5: $1 / $5 / $0.10 / $1.25
     assert _estimate_cost(atif) == pytest.approx(main + sub)
     atif["subagent_trajectories"][0]["steps"][0]["model_name"] = "unpriced-model"
     assert _estimate_cost(atif) is None  # unknown, never a wrong number
+
+
+def test_the_runner_and_the_analysis_price_a_trial_alike():
+    """One pricing rule: the runner's estimate of a trajectory is the cost the analysis reports for it."""
+    atif = {"schema_version": "ATIF-v1.7", "agent": {"name": "claude-code", "version": "2", "model_name": SONNET},
+            "steps": [{"source": "user", "message": "x"}, _step(SONNET, 1000, 10, 500, 400), _step(HAIKU, 3000, 30, 0, 0)],
+            "final_metrics": {"total_prompt_tokens": 5000, "total_completion_tokens": 60}}
+    row = trial_metrics(Trial("p", "t", 1, "r", "x", "run_layout", trajectory=parse_trajectory(atif)))
+    # Calls at their own model; the 1,000 input and 20 output tokens the totals record beyond the calls at Sonnet.
+    expected = (100 * 3e-6 + 500 * 0.3e-6 + 400 * 3.75e-6 + 10 * 15e-6) + (3000 * 1e-6 + 30 * 5e-6) + (1000 * 3e-6 + 20 * 15e-6)
+    assert row["cost_estimated"] and row["total_cost_usd"] == pytest.approx(expected)
+    assert _estimate_cost(atif) == pytest.approx(row["total_cost_usd"])

@@ -54,3 +54,6 @@ def test_pass_at_k_is_the_share_of_k_subsets_by_enumeration_and_pairs_tasks():
         diff = table.loc[(k, "b", "a", "pass^k")]
         assert diff["estimate"] == pytest.approx(1 - by_subsets(k, True)) and diff["ci_low"] <= diff["estimate"] <= diff["ci_high"]
     assert table.loc[(4, "a", "", "pass@k"), "n_tasks_short"] == 1  # t2 has 3 repetitions only
+    # the paired row leaves t2 out at k = 4 too, and says so (it used to report 0 short tasks)
+    assert table.loc[(4, "b", "a", "pass@k"), "n_tasks"] == 2 and table.loc[(4, "b", "a", "pass@k"), "n_tasks_short"] == 1
+    assert table.loc[(3, "b", "a", "pass@k"), "n_tasks_short"] == 0

@@ -173,6 +173,27 @@ def test_paper_snippets_quote_macros_not_numbers(tmp_path):
     assert "codecanvas" not in written  # no CodeCanvas table given, none written
 
 
+def test_the_prose_states_which_family_carries_the_claim_and_follows_it(tmp_path):
+    from analysis_lib.hypotheses import COLUMNS as HYP_COLUMNS
+
+    hyp = pd.DataFrame([{"profile_a": "a", "profile_b": "b", "step": 1, "metric": "success", "label": "pass@1",
+                         "claim": "noninferior", "margin": 5.0, "margin_low": -5.0, "margin_high": 5.0, "unit": "pp",
+                         "confidence": 0.95, "estimate": 8.0, "ci_low": -1.0, "ci_high": 17.0, "result": "holds",
+                         "reason": "the worse end of the interval is within the margin"}], columns=HYP_COLUMNS)
+    record = paper.PlanRecord("f" * 64, "plan", "2026-01-01T00:00:00Z", claim_family="hypotheses")
+    inputs = paper.PaperInputs(_metrics(), _comparisons(), simulated=True, baseline="a", plan=record, hypotheses=hyp)
+    macros = paper.quoted_macros(inputs)
+    prose = paper._results_paragraph(inputs, macros)
+    assert "confirmatory claim is the plan's fixed sequence" in prose and "comparisons below are supportive" in prose
+    assert "\\HypothesisSuccessBVsAResult{}" in prose and {"HypothesisSuccessBVsAEst", "HypothesisSuccessBVsALow"} <= {
+        m.name for m in macros}
+    assert not re.search(r"\d", re.sub(r"\\[A-Za-z]+|95\\%|pass@1", "", prose))  # pass@1 is a name, not a number
+    primary = paper._results_paragraph(paper.PaperInputs(_metrics(), _comparisons(), plan=paper.PlanRecord("f" * 64, "p")),
+                                       macros)
+    assert "confirmatory claim rests on the primary tier" in primary
+    assert paper.PlanRecord.from_sidecar({"plan": {"claim_family": "hypotheses"}}).claim_family == "hypotheses"
+
+
 def test_pipe_table_escapes_pipes():
     assert markdown.pipe_table(pd.DataFrame({"a": ["x|y"], "b": [np.nan]})) == "| a | b |\n|---|---|\n| x\\|y |  |"
 

@@ -154,3 +154,36 @@ def test_the_cache_lives_in_the_output_folder_not_in_the_runs(runs, tmp_path):
     _analyse(runs, out)
     assert (out / ".cache" / trials_table.CACHE_FILE).is_file()
     assert sorted(p.relative_to(runs) for p in runs.rglob("*")) == before
+
+
+@pytest.mark.real_fixtures
+@pytest.mark.parametrize("layout", ["nested", "beside"])
+def test_a_changed_subagent_file_reads_its_session_again(real_fixtures, tmp_path, reads, layout):
+    """A Claude Code session's subagent transcripts are part of what its row is read from, in both layouts."""
+    src = real_fixtures / "claude-code-spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(src, runs / src.name)
+    sub_dir = runs / src.stem / "subagents" if layout == "nested" else runs
+    sub_dir.mkdir(parents=True, exist_ok=True)
+    sub = sub_dir / "agent-a2898e3.jsonl"
+    shutil.copy(src.parent / src.stem / "subagents" / sub.name, sub)
+    cache = tmp_path / "cache"
+    first = trials_table.trials_table(runs, cache_dir=cache, workers=1)
+    assert trials_table.trials_table(runs, cache_dir=cache, workers=1).cache_hits == 1
+    lines = sub.read_bytes().splitlines(keepends=True)
+    sub.write_bytes(b"".join(lines[: len(lines) // 2]))  # the subagent's transcript, cut in half
+    _bump(sub)
+    reads.clear()
+    again = trials_table.trials_table(runs, cache_dir=cache, workers=1)
+    assert again.cache_hits == 0 and reads == [str(runs / src.name)]
+    assert again.frame["total_input_tokens"].iloc[0] < first.frame["total_input_tokens"].iloc[0]
+
+
+def test_the_code_version_covers_every_module_a_row_is_computed_by():
+    """A metric is defined and computed by its registry entry: changing the registry (or metrics) must invalidate rows."""
+    root = os.path.dirname(os.path.abspath(trials_table.__file__))
+    source = open(trials_table.__file__, encoding="utf-8").read()
+    for module in ("registry.py", "metrics.py", "tools.py", "trial.py", "pricing.py"):
+        assert f'"{module}"' in source.split("def code_version", 1)[1].split("return", 1)[0], module
+        assert os.path.isfile(os.path.join(root, module))

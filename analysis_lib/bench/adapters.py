@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..fileio import atomic_write_bytes, atomic_write_json, iter_jsonl, read_json
+from ..ingest.atif import parse_trajectory
 from ..ingest.claude_code import model_usage_totals, stream_json_to_atif, transcript_to_atif
 from ..ingest.mcpbr import read_mcpbr_results
-from ..pricing import estimate_cost
+from ..metrics import estimated_cost
 from ..trial import InputError
 from .environment import program_version
 from .manifest import ClaudeCodeCondition, ClaudeCodeSettings, CommandCondition, HarborCondition, Manifest, Task, is_url
@@ -353,26 +354,10 @@ def _mcp_exposure(outcome: AgentOutcome, summary: dict[str, Any], atif: dict | N
 
 
 def _estimate_cost(atif: dict) -> float | None:
-    """USD priced call by call at each call's own model (subagents included); None when a model is unpriced."""
-    total = 0.0
-    for t in (atif, *atif.get("subagent_trajectories", [])):
-        default_model = (t.get("agent") or {}).get("model_name")
-        for step in t.get("steps", []):
-            m = step.get("metrics")
-            if step.get("source") != "agent" or not m:
-                continue
-            extra = m.get("extra") or {}
-            c = estimate_cost(
-                step.get("model_name") or default_model,
-                m.get("prompt_tokens") or 0,
-                m.get("completion_tokens") or 0,
-                m.get("cached_tokens") or 0,
-                int(extra.get("cache_creation_input_tokens") or 0),
-            )
-            if c is None:
-                return None
-            total += c
-    return round(total, 8)
+    """USD of the trajectory's calls by the one pricing rule of the analysis (:func:`analysis_lib.metrics.estimated_cost`:
+    each call at its own model, subagents included); None when a model is unpriced."""
+    cost = estimated_cost(parse_trajectory(atif), None)
+    return None if cost is None else round(cost, 8)
 
 
 def run_claude_code(ctx: TrialContext) -> AgentOutcome:

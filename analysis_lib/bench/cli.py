@@ -1,4 +1,4 @@
-"""``python -m analysis_lib bench {full,spike,import-mcpbr}``: the benchmark runner's command line.
+"""``python -m analysis_lib bench {full,spike,replay,import-mcpbr}``: the benchmark runner's command line.
 
 Exit codes: 0 done (including a budget stop, which is recorded, not an error), 1 trials ran but
 the run could not finish or every trial of a condition failed for agent or evaluator reasons, 2 bad arguments or manifest, 130 interrupted (re-run to resume).
@@ -11,6 +11,7 @@ import signal
 import sys
 
 from ..fileio import atomic_write_json
+from ..plan import default_plan_path, load_plan
 from . import runner
 from .adapters import import_mcpbr
 from .journal import PlanMismatchError
@@ -69,9 +70,44 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("-q", "--quiet", action="store_true")
 
+    r = sub.add_parser("replay", help="apply the analysis plan's sequential design to a finished run: where it would "
+                                      "have stopped, the spend saved, whether the decisions match the full run",
+                       description="Replay a finished run under the plan's sequential design, as if it had run task by "
+                                   "task. Nothing is written into RUNS_DIR.")
+    r.add_argument("runs_dir", metavar="RUNS_DIR", help="a finished run (the runner's runs folder, or any runs the analysis reads)")
+    r.add_argument("--analysis-plan", required=True, metavar="YAML",
+                   help="analysis plan with a sequential section (e.g. params/analysis_plan_sequential.yaml)")
+    r.add_argument("--order", choices=["auto", "schedule", "time"], default="auto",
+                   help="task order: the runner's schedule in RUNS_DIR/full_run.json (schedule), the start of each "
+                        "task's first trial (time), or the schedule when there is one, else time (auto, the default)")
+    r.add_argument("--baseline", metavar="PROFILE",
+                   help="baseline profile (default: the plan's, else the one index.json declares, else the first in sort order)")
+    r.add_argument("--output", metavar="FILE", help="also write the replay as JSON here (never inside RUNS_DIR)")
+    r.add_argument("--workers", type=int, metavar="N", help="processes reading trials (default: all cores; 1: no pool)")
+
     i = sub.add_parser("import-mcpbr", help="read an mcpbr results.json as trials and list them")
     i.add_argument("results", metavar="RESULTS_JSON")
     return p
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """``bench replay``: print the replay (and write it with ``--output``); exit 0, or 2 on bad input."""
+    from pathlib import Path
+
+    from .replay import describe_replay, replay_json, replay_runs
+
+    runs = Path(args.runs_dir)
+    if not runs.is_dir():
+        raise ValueError(f"{args.runs_dir}: not a folder")
+    if args.output and Path(args.output).resolve().is_relative_to(runs.resolve()):
+        raise ValueError(f"--output {args.output}: inside the runs folder, which the analysis only reads")
+    a_plan = load_plan(args.analysis_plan)
+    rep = replay_runs(runs, a_plan, baseline=args.baseline, order=args.order, workers=args.workers)
+    print("\n".join(describe_replay(rep, a_plan)))
+    if args.output:
+        atomic_write_json(args.output, replay_json(rep))
+        print(f"replay written to {args.output}")
+    return 0
 
 
 def cli(argv: list[str]) -> int:
@@ -81,7 +117,8 @@ def cli(argv: list[str]) -> int:
     try:
         if args.command == "full":
             if args.dry_run:
-                p = runner.plan(args.manifest, args.runs_per_condition, args.seed, args.phase_budget_usd)
+                a_plan = load_plan(args.analysis_plan if args.analysis_plan else default_plan_path())
+                p = runner.plan(args.manifest, args.runs_per_condition, args.seed, args.phase_budget_usd, a_plan)
                 print(p.describe())
                 obj = runner.dry_run_json(p)
                 for line in obj["preflight"]:
@@ -99,6 +136,8 @@ def cli(argv: list[str]) -> int:
                 quiet=args.quiet,
                 analysis_plan=args.analysis_plan,
             )
+        elif args.command == "replay":
+            return _replay(args)
         elif args.command == "spike":
             m = runner.spike_manifest(
                 args.task_id,
@@ -136,6 +175,7 @@ def cli(argv: list[str]) -> int:
         f"{res['status']}: {s['finished']}/{s['trials']} trials finished ({s['passed']} passed, {s['failed']} failed, "
         f"{s['evaluation_errors']} evaluation errors, {s['agent_errors']} agent errors), spent ${res['budget']['spent_usd']:.2f}"
         + (f"; {res['budget']['stop_reason']}" if res["budget"]["stopped"] else "")
+        + (f"; sequential stop: {res['sequential']['reason']}" if (res.get("sequential") or {}).get("stopped") else "")
     )
     for status, n in (s.get("by_status") or {}).items():
         print(f"  {status}: {n}")

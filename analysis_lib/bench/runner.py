@@ -39,15 +39,18 @@ from .. import plan as plan_mod
 from ..fileio import atomic_write_bytes, atomic_write_json, read_json
 from ..trial import InputError
 from . import adapters as _adapters
+from . import looks as looks_mod
 from .budget import BudgetGuard, project_spend
 from .environment import git_commit, pair_warnings, tool_commit
 from .evaluate import EvaluationResult, run_evaluation
 from .journal import Journal, state_dir
 from .manifest import Manifest, is_url, load_manifest, manifest_sha256, parse_manifest
 from .process import check_stop, git
-from .schedule import build_schedule, pairs, trial_key
+from .schedule import build_schedule, pairs, task_order, trial_key
 
 GENERATOR = "analysis_lib.bench"
+# Trial statuses of scheduled trials that did not run.
+NOT_RUN = ("pending", "skipped_budget", "skipped_sequential")
 DEFAULT_MODEL = "claude-sonnet-4-5-20250929"
 TS_FORMAT = "%Y-%m-%d__%H-%M-%S"
 
@@ -64,6 +67,8 @@ class Plan:
     # Private so that notebooks listing a plan's attributes show the tables, not a long list.
     _entries: list[dict]
     projection: dict
+    # The analysis plan's sequential design (looks and boundaries), when it declares one.
+    sequential: dict | None = None
 
     def entries(self) -> list[dict]:
         """The schedule entries ``{"pair", "task_id", "run", "condition", "position"}`` in execution order."""
@@ -104,6 +109,7 @@ class Plan:
             "tasks": [t.id for t in m.tasks],
             "schedule": self.entries(),
             "projection": self.projection,
+            **({"sequential": self.sequential} if self.sequential is not None else {}),
         }
 
     def describe(self) -> str:
@@ -121,23 +127,33 @@ class Plan:
             f"phase budget ${p['phase_budget_usd']:.2f}, guardrail at ${p['limit_usd']:.2f}: "
             + ("all pairs fit" if p["fits"] else f"only {p['pairs_within_limit']} of {p['pairs']} pairs fit")
         )
+        if self.sequential is not None:
+            lines += looks_mod.describe(self.sequential)
         return "\n".join(lines)
 
 
-def make_plan(manifest: Manifest, runs_per_condition: int, seed: int, phase_budget_usd: float, manifest_source: str | None = None) -> Plan:
-    """Plan a validated manifest (see :func:`plan`)."""
+def make_plan(manifest: Manifest, runs_per_condition: int, seed: int, phase_budget_usd: float, manifest_source: str | None = None,
+              analysis_plan: plan_mod.AnalysisPlan | None = None) -> Plan:
+    """Plan a validated manifest (see :func:`plan`); a sequential analysis plan gets the sequential schedule and its looks."""
     if not phase_budget_usd > 0:
         raise ValueError(f"phase_budget_usd: must be > 0, got {phase_budget_usd}")
     conds = [c.name for c in manifest.conditions]
-    entries = build_schedule([t.id for t in manifest.tasks], conds, runs_per_condition, seed)
+    sequential = analysis_plan is not None and analysis_plan.sequential is not None
+    entries = build_schedule([t.id for t in manifest.tasks], conds, runs_per_condition, seed, by_task=sequential)
     proj = project_spend(len(entries), len(conds), manifest.budget.estimated_cost_per_trial_usd, phase_budget_usd)
     proj["basis"] = "manifest budget.estimated_cost_per_trial_usd"
-    return Plan(manifest, manifest_source, seed, runs_per_condition, float(phase_budget_usd), entries, proj)
+    design = None
+    if sequential:
+        assert analysis_plan is not None
+        design = looks_mod.design_record(analysis_plan, len(manifest.tasks), conds, phase_budget_usd, proj["limit_usd"],
+                                         manifest.budget.estimated_cost_per_trial_usd * runs_per_condition * len(conds))
+    return Plan(manifest, manifest_source, seed, runs_per_condition, float(phase_budget_usd), entries, proj, design)
 
 
-def plan(manifest_path: str | os.PathLike, runs_per_condition: int, seed: int, phase_budget_usd: float) -> Plan:
+def plan(manifest_path: str | os.PathLike, runs_per_condition: int, seed: int, phase_budget_usd: float,
+         analysis_plan: plan_mod.AnalysisPlan | None = None) -> Plan:
     """Validate the manifest and build the seeded schedule and its spend projection (nothing runs)."""
-    return make_plan(load_manifest(manifest_path), runs_per_condition, seed, phase_budget_usd, str(manifest_path))
+    return make_plan(load_manifest(manifest_path), runs_per_condition, seed, phase_budget_usd, str(manifest_path), analysis_plan)
 
 
 # -- one trial ------------------------------------------------------------------------------------
@@ -245,6 +261,8 @@ class _RunContext:
     tool_commit: str | None
     log: Callable[[str], None]
     env_warnings: list[str] = field(default_factory=list)
+    looks: list[dict] = field(default_factory=list)  # interim looks so far (sequential design)
+    seq_stop_pair: int | None = None  # first pair not run because the sequential design stopped the study
 
 
 def run_trial(rc: _RunContext, entry: dict) -> dict:
@@ -446,7 +464,7 @@ def _result_json(rc: _RunContext, entry: dict, record: dict, outcome, evaluation
 # -- the whole run -------------------------------------------------------------------------------
 
 
-def _trial_rows(plan_: Plan, done: dict[str, dict], guard: BudgetGuard) -> list[dict]:
+def _trial_rows(plan_: Plan, done: dict[str, dict], guard: BudgetGuard, seq_stop_pair: int | None = None) -> list[dict]:
     rows = []
     for e in plan_._entries:
         k = trial_key(e)
@@ -454,11 +472,12 @@ def _trial_rows(plan_: Plan, done: dict[str, dict], guard: BudgetGuard) -> list[
             rows.append(done[k])
         else:
             skipped = guard.stopped and guard.stopped_before_pair is not None and e["pair"] >= guard.stopped_before_pair
+            stopped = seq_stop_pair is not None and e["pair"] >= seq_stop_pair
             rows.append(
                 {
                     **e,
                     "key": k,
-                    "status": "skipped_budget" if skipped else "pending",
+                    "status": "skipped_sequential" if stopped else ("skipped_budget" if skipped else "pending"),
                     "outcome": None,
                     "evaluation": None,
                     "cost_usd": None,
@@ -473,9 +492,10 @@ def _summary(rows: list[dict]) -> dict:
     count = lambda f: sum(1 for r in rows if f(r))  # noqa: E731
     return {
         "trials": len(rows),
-        "finished": count(lambda r: r["status"] not in ("pending", "skipped_budget")),
+        "finished": count(lambda r: r["status"] not in NOT_RUN),
         "pending": count(lambda r: r["status"] == "pending"),
         "skipped_budget": count(lambda r: r["status"] == "skipped_budget"),
+        "skipped_sequential": count(lambda r: r["status"] == "skipped_sequential"),
         "passed": count(lambda r: r.get("outcome") == "passed"),
         "failed": count(lambda r: r.get("outcome") == "failed"),
         "evaluation_errors": count(lambda r: r.get("outcome") == "evaluation_error"),
@@ -492,14 +512,14 @@ def failed_conditions(rows: list[dict]) -> list[str]:
     bad = ("agent_error", "agent_timeout", "setup_error")
     out = []
     for cond in dict.fromkeys(r["condition"] for r in rows):
-        done = [r for r in rows if r["condition"] == cond and r["status"] not in ("pending", "skipped_budget")]
+        done = [r for r in rows if r["condition"] == cond and r["status"] not in NOT_RUN]
         if done and all(r["status"] in bad or r.get("outcome") == "evaluation_error" for r in done):
             out.append(cond)
     return out
 
 
 def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, status: str, output: Path | None) -> dict:
-    rows = _trial_rows(rc.plan, done, guard)
+    rows = _trial_rows(rc.plan, done, guard, rc.seq_stop_pair)
     warnings = pair_warnings(rows)
     obj = {
         **rc.plan.to_json(),
@@ -518,6 +538,14 @@ def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, s
         "trials": rows,
         "summary": _summary(rows),
     }
+    if rc.plan.sequential is not None:
+        last = rc.looks[-1] if rc.looks else None
+        stopped = last is not None and last["decision"] not in ("continue", "final", "budget")
+        obj["sequential"] = {**rc.plan.sequential, "looks": rc.looks, "stopped": stopped,
+                             "decision": last["decision"] if last else "continue",
+                             "reason": last.get("reason") if stopped and last else None,
+                             "stop_look": last["look"] if stopped and last else None,
+                             "task_order": task_order(rc.plan._entries)}
     # runs_dir: where the trials are, relative to the file (no machine path), for `analysis_lib results`.
     atomic_write_json(rc.runs_dir / "full_run.json", {**obj, "runs_dir": "."})
     if output is not None:
@@ -580,9 +608,13 @@ def run_plan(
     # run record before the first trial: that record is the pre-registration the reports date.
     a_path = analysis_plan if analysis_plan is not None else plan_mod.default_plan_path()
     a_plan = plan_mod.load_plan(a_path)
+    if (a_plan.sequential is None) != (plan_.sequential is None):
+        raise ValueError(f"{plan_mod.display_path(a_path)}: the schedule was planned "
+                         f"{'without' if plan_.sequential is None else 'with'} the analysis plan's sequential design; "
+                         "plan the run with the same analysis plan")
     journal = Journal(runs_path)
     requested = plan_.to_json()
-    journal.check_plan(requested)
+    journal.check_plan(requested, ("seed", "manifest_sha256", "runs_per_condition", "schedule", "sequential"))
     stored = journal.load_plan()
     started_at = stored["started_at"] if stored else _iso(_now().replace(microsecond=0))
     if stored is None:
@@ -605,12 +637,13 @@ def run_plan(
         log(f"resuming: {len(done)} of {len(plan_._entries)} trials already finished in {runs_path}")
     _write_outputs(rc, done, guard, "running", out_path)
     n_total = len(plan_._entries)
+    seq = _Sequential(rc, a_plan, guard) if plan_.sequential is not None else None
     try:
         for group in pairs(plan_._entries):
+            if seq is not None and seq.stopped:
+                break
             missing = [e for e in group if trial_key(e) not in done]
-            if not missing:
-                continue
-            if not guard.check_pair(group[0]["pair"], len(missing)):
+            if missing and not guard.check_pair(group[0]["pair"], len(missing)):
                 log(f"budget stop: {guard.stop_reason}")
                 break
             for e in missing:
@@ -633,6 +666,12 @@ def run_plan(
                 for w in rec.get("warnings") or []:
                     log(f"    warning: {w}")
                 _write_outputs(rc, done, guard, "running", out_path)
+            if seq is not None:
+                seq.after_pair(group[0]["pair"], done)
+                if seq.stopped:
+                    _write_outputs(rc, done, guard, "running", out_path)
+        if seq is not None and not seq.stopped:
+            seq.final(done, "budget" if guard.stopped else None)
         check_stop()
     except KeyboardInterrupt:
         _write_outputs(rc, done, guard, "interrupted", out_path)
@@ -640,10 +679,101 @@ def run_plan(
         raise
     # Staging folders of trials cut short and never re-run (e.g. after a budget stop) are debris now.
     shutil.rmtree(state_dir(runs_path) / "staging", ignore_errors=True)
-    final = _write_outputs(rc, done, guard, "budget_stop" if guard.stopped else "complete", out_path)
+    status = "sequential_stop" if seq is not None and seq.stopped_early else ("budget_stop" if guard.stopped else "complete")
+    final = _write_outputs(rc, done, guard, status, out_path)
     for w in final["environment_warnings"]:
         log(f"warning: environment: {w}")
     return final
+
+
+class _Sequential:
+    """The interim looks of a run: due after the declared share of tasks (or of spend), journaled, resumable."""
+
+    def __init__(self, rc: _RunContext, a_plan: plan_mod.AnalysisPlan, guard: BudgetGuard):
+        self.rc, self.a_plan, self.guard = rc, a_plan, guard
+        self.design = a_plan.sequential
+        self.order = task_order(rc.plan._entries)
+        self.n_tasks = len(self.order)
+        self.conditions = [c.name for c in rc.plan.manifest.conditions]
+        # The pair that completes each task (the schedule runs a task's pairs back to back).
+        self.last_pair = {e["task_id"]: e["pair"] for e in rc.plan._entries}
+        rc.looks = looks_mod.load_looks(rc.runs_dir)
+        self.stopped = bool(rc.looks) and rc.looks[-1]["decision"] != "continue"
+        self.stopped_early = self.stopped and rc.looks[-1]["decision"] not in ("final", "budget")
+        if self.stopped_early:
+            self._mark_stop()
+            rc.log(f"sequential stop already recorded at look {rc.looks[-1]['look']}: {rc.looks[-1].get('reason')}")
+
+    def _complete(self, done: dict[str, dict]) -> int:
+        """Tasks complete in schedule order (a prefix of the task order)."""
+        keys = {}
+        for e in self.rc.plan._entries:
+            keys.setdefault(e["task_id"], []).append(trial_key(e))
+        n = 0
+        for t in self.order:
+            if not all(k in done for k in keys[t]):
+                break
+            n += 1
+        return n
+
+    def _due(self, n_complete: int) -> bool:
+        seen = {lk["tasks"] for lk in self.rc.looks}
+        if n_complete == 0 or n_complete in seen:
+            return False
+        if n_complete == self.n_tasks:
+            return True
+        if self.design.timing == "tasks":
+            return n_complete in self.rc.plan.sequential["look_tasks"]
+        # Spend timing: the next declared share of the guardrail has been spent since the last look.
+        limits = self.rc.plan.sequential["look_spend_usd"]
+        passed = sum(1 for x in limits if self.guard.spent_usd >= x - 1e-9)
+        return passed > len(self.rc.looks)
+
+    def after_pair(self, pair: int, done: dict[str, dict]) -> None:
+        task = next(e["task_id"] for e in self.rc.plan._entries if e["pair"] == pair)
+        if self.last_pair[task] != pair:
+            return
+        n = self._complete(done)
+        if self._due(n):
+            self._look(n, done, final=n == self.n_tasks, ended_by=None)
+
+    def final(self, done: dict[str, dict], ended_by: str | None) -> None:
+        """The final analysis when the schedule ran out or the budget ended it (all remaining alpha)."""
+        n = self._complete(done)
+        if n == 0 or (self.rc.looks and self.rc.looks[-1]["decision"] != "continue"):
+            return
+        if self.rc.looks and self.rc.looks[-1]["tasks"] == n:
+            self.rc.looks.pop()  # the final analysis replaces the interim look on the same data
+        self._look(n, done, final=True, ended_by=ended_by)
+
+    def _look(self, n: int, done: dict[str, dict], *, final: bool, ended_by: str | None) -> None:
+        looks = self.rc.looks
+        sizes = [lk["tasks"] for lk in looks] + [n]
+        times = [lk.get("at") for lk in looks] + [_iso(_now())]
+        spent = [lk.get("spent_usd") for lk in looks] + [round(self.guard.spent_usd, 6)]
+        mon = looks_mod.run_look(self.rc.runs_dir, self.a_plan, self.conditions, self.order, sizes, self.n_tasks,
+                                 list(done.values()), final=final, ended_by=ended_by, times=times, spent=spent)
+        self.rc.looks = mon.looks
+        looks_mod.save_looks(self.rc.runs_dir, self.rc.looks)
+        rec = self.rc.looks[-1]
+        stats_ = "; ".join(f"{h['metric']} ({h['profile_b']} vs {h['profile_a']}) p={_p(h['p_value'])} "
+                           f"boundary p<={_p(h['nominal_p'])}: {h['status']}" for h in rec["hypotheses"])
+        self.rc.log(f"look {rec['look']} ({n} of {self.n_tasks} tasks, ${self.guard.spent_usd:.2f} spent): {stats_}; "
+                    f"{rec['decision']}" + (f": {rec['reason']}" if rec.get("reason") else ""))
+        if rec["decision"] != "continue":
+            self.stopped = True
+            self.stopped_early = rec["decision"] not in ("final", "budget")
+            if self.stopped_early:
+                self._mark_stop()
+
+    def _mark_stop(self) -> None:
+        n = self.rc.looks[-1]["tasks"]
+        later = [e["pair"] for e in self.rc.plan._entries if e["task_id"] in set(self.order[n:])]
+        self.rc.seq_stop_pair = min(later) if later else None
+
+
+def _p(x) -> str:
+    return "–" if x is None else f"{x:.4g}"
 
 
 def dry_run_json(plan_: Plan) -> dict:
@@ -675,10 +805,11 @@ def run_full(
     to ``output`` and runs nothing. Otherwise see :func:`run_plan` (resumable: the same call after a
     crash runs only the missing trials).
     """
+    a_plan = plan_mod.load_plan(analysis_plan if analysis_plan is not None else plan_mod.default_plan_path())
     if isinstance(manifest_path, Manifest):
-        p = make_plan(manifest_path, runs_per_condition, seed, phase_budget_usd, None)
+        p = make_plan(manifest_path, runs_per_condition, seed, phase_budget_usd, None, a_plan)
     else:
-        p = plan(manifest_path, runs_per_condition, seed, phase_budget_usd)
+        p = plan(manifest_path, runs_per_condition, seed, phase_budget_usd, a_plan)
     if dry_run:
         obj = dry_run_json(p)
         if output is not None:

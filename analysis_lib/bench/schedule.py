@@ -16,8 +16,13 @@ from collections.abc import Sequence
 SCHEDULE_KEYS = ("pair", "task_id", "run", "condition", "position")
 
 
-def build_schedule(task_ids: Sequence[str], conditions: Sequence[str], runs_per_condition: int, seed: int) -> list[dict]:
+def build_schedule(task_ids: Sequence[str], conditions: Sequence[str], runs_per_condition: int, seed: int,
+                   *, by_task: bool = False) -> list[dict]:
     """Entries ``{"pair", "task_id", "run", "condition", "position"}`` in execution order.
+
+    ``by_task`` (the sequential schedule): tasks in a seeded random order, each task's runs back to back,
+    so that every interim look finds whole tasks (the analysis unit) done and a stop leaves no task half
+    run; the conditions of each pair are still drawn in random order.
 
     ``pair`` counts pairs from 0 in execution order, ``run`` counts repetitions from 1, and
     ``position`` is the condition's place inside its pair (0 or 1 with two conditions). The same
@@ -35,6 +40,18 @@ def build_schedule(task_ids: Sequence[str], conditions: Sequence[str], runs_per_
     rng = random.Random(seed)
     schedule: list[dict] = []
     pair = 0
+    if by_task:
+        order = list(task_ids)
+        rng.shuffle(order)
+        for task_id in order:
+            for run in range(1, runs_per_condition + 1):
+                conds = list(conditions)
+                rng.shuffle(conds)
+                for position, condition in enumerate(conds):
+                    schedule.append({"pair": pair, "task_id": task_id, "run": run, "condition": condition,
+                                     "position": position})
+                pair += 1
+        return schedule
     for run in range(1, runs_per_condition + 1):
         order = list(task_ids)
         rng.shuffle(order)
@@ -55,6 +72,11 @@ def pairs(schedule: Sequence[dict]) -> list[list[dict]]:
             out.append([])
         out[-1].append(entry)
     return out
+
+
+def task_order(schedule: Sequence[dict]) -> list[str]:
+    """Task ids in the order of their first scheduled trial."""
+    return list(dict.fromkeys(e["task_id"] for e in schedule))
 
 
 def trial_key(entry: dict) -> str:

@@ -185,7 +185,9 @@ def _parse_step(raw: dict, index: int, path: str, warnings: list[str]) -> Step:
         if type(mextra) is dict:
             if not key:
                 key = mextra.get("message_id") or mextra.get("request_id")
-            step.cache_write_tokens = _int(mextra.get("cache_creation_input_tokens"))
+            v = mextra.get("cache_creation_input_tokens")
+            if v is not None:
+                step.cache_write_tokens = v if type(v) is int else _int(v)
         if key:
             step.usage_key = str(key)
     calls = get("tool_calls")
@@ -323,11 +325,12 @@ def _attach_subagents(traj: Trajectory, obj: dict, raw_steps: list, path: str, d
                 if not isinstance(ref, dict):
                     continue
                 tid, tpath = ref.get("trajectory_id"), ref.get("trajectory_path")
+                sub: Trajectory | None = None
                 if tid and str(tid) in embedded:
                     key = f"id:{tid}"
                     if key not in seen:
                         seen.add(key)
-                        traj.subagents.append(parse_trajectory(embedded[str(tid)], f"{path}#{tid}", _depth=depth + 1))
+                        sub = parse_trajectory(embedded[str(tid)], f"{path}#{tid}", _depth=depth + 1)
                 elif isinstance(tpath, str) and tpath:
                     target = _resolve_ref(path, tpath)
                     key = f"path:{target}"
@@ -338,14 +341,20 @@ def _attach_subagents(traj: Trajectory, obj: dict, raw_steps: list, path: str, d
                         traj.warnings.append(f"subagent path {tpath!r} points outside the trajectory's folder; ignored")
                         continue
                     try:
-                        traj.subagents.append(parse_trajectory(read_json(target, "trajectory"), target, _depth=depth + 1))
+                        sub = parse_trajectory(read_json(target, "trajectory"), target, _depth=depth + 1)
                     except InputError as exc:
                         traj.warnings.append(f"subagent {tpath!r} unreadable: {exc.error.message}")
                 else:
                     traj.warnings.append(f"subagent reference without a resolvable trajectory ({ref.get('session_id') or tid})")
-    for tid, sub in embedded.items():
+                if sub is not None:
+                    # Where it was started: the metrics place its calls after this call (see metrics.call_order).
+                    sid = r.get("source_call_id")
+                    sub.parent_call_id = None if sid is None else str(sid)
+                    sub.parent_step_id = _int(raw.get("step_id"))
+                    traj.subagents.append(sub)
+    for tid, raw_sub in embedded.items():
         if f"id:{tid}" not in seen:
-            traj.subagents.append(parse_trajectory(sub, f"{path}#{tid}", _depth=depth + 1))
+            traj.subagents.append(parse_trajectory(raw_sub, f"{path}#{tid}", _depth=depth + 1))
 
 
 def _follow_continuations(traj: Trajectory, obj: dict, path: str, depth: int) -> None:

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ..fileio import loads_lenient, read_bytes, read_json
 from ..tools import is_permission_denial
 from ..trial import InputError
@@ -544,19 +546,57 @@ def _with_path(exc: InputError, path: str | os.PathLike) -> InputError:
     return exc
 
 
-def _subagent_files(path: Path) -> list[Path]:
-    folder = path.with_suffix("") / "subagents"
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.glob("agent-*.jsonl") if p.is_file())
+# How much of a file is read to tell whose subagent it is (its first lines name the session).
+_SESSION_HEAD_BYTES = 65536
 
 
-def transcript_to_atif(path: str | os.PathLike, *, include_subagents: bool = True) -> dict[str, Any]:
+def parent_session(path: str | os.PathLike) -> Path | None:
+    """The session transcript a Claude Code subagent file belongs to; None for any other file.
+
+    Both layouts: ``<session>/subagents/agent-<id>.jsonl`` (Claude Code 2.1.2 and later) and
+    ``agent-<id>.jsonl`` beside ``<session>.jsonl`` (2.0), whose sidechain lines name the session
+    (``sessionId``). Only the file's first bytes are read.
+    """
+    p = Path(path)
+    if not p.name.startswith("agent-") or p.suffix != ".jsonl":
+        return None
+    if p.parent.name == "subagents":
+        session = p.parent.parent.parent / f"{p.parent.parent.name}.jsonl"
+        return session if session.is_file() else None
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(_SESSION_HEAD_BYTES)
+    except OSError:
+        return None
+    for raw in head.splitlines()[:20]:
+        try:
+            line = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue  # a blank line, or the last one cut by the read
+        if isinstance(line, dict) and line.get("isSidechain") is True and isinstance(line.get("sessionId"), str):
+            sid = line["sessionId"]
+            session = p.parent / f"{sid}.jsonl"
+            return session if "/" not in sid and session != p and session.is_file() else None
+    return None
+
+
+def subagent_files(path: str | os.PathLike) -> list[Path]:
+    """The subagent transcripts of a session file, in both layouts (see :func:`parent_session`)."""
+    p = Path(path)
+    folder = p.with_suffix("") / "subagents"
+    nested = sorted(f for f in folder.glob("agent-*.jsonl") if f.is_file()) if folder.is_dir() else []
+    beside = sorted(f for f in p.parent.glob("agent-*.jsonl") if f != p and f.is_file() and parent_session(f) == p)
+    return nested + beside
+
+
+def transcript_to_atif(path: str | os.PathLike, *, include_subagents: bool = True,
+                       subagents: list[str] | None = None) -> dict[str, Any]:
     """Convert a Claude Code session JSONL (``~/.claude/projects/<cwd>/<session>.jsonl``) to ATIF.
 
-    Subagent files ``<session>/subagents/agent-*.jsonl`` beside it and sidechain lines kept
-    inline by older CLIs become embedded ``subagent_trajectories`` (when ``include_subagents``);
-    otherwise they are left out and the totals are the main session's only.
+    Its subagent files (``<session>/subagents/agent-*.jsonl``, or ``agent-*.jsonl`` beside it for
+    Claude Code 2.0: :func:`subagent_files`, or ``subagents`` when discovery already found them) and
+    sidechain lines kept inline by older CLIs become embedded ``subagent_trajectories`` (when
+    ``include_subagents``); otherwise they are left out and the totals are the main session's only.
     Raises :class:`InputError` naming the file when it is unreadable, empty or has no message.
     """
     p = Path(path)
@@ -581,14 +621,14 @@ def transcript_to_atif(path: str | os.PathLike, *, include_subagents: bool = Tru
             inline.setdefault(key, []).append((n, o))
     subs: list[_SubSpec] = []
     if include_subagents:
-        for f in _subagent_files(p):
+        for f in subagent_files(p) if subagents is None else [Path(f) for f in subagents]:
             try:
                 sub_lines, sub_stats = read_jsonl_objects(f, STAGE)
             except InputError as exc:
                 warnings.append(f"subagent {f.name}: {exc.error.message}")
                 continue
             aid = f.stem[len("agent-") :]
-            aextra: dict[str, Any] = {"agent_id": aid, "source_file": f"{p.stem}/subagents/{f.name}"}
+            aextra: dict[str, Any] = {"agent_id": aid, "source_file": os.path.relpath(f, p.parent).replace(os.sep, "/")}
             meta_path = f.with_suffix(".meta.json")
             tool_use_id = None
             if meta_path.is_file():

@@ -8,7 +8,6 @@ readers take like any other. Formats are detected by content, never by file name
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from ..fileio import loads_lenient, read_bytes
@@ -46,12 +45,14 @@ def _kind_of_lines(objs: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def detect_transcript_kind(path: str | os.PathLike) -> str | None:
+def detect_transcript_kind(path: str | os.PathLike, head_bytes: int | None = None) -> str | None:
     """The transcript kind of a file (one of :data:`KINDS`), or None when it is none of them.
 
+    With ``head_bytes``, only the file's first bytes are read (their last, cut line left out; the
+    whole file when its first line is longer): discovery needs no more to tell a kind.
     Raises :class:`InputError` only when the file cannot be read.
     """
-    data = read_bytes(path, STAGE)
+    data = read_bytes(path, STAGE) if head_bytes is None else _head(path, head_bytes)
     if not data.strip():
         return None
     head = data.lstrip()[:1]
@@ -85,21 +86,33 @@ def detect_transcript_kind(path: str | os.PathLike) -> str | None:
     return _kind_of_lines(objs)
 
 
+def _head(path: str | os.PathLike, n: int) -> bytes:
+    """The first ``n`` bytes of a file up to its last complete line (the whole file when the first line is longer)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(n)
+    except OSError:
+        return read_bytes(path, STAGE)  # raises the one-line InputError naming the problem
+    if len(data) < n:
+        return data
+    cut = data.rfind(b"\n")
+    return data[:cut] if cut > 0 else read_bytes(path, STAGE)
+
+
 def is_subagent_transcript(path: str | os.PathLike) -> bool:
-    """True for ``<session>/subagents/agent-*.jsonl`` beside its ``<session>.jsonl``.
+    """True for a Claude Code subagent file whose session transcript is there, in either layout
+    (``<session>/subagents/agent-*.jsonl``, or ``agent-*.jsonl`` beside ``<session>.jsonl``).
 
     Such a file is converted with its session (embedded subagent); read on its own as well, its
-    API calls would be counted twice.
+    API calls would be counted twice and the session would lose them.
     """
-    p = Path(path)
-    if p.parent.name != "subagents" or not p.name.startswith("agent-") or p.suffix != ".jsonl":
-        return False
-    session_dir = p.parent.parent
-    return (session_dir.parent / f"{session_dir.name}.jsonl").is_file()
+    return claude_code.parent_session(path) is not None
 
 
-def convert_file(path: str | os.PathLike, kind: str | None = None, *, include_subagents: bool = True) -> dict[str, Any]:
-    """Convert one transcript to an ATIF trajectory dict (``kind`` detected when not given).
+def convert_file(path: str | os.PathLike, kind: str | None = None, *, include_subagents: bool = True,
+                 subagents: list[str] | None = None) -> dict[str, Any]:
+    """Convert one transcript to an ATIF trajectory dict (``kind`` detected when not given; a Claude Code
+    session's subagent files found, or ``subagents`` when given).
 
     Raises :class:`InputError` naming the file when it is unreadable or not a known transcript.
     """
@@ -110,7 +123,7 @@ def convert_file(path: str | os.PathLike, kind: str | None = None, *, include_su
             raise InputError(str(path), STAGE, "empty file")
         raise InputError(str(path), STAGE, "not a recognised transcript (Claude Code JSONL, stream-json, JSON export or Codex rollout)")
     if kind == "claude_code_jsonl":
-        return claude_code.transcript_to_atif(path, include_subagents=include_subagents)
+        return claude_code.transcript_to_atif(path, include_subagents=include_subagents, subagents=subagents)
     if kind == "claude_stream_json":
         return claude_code.stream_json_to_atif(path)
     if kind == "claude_export":

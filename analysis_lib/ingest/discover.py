@@ -9,8 +9,10 @@ Recognised (by content and shape, not by file name alone):
 - legacy Terminal-Bench 1 run folders, Inspect AI logs, mcpbr result files;
 - loose ATIF files and Claude Code / Codex transcripts (converted to ATIF).
 
-Discovery only looks at names and, where a folder is ambiguous, at one small JSON file; the
-reading happens later (:mod:`analysis_lib.ingest.read`).
+Discovery only looks at names, at the first bytes of loose files (and the last ones of an agent
+trajectory) and, where a folder is ambiguous, at one small JSON file; the reading happens later
+(:mod:`analysis_lib.ingest.read`). Given the answers of an earlier run (``kinds``, kept in the
+trials cache), a file whose size and mtime are unchanged is not opened at all.
 """
 
 from __future__ import annotations
@@ -22,14 +24,19 @@ from typing import Any
 
 from ..fileio import read_json
 from ..trial import IngestError, InputError
+from .claude_code import parent_session
 from .convert import detect_transcript_kind, is_subagent_transcript
 from .harbor import is_trial_result
 from .inspect_log import is_inspect_log
 from .mcpbr import is_mcpbr_results
-from .mini_swe_agent import is_mini_swe_agent
-from .swe_agent import is_swe_agent
 from .tb1 import is_tb1_run
 
+# How much of a loose file discovery reads: a kind shows itself early in every format seen (and a
+# mini-swe-agent trajectory names its format at the end, after a patch that may be long).
+HEAD_BYTES = 65536
+TAIL_BYTES = 4096
+_MINI_FORMAT = re.compile(rb'"trajectory_format"\s*:\s*"mini-swe-agent')
+_SWE_TURNS = re.compile(rb'"trajectory"\s*:\s*\[\s*(\]|\{)')
 _RUN_DIR = re.compile(r"^(?P<ts>\d{4}-\d{2}-\d{2}(?:__|T|_)\d{2}[-:]\d{2}[-:]\d{2})__(?P<profile>.+)$")
 _JOB_LEVEL = {"index.json", "config.json", "result.json", "lock.json"}
 
@@ -80,14 +87,8 @@ def _read_index(root: str, errors: list[IngestError]) -> dict[str, dict]:
 
 def _sniff_file(path: str) -> str | None:
     """Kind of a loose file, from its first bytes (and its extension for JSONL and trajectories)."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(8192)
-    except OSError:
-        return None
-    text = head.decode("utf-8", errors="replace")
     if path.endswith((".traj", ".traj.json")):
-        # SWE-agent (.traj) and mini-swe-agent (.traj.json): the kind is confirmed from the whole document.
+        # SWE-agent (.traj) and mini-swe-agent (.traj.json): the reader confirms it from the whole document.
         return _agent_trajectory_kind(path)
     if path.endswith(".eval"):
         return "inspect_log" if is_inspect_log(path) else None
@@ -97,8 +98,13 @@ def _sniff_file(path: str) -> str | None:
     if path.endswith((".jsonl", ".txt")):
         if is_subagent_transcript(path):
             return None  # converted with its session; alone it would count its calls twice
-        return "transcript" if detect_transcript_kind(path) else None
+        return "transcript" if detect_transcript_kind(path, head_bytes=HEAD_BYTES) else None
     if not path.endswith(".json"):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(8192).decode("utf-8", errors="replace")
+    except OSError:
         return None
     if '"schema_version"' in text and "ATIF-" in text:
         # Subagent and continuation segments are read through the trajectory that refers to them.
@@ -117,14 +123,29 @@ def _sniff_file(path: str) -> str | None:
 
 
 def _agent_trajectory_kind(path: str) -> str | None:
-    """``mini_swe_agent`` or ``swe_agent`` when the file's document is one, else None."""
+    """``mini_swe_agent`` or ``swe_agent`` when the file's first and last bytes show one, else None.
+
+    A mini-swe-agent document is ``{info: {.., mini_version, ..}, messages, trajectory_format}``; a
+    SWE-agent one opens its ``trajectory`` list of turns (``action``, ``observation``) near its start.
+    The reader checks the whole document (:func:`.mini_swe_agent.is_mini_swe_agent`, :func:`.swe_agent.is_swe_agent`).
+    """
     try:
-        doc = read_json(path, "discover")
-    except InputError:
+        with open(path, "rb") as fh:
+            head = fh.read(HEAD_BYTES)
+            size = os.fstat(fh.fileno()).st_size
+            tail = b""
+            if size > HEAD_BYTES:
+                fh.seek(max(HEAD_BYTES, size - TAIL_BYTES))
+                tail = fh.read(TAIL_BYTES)
+    except OSError:
         return None
-    if is_mini_swe_agent(doc):
+    if not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+        return None
+    ends = head + tail
+    if _MINI_FORMAT.search(ends) or (b'"mini_version"' in head and b'"messages"' in ends):
         return "mini_swe_agent"
-    if is_swe_agent(doc):
+    turns = _SWE_TURNS.search(head)
+    if turns and (b'"history"' in ends or b'"info"' in ends) and (turns.group(1) == b"]" or b'"action"' in head[turns.end():]):
         return "swe_agent"
     return None
 
@@ -165,8 +186,53 @@ def agent_log_hint(path: str) -> str | None:
     return None
 
 
-def discover(root: str | os.PathLike) -> tuple[list[TrialSource], list[IngestError]]:
-    """All trial sources under ``root`` (a folder or a single file), and the problems met."""
+def classify_file(path: str) -> tuple[str, str | None]:
+    """What a loose file is to discovery, from its name and first bytes: ``(kind, None)`` for a source,
+    ``("subagent", session)`` for a Claude Code subagent transcript, ``("part", None)`` for a file read
+    through another, ``("log", why)`` for what looks like an agent's log in no format read here,
+    ``("none", None)`` otherwise, ``("error", message)`` when it cannot be read."""
+    name = os.path.basename(path)
+    if name.startswith("agent-") and name.endswith(".jsonl"):
+        session = parent_session(path)
+        if session is not None:
+            return "subagent", str(session)
+    try:
+        kind = _sniff_file(path)
+    except InputError as exc:
+        return "error", exc.error.message
+    if kind:
+        return kind, None
+    if _read_through_another(path):
+        return "part", None
+    hint = agent_log_hint(path)
+    return ("log", hint) if hint else ("none", None)
+
+
+def _classified(entry: os.DirEntry, kinds: dict | None, fresh: dict) -> tuple[str, str | None]:
+    """:func:`classify_file` of a folder entry, or the earlier run's answer when its size and mtime are unchanged."""
+    try:
+        st = entry.stat()
+    except OSError:
+        st = None
+    if kinds is not None and st is not None:
+        hit = kinds.get(entry.path)
+        if isinstance(hit, list) and len(hit) == 4 and hit[:2] == [st.st_size, st.st_mtime_ns]:
+            # A subagent file is one while its session is there (that file is another's to change).
+            if hit[2] != "subagent" or os.path.isfile(hit[3]):
+                fresh[entry.path] = hit
+                return hit[2], hit[3]
+    verdict, detail = classify_file(entry.path)
+    if verdict != "error" and st is not None:
+        fresh[entry.path] = [st.st_size, st.st_mtime_ns, verdict, detail]
+    return verdict, detail
+
+
+def discover(root: str | os.PathLike, kinds: dict[str, list] | None = None) -> tuple[list[TrialSource], list[IngestError]]:
+    """All trial sources under ``root`` (a folder or a single file), and the problems met.
+
+    ``kinds``: what an earlier run found each loose file to be (path -> [size, mtime_ns, kind, detail]);
+    used for the files that did not change, then replaced in place by this run's answers.
+    """
     root = os.fspath(root)
     errors: list[IngestError] = []
     sources: list[TrialSource] = []
@@ -180,7 +246,16 @@ def discover(root: str | os.PathLike) -> tuple[list[TrialSource], list[IngestErr
         return [_file_source(root, kind)], []
     index = _read_index(root, errors)
     visited: set = set()
-    _walk(root, root, index, sources, errors, visited, depth=0)
+    subagents: dict[str, list[str]] = {}
+    fresh: dict[str, list] = {}
+    _walk(root, root, index, sources, errors, visited, depth=0, subagents=subagents, kinds=(kinds, fresh))
+    if kinds is not None:
+        kinds.clear()
+        kinds.update(fresh)
+    for s in sources:
+        if s.kind == "transcript":
+            # The session's subagent files, found on the way: its reader needs not look for them again.
+            s.meta["subagents"] = sorted(subagents.get(os.path.normpath(s.path), []))
     _number_run_layout_repetitions(sources, index)
     sources.sort(key=lambda s: (s.run_id, s.task_id or "", s.path))
     if not sources and not errors:
@@ -195,7 +270,8 @@ def _file_source(path: str, kind: str) -> TrialSource:
 
 
 def _walk(root: str, path: str, index: dict, sources: list, errors: list, visited: set, depth: int,
-          ident: tuple[int, int] | None = None) -> None:
+          ident: tuple[int, int] | None = None, subagents: dict[str, list[str]] | None = None,
+          kinds: tuple[dict | None, dict] = (None, {})) -> None:
     # Folders are identified by (device, inode): a symlink back to a visited folder is a loop.
     if ident is None:
         try:
@@ -242,20 +318,19 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
         if is_dir:
             # DirEntry.inode() costs no system call; symlinked folders need a stat of their target.
             child = None if e.is_symlink() else (ident[0], e.inode())
-            _walk(root, e.path, index, sources, errors, visited, depth + 1, child)
+            _walk(root, e.path, index, sources, errors, visited, depth + 1, child, subagents, kinds)
         elif e.name not in _JOB_LEVEL:
-            try:
-                kind = _sniff_file(e.path)
-            except InputError as exc:
-                errors.append(exc.error)
-                continue
-            if kind:
-                sources.append(_file_source(e.path, kind))
-            elif not _read_through_another(e.path):
-                hint = agent_log_hint(e.path)
-                if hint:
-                    errors.append(IngestError(e.path, "discover", f"looks like {hint} but is in no format this version reads; "
-                                              "not analysed", "warning"))
+            verdict, detail = _classified(e, *kinds)
+            if verdict == "subagent":  # a Claude Code subagent: read with its session
+                if subagents is not None and detail is not None:
+                    subagents.setdefault(os.path.normpath(detail), []).append(e.path)
+            elif verdict == "error":
+                errors.append(IngestError(e.path, "discover", detail or "unreadable"))
+            elif verdict == "log":
+                errors.append(IngestError(e.path, "discover", f"looks like {detail} but is in no format this version reads; "
+                                          "not analysed", "warning"))
+            elif verdict not in ("part", "none"):
+                sources.append(_file_source(e.path, verdict))
 
 
 def _read_through_another(path: str) -> bool:

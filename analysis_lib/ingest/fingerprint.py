@@ -48,8 +48,13 @@ def _entries(src: TrialSource) -> list[tuple[str, str]]:
         return [(rel, os.path.join(src.path, rel) if rel else src.path) for rel in TRIAL_ENTRIES]
     if src.kind == "tb1_run":
         return [(rel, os.path.join(src.path, rel) if rel else src.path) for rel in _tb1_entries(src.path)]
-    # A file holding trials, and its folder: segments and subagent files it refers to sit beside it.
-    return [("", src.path), ("..", os.path.dirname(src.path))]
+    # A file holding trials, and its folder: segments and subagent files it refers to sit beside it;
+    # a Claude Code session's subagent files (found by discovery), and the folder new ones appear in.
+    entries = [("", src.path), ("..", os.path.dirname(src.path))]
+    if src.kind == "transcript":
+        entries.append(("subagents/", os.path.join(os.path.splitext(src.path)[0], "subagents")))
+        entries += [(f"subagent:{os.path.basename(f)}", f) for f in src.meta.get("subagents") or []]
+    return entries
 
 
 def _tb1_entries(path: str) -> list[str]:

@@ -7,6 +7,7 @@ sources but keeps one row per trial instead of parsed trajectories.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 
 from ..design import StudyDesign, apply_design, load_design, trial_record
 from ..trial import IngestError, Trial
@@ -14,20 +15,27 @@ from .discover import discover
 from .read import read_source
 
 
-def load_trials(runs_dir: str | os.PathLike,
+def load_trials(runs_dir: str | os.PathLike, trial_paths: Collection[str] | None = None,
                 design: StudyDesign | str | os.PathLike | None = None) -> tuple[list[Trial], list[IngestError]]:
     """Every trial under ``runs_dir`` with its full trajectory (for the LLM layer and notebooks).
 
-    ``design``: a study file (or its path) placing the trials into arms, as the trials table does
-    (``profile`` is then the arm). This keeps parsed trajectories in memory; use it for hundreds of
-    trials, not tens of thousands.
+    With ``trial_paths`` (as trials give them), only those trials, and only the sources that may
+    hold one are read (a ``--limit`` sample reads its trials, not the runs folder). ``design``: a
+    study file (or its path) placing the trials into arms, as the trials table does (``profile`` is
+    then the arm). This keeps parsed trajectories in memory; use it for hundreds of trials, not tens
+    of thousands.
     """
     sources, errors = discover(runs_dir)
+    if trial_paths is not None:
+        wanted = {os.path.normpath(p) for p in trial_paths}
+        sources = [s for s in sources if _may_hold(os.path.normpath(s.path), wanted)]
     trials: list[Trial] = []
     for src in sources:
         ts, es = read_source(src)
         trials.extend(ts)
         errors.extend(es)
+    if trial_paths is not None:
+        trials = [t for t in trials if os.path.normpath(t.trial_path) in wanted]
     if design is not None:
         trials, design_errors = place_trials(trials, design if isinstance(design, StudyDesign) else load_design(design),
                                              os.fspath(runs_dir))
@@ -53,6 +61,12 @@ def place_trials(trials: list[Trial], design: StudyDesign, runs_dir: str) -> tup
         t.profile, t.task_id, t.repetition = row["profile"], row["task_id"], row["repetition"]
         out.append(t)
     return out, errors
+
+
+def _may_hold(source: str, wanted: set[str]) -> bool:
+    """Whether a source at ``source`` may hold one of ``wanted``: it is one, or their file or folder
+    (a trial of a results file is ``<file>#<id>``, of a TB1 run a folder inside it)."""
+    return source in wanted or any(w.startswith((source + "#", source + os.sep)) for w in wanted)
 
 
 def number_repetitions(trials: list[Trial]) -> None:

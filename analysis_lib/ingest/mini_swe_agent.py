@@ -11,11 +11,17 @@ The file is ``{info, messages, trajectory_format}`` (``mini-swe-agent-1`` up to 
   ``cache_read_input_tokens`` the cached part).
 
 Mapping: system / user messages -> system / user steps; each assistant message -> one agent step.
-Up to v1.x the action is the message's one ```` ```bash ```` block -> a ``bash`` tool call
+Up to v1.x the action is the message's one block matching the agent's ``action_regex``
+(``info.config.agent.action_regex``, by default ```` ```bash ````) -> a ``bash`` tool call
 ``{command}``, whose result is the next user message ``<returncode>N</returncode><output>...``
-(``is_error`` when N != 0). From v2.0 tool-calling models write OpenAI ``tool_calls`` and ``tool``
-messages, mapped one to one. ``instance_cost`` -> ``final_metrics.total_cost_usd``. The file
-holds no verdict (SWE-bench grades the submission separately), so the trial has no reward.
+(``is_error`` when N != 0). mini-swe-agent runs a turn only when its message holds exactly one such
+block: a message with none or several is a format error it asks the model to fix, so it becomes an
+agent step without a tool call (nothing ran, no file was touched), the feedback its observation. From
+v2.0 the commands run are the message's ``extra.actions`` (text models) or its OpenAI ``tool_calls``
+and ``tool`` messages (tool-calling models), mapped one to one; a format error is a user message
+marked ``extra.interrupt_type: FormatError`` (the refused answer in ``extra.model_response``), again an
+agent step without a call. ``instance_cost`` -> ``final_metrics.total_cost_usd``. The file holds no
+verdict (SWE-bench grades the submission separately), so the trial has no reward.
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ AGENT_NAME = "mini-swe-agent"
 STAGE = "convert"
 SOURCE_FORMAT = "mini_swe_agent"
 
-_BASH_BLOCK = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.S)
+# mini-swe-agent's own default (AgentConfig.action_regex, v1): one ```bash block per turn.
+ACTION_REGEX = r"```bash\s*\n(.*?)\n```"
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 
 
@@ -79,6 +86,29 @@ def _result(call_id: str, text: str) -> dict[str, Any]:
     return result
 
 
+def _action_regex(config: dict[str, Any]) -> re.Pattern[str]:
+    """The agent's ``action_regex`` as its configuration records it (v1.x), else mini-swe-agent's default."""
+    for part in ("agent", "model"):
+        section = config.get(part) if isinstance(config.get(part), dict) else {}
+        pattern = section.get("action_regex")
+        if isinstance(pattern, str) and 0 < len(pattern) <= 200:
+            try:
+                return re.compile(pattern, re.DOTALL)
+            except re.error:
+                break
+    return re.compile(ACTION_REGEX, re.DOTALL)
+
+
+def _commands(text: str, extra: dict[str, Any], action: re.Pattern[str]) -> list[str] | None:
+    """The commands a turn ran: v2's ``extra.actions``, else the message's one action block; None for a format
+    error (mini-swe-agent runs a turn only when its message holds exactly one block)."""
+    actions = extra.get("actions")
+    if isinstance(actions, list) and actions:
+        return [str(a.get("command")) for a in actions if isinstance(a, dict) and a.get("command") is not None] or None
+    found = action.findall(text)
+    return [found[0].strip()] if len(found) == 1 and isinstance(found[0], str) else None
+
+
 def trajectory_to_atif(path: str | os.PathLike) -> dict[str, Any]:
     """Convert one mini-swe-agent ``.traj.json`` to an ATIF trajectory dict (raises :class:`InputError`)."""
     p = Path(path)
@@ -89,13 +119,15 @@ def trajectory_to_atif(path: str | os.PathLike) -> dict[str, Any]:
     config = info.get("config") if isinstance(info.get("config"), dict) else {}
     model_cfg = config.get("model") if isinstance(config.get("model"), dict) else {}
     model = model_cfg.get("model_name") if isinstance(model_cfg.get("model_name"), str) else None
+    action = _action_regex(config)
     steps: list[dict[str, Any]] = []
-    pending: dict[str, Any] | None = None  # the agent step whose bash block awaits its output
+    pending: dict[str, Any] | None = None  # the agent step whose command (or format error) awaits its feedback
     by_call: dict[str, dict[str, Any]] = {}
     for i, msg in enumerate(doc["messages"]):
         if not isinstance(msg, dict):
             continue
         role, text = msg.get("role"), content_text(msg.get("content"))
+        extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
         if role == "assistant":
             step: dict[str, Any] = {"source": "agent", "message": text}
             used_model = _model_of(msg) or model
@@ -112,18 +144,33 @@ def trajectory_to_atif(path: str | os.PathLike) -> dict[str, Any]:
                                   "arguments": decode_arguments(tc["function"].get("arguments"))})
                     by_call[cid] = step
             if not calls:
-                m = _BASH_BLOCK.search(text)
-                if m:
-                    calls.append({"tool_call_id": f"call-{i}", "function_name": "bash", "arguments": {"command": m.group(1)}})
+                commands = _commands(text, extra, action)
+                if commands is None:
+                    # Refused by mini-swe-agent (none or several actions): the model is asked again, nothing ran.
+                    step["extra"] = {"format_error": True, "actions_found": len(action.findall(text))}
+                else:
+                    calls = [{"tool_call_id": f"call-{i}" + (f"-{k}" if k else ""), "function_name": "bash",
+                              "arguments": {"command": c}} for k, c in enumerate(commands)]
             if calls:
                 step["tool_calls"] = calls
             steps.append(step)
-            pending = step if calls and not msg.get("tool_calls") else None
+            pending = step if not msg.get("tool_calls") else None
         elif role == "tool" and by_call.get(str(msg.get("tool_call_id"))) is not None:
             target = by_call[str(msg.get("tool_call_id"))]
             target.setdefault("observation", {"results": []})["results"].append(_result(str(msg.get("tool_call_id")), text))
+        elif role == "user" and extra.get("interrupt_type") == "FormatError":
+            # v2: the refused answer is not a message of its own, only the feedback's extra.
+            step = {"source": "agent", "message": content_text(extra.get("model_response")),
+                    "extra": {"format_error": True, "actions_found": extra.get("n_actions")},
+                    "observation": {"results": [{"content": text}]}}
+            if model:
+                step["model_name"] = model
+            steps.append(step)
+            pending = None
         elif role == "user" and pending is not None:
-            pending["observation"] = {"results": [_result(pending["tool_calls"][0]["tool_call_id"], text)]}
+            calls = pending.get("tool_calls")
+            # A command's output, or the format error feedback (an observation without a call).
+            pending["observation"] = {"results": [_result(calls[0]["tool_call_id"], text) if calls else {"content": text}]}
             pending = None
         else:
             steps.append({"source": "system" if role == "system" else "user", "message": text})

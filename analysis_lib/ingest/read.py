@@ -60,7 +60,7 @@ def _read_legacy(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
 
 
 def _read_transcript(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
-    doc = convert_file(src.path)
+    doc = convert_file(src.path, subagents=src.meta.get("subagents"))
     traj = parse_trajectory(doc, src.path)
     task = os.path.splitext(os.path.basename(src.path))[0]
     trials, errors = _file_trial(src, traj, task, "transcript", default_profile="claude-code")
@@ -220,14 +220,14 @@ def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
             "harbor_tokens": {k: res.get(k) for k in ("n_input_tokens", "n_cache_tokens", "n_output_tokens", "cost_usd", "cost_estimated")},
             "exception_type": res.get("exception_type"),
             "trial_name": res.get("trial_name"),
-            "mcp_exposed": res.get("mcp_exposed"),
-            "mcp_used": res.get("mcp_used"),
             "task_name": res.get("task_name"),
             "config": res.get("config") or {},
             "dataset": res.get("dataset"),
             "study_metrics": study_metrics,
             "never_reached_model": never_reached_model(trajectory),
         },
+        # What the benchmark runner measured of a treatment trial (result.json "bench"), carried as the metrics' values.
+        carried_metrics={k: res[k] for k in ("mcp_exposed", "mcp_used") if res.get(k) is not None},
     )
     if trajectory is None and study_metrics is not None:
         trial.carried_metrics.update(_carried_calls(study_metrics))

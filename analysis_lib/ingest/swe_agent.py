@@ -16,7 +16,8 @@ by the command's first word when SWE-agent defines it (``open``/``goto``/``scrol
 ``create``/``edit`` -> edit, the file being the one ``state.open_file`` names, ``find_file``/
 ``search_dir``/``search_file`` -> search, ``str_replace_editor`` with its ``command``), else it is a
 ``bash`` call ``{command}``. Usage exists only as run totals:
-``tokens_sent`` / ``tokens_received`` / ``instance_cost`` -> ``final_metrics`` (no cached split).
+``tokens_sent`` / ``tokens_received`` / ``instance_cost`` -> ``final_metrics`` (no cached split); zero
+tokens sent and received (a replay records none) leave the counts unknown, and a zero cost is no cost.
 The file holds no verdict, so the trial has no reward.
 """
 
@@ -141,9 +142,14 @@ def trajectory_to_atif(path: str | os.PathLike) -> dict[str, Any]:
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
     final: dict[str, Any] = {"total_steps": len(steps)}
-    for src, dst in (("tokens_sent", "total_prompt_tokens"), ("tokens_received", "total_completion_tokens")):
-        if isinstance(stats.get(src), int) and not isinstance(stats.get(src), bool):
-            final[dst] = stats[src]
+    counts = {src: stats[src] for src in ("tokens_sent", "tokens_received")
+              if isinstance(stats.get(src), int) and not isinstance(stats.get(src), bool)}
+    # Turns run on zero tokens sent and received: nothing was counted (a replay, or a model that reports no
+    # usage), so the counts are unknown, not 0.
+    if any(counts.values()):
+        for src, dst in (("tokens_sent", "total_prompt_tokens"), ("tokens_received", "total_completion_tokens")):
+            if src in counts:
+                final[dst] = counts[src]
     if (
         isinstance(stats.get("instance_cost"), (int, float))
         and not isinstance(stats.get("instance_cost"), bool)

@@ -192,7 +192,7 @@ def _mean(values: list[Any]) -> float | None:
 
 
 def profile_rows(trials: list[Trial], lookup: dict) -> dict[str, dict[str, Any]]:
-    """Per profile: trials, successes, success rate, mean steps / tokens / cost from Layer 1."""
+    """Per profile: trials, successes, pass rate, mean steps / tokens / cost from Layer 1."""
     groups: dict[str, list[Trial]] = defaultdict(list)
     for t in trials:
         groups[t.profile].append(t)
@@ -205,7 +205,7 @@ def profile_rows(trials: list[Trial], lookup: dict) -> dict[str, dict[str, Any]]
         out[profile] = {
             "trials": len(ts),
             "successes": sum(known),
-            "success_rate": (sum(known) / len(known)) if known else None,
+            "pass_rate": (sum(known) / len(known)) if known else None,
             "mean_steps": _mean(
                 [
                     _val(r, "total_steps") if r else (len(t.trajectory.steps) if t.trajectory else None)
@@ -222,12 +222,12 @@ def profile_rows(trials: list[Trial], lookup: dict) -> dict[str, dict[str, Any]]
 def profile_table(rows: dict[str, dict[str, Any]]) -> str:
     """Markdown table of :func:`profile_rows`."""
     lines = [
-        "| profile | trials | successes | success rate | mean steps | mean tokens | mean cost USD | mean MCP calls |",
+        "| profile | trials | successes | pass rate | mean steps | mean tokens | mean cost USD | mean MCP calls |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p, r in rows.items():
         lines.append(
-            f"| {p} | {r['trials']} | {r['successes']} | {_fmt(r['success_rate'])} | {_fmt(r['mean_steps'], 1)} | "
+            f"| {p} | {r['trials']} | {r['successes']} | {_fmt(r['pass_rate'])} | {_fmt(r['mean_steps'], 1)} | "
             f"{_fmt(r['mean_tokens'], 0)} | {_fmt(r['mean_cost_usd'], 4)} | {_fmt(r['mean_mcp_calls'], 1)} |"
         )
     return "\n".join(lines)
@@ -292,7 +292,7 @@ def comparative_jobs(
 
 
 def task_table(trials: list[Trial], lookup: dict, limit: int = 60) -> str:
-    """Success rate per task and profile, hardest tasks first (markdown)."""
+    """Pass rate per task and profile (share of its trials that succeeded), hardest tasks first (markdown)."""
     cells: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for t in trials:
         o = trial_success(t, lookup.get((t.profile, t.task_id, t.repetition)))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import litellm
 
-from ..pricing import model_prices
+from ..pricing import estimate_cost, model_prices
 from . import DEFAULT_MODEL
 from .analyses import EXPECTED_OUTPUT_TOKENS, Job
 from .templates import load_template
@@ -46,7 +46,7 @@ def estimate_jobs(jobs: list[Job], model: str = DEFAULT_MODEL, samples: int = 1)
         row.input_tokens += tin
         row.output_tokens += tout
         if price is not None:
-            row.cost_usd = (row.cost_usd or 0.0) + tin * price.input + tout * price.output
+            row.cost_usd = (row.cost_usd or 0.0) + (estimate_cost(model, tin, tout) or 0.0)
     return list(rows.values())
 
 

@@ -48,6 +48,8 @@ MD_OUTPUTS = {
     "agreement": "judge_agreement.md",
     "contrasts": "judge_contrasts.md",
 }
+# Below this many units a percentile bootstrap of an agreement coefficient under-covers; the report says so.
+FEW_UNITS = 30
 SUMMARY_FILE = "layer2_summary.json"
 ESTIMATE_FILE = "llm_cost_estimate.json"
 
@@ -535,6 +537,10 @@ def agreement_md(rows: list[dict], opts: Layer2Options, k: int, human: dict, rec
         "stable when one class dominates, where kappa and alpha collapse). Brackets: 95 % percentile bootstrap interval "
         f"over units ({opts.bootstrap_reps} resamples). % agreement for self-agreement is the share of units on which all "
         "samples agree. `failed (a / b)`: units without a label from each side (failed judgements), left out of the statistics.\n",
+        *([f"**Few units:** with fewer than {FEW_UNITS} units (here as few as {min(r['units'] for r in rows)}) a percentile "
+           "bootstrap interval of kappa, alpha or AC1 is too narrow (it covers the true agreement less often than its "
+           "nominal 95 %): read it as a lower bound on the uncertainty, not as a confidence interval.\n"]
+          if rows and min(r["units"] for r in rows) < FEW_UNITS else []),
         format_agreement_md(rows) + "\n",
     ]
     if human and records:

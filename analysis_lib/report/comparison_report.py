@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import power, stats
+from .. import sequential as seq_mod
 from ..beside_itt import BesideResult, beside_itt
 from ..comparisons import compare, profile_pairs, usable_trials
 from ..design_audit import DesignAudit
@@ -25,9 +26,10 @@ from . import numbers as fmt
 from .audit import audit_frames, audit_markdown, data_banner
 from .beside_itt import beside_markdown, write_beside
 from .markdown import table as md_table
+from .sequential import planning_table
 
-__all__ = ["Study", "analyse_comparisons", "write_comparisons", "tier_table", "rates_table", "hypotheses_table",
-           "subgroups_table", "methods_lines"]
+__all__ = ["Study", "analyse_comparisons", "write_comparisons", "tier_table", "tier_caption", "rates_table", "hypotheses_table",
+           "subgroups_table", "methods_lines", "claim_sentence", "family_role", "sequential_planning"]
 
 CORRECTION_NAMES = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}
 # Below this many paired tasks a p-value says little; the report says so.
@@ -84,13 +86,15 @@ def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check:
                       compare_pair: tuple[str, str] | None = None, baseline: str | None = None,
                       simulated: bool = False, task_groups: pd.Series | None = None,
                       audit: DesignAudit | tuple[pd.DataFrame, pd.DataFrame] | None = None, source=None,
-                      runs_dir: str | Path | None = None) -> Study:
+                      runs_dir: str | Path | None = None, plan_next: bool = False) -> Study:
     """Analyse and write ``comparisons.csv``, ``profile_rates.csv``, ``comparison_report.md`` (and the plan sidecar).
 
     ``audit``: the design audit, shown at the top of the report; ``source``: where real runs came from
     (a study file's ``source``), named in the report's banner; ``runs_dir``: the runs, read (only) for the
-    divergence of discordant trajectories. The estimands the plan declares beside intention to treat
-    are written to their companion CSVs (:mod:`analysis_lib.beside_itt`)."""
+    divergence of discordant trajectories; ``plan_next`` adds the power analysis for the next study to the
+    report (seconds of exact power sums and simulation; every other section is always there). The estimands
+    the plan declares beside intention to treat are written to their companion CSVs
+    (:mod:`analysis_lib.beside_itt`)."""
     check = plan_check if plan_check is not None else _default_check()
     if check is None:
         raise PlanError("params/analysis_plan.yaml: the analysis plan cannot be read")
@@ -109,7 +113,7 @@ def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check:
     write_beside(study.beside, out)
     write_sidecar(out, check)
     atomic_write_text(out / "comparison_report.md", comparison_report(metrics, study, check, simulated=simulated,
-                                                                      audit=audit, source=source))
+                                                                      audit=audit, source=source, plan_next=plan_next))
     return study
 
 
@@ -131,11 +135,39 @@ def rates_table(rates: pd.DataFrame, confidence: float = 0.95) -> str:
                      f"cost per success, USD [{c} CI]"], rows)
 
 
+def tier_caption(comparisons: pd.DataFrame, tier: str, alpha: float = 0.05) -> str:
+    """What holds between the intervals and the tests of a tier's rows, said where the numbers are shown."""
+    sub = comparisons[comparisons["tier"] == tier]
+    tested = tier != "exploratory" and sub["p_value"].notna().any()
+    scales = set(sub.loc[sub["estimate"].notna(), "scale"])
+    out = []
+    if "rate" in scales and tested:
+        out.append("Resolve-rate differences carry Tango's score interval beside McNemar's test: the two can disagree "
+                   "near 0, and a note says where they do; the discordant-pair odds ratio's exact interval always "
+                   "agrees with the exact test.")
+    if scales & {"ratio", "difference"}:
+        out.append("Hodges-Lehmann intervals invert the Wilcoxon signed-rank test of the same differences (zeros ranked "
+                   "by Pratt's rule in both)" + (f": each excludes 0 exactly when its unadjusted p < {alpha:g}" if tested
+                                                  else "") + "; an end that the test itself rejects is open, marked "
+                   "'(' or ')' where it is 0.")
+    if "pass_rate" in scales and tested:
+        out.append(f"pass@1 intervals are the paired t interval, or invert the sign-flip test, or come from the GEE's t "
+                   f"test: each excludes 0 exactly when its unadjusted p < {alpha:g}.")
+    if (sub["total_change_pct"].notna().any() or "cost_per_success" in scales):
+        out.append("The change of the total and cost per success carry percentile bootstrap intervals over tasks, "
+                   "which cover less than their nominal level with few tasks (about 90 % for a nominal 95 % at 12 "
+                   "to 24 tasks in the simulator's calibration, benchmarks/calibration.py).")
+    if tested and tier != "sensitivity":
+        out.append("Intervals are not adjusted for multiplicity; the adjusted p decides significance.")
+    return " ".join(out)
+
+
 def tier_table(comparisons: pd.DataFrame, tier: str, confidence: float = 0.95) -> str:
-    """The rows of one tier as a Markdown table (estimate, its interval, the budget view, the test)."""
+    """The rows of one tier as a Markdown table (estimate, its interval, the budget view, the test), with the
+    tier's caption above it and each row's note below it, numbered (:func:`tier_caption`)."""
     sub = comparisons[comparisons["tier"] == tier]
     c = f"{confidence:.0%}"
-    rows = []
+    rows, notes = [], []
     for r in sub.itertuples():
         rate = r.scale in fmt.POINT_SCALES
         a = fmt.value(r.metric, r.a_value, rate=rate) if r.scale != "cost_per_success" else fmt.number(r.a_value, 3)
@@ -144,8 +176,14 @@ def tier_table(comparisons: pd.DataFrame, tier: str, confidence: float = 0.95) -
         total = "" if fmt.missing(r.total_change_pct) else \
             f"{fmt.number(r.total_change_pct, 1, sign=True)} % {fmt.interval(r, 'total_change_low', 'total_change_high')}"
         label = r.label + (f" (repetitions: {r.repetitions})" if tier == "sensitivity" else "")
-        row = [f"{label}, `{r.metric}`", f"{r.profile_b} vs {r.profile_a}", pairs, a, b,
-               f"{fmt.estimate(r)} {fmt.interval(r)}" if not fmt.missing(r.estimate) else (r.note or "–"), r.interval or "–"]
+        if fmt.missing(r.estimate):
+            cell = r.note if isinstance(r.note, str) and r.note else "–"
+        else:
+            cell = f"{fmt.estimate(r)} {fmt.interval(r)}"
+            if isinstance(r.note, str) and r.note:
+                notes.append(f"{len(notes) + 1}. {r.label}, {r.profile_b} vs {r.profile_a}: {r.note}.")
+                cell += f" (note {len(notes)})"
+        row = [f"{label}, `{r.metric}`", f"{r.profile_b} vs {r.profile_a}", pairs, a, b, cell, r.interval or "–"]
         if tier == "exploratory":
             row.append(total)
         else:
@@ -160,13 +198,16 @@ def tier_table(comparisons: pd.DataFrame, tier: str, confidence: float = 0.95) -
         header += [f"change of the total [{c} CI]", "test", "p", f"p ({corr})", "significant"]
         if tier == "sensitivity":  # a restatement of a planned test, not a family: no correction, no verdict
             header, rows = header[:-2], [r[:-2] for r in rows]
-    return md_table(header, rows)
+    caption = tier_caption(comparisons, tier, 1 - confidence)
+    return "\n\n".join(part for part in (caption, md_table(header, rows), "\n".join(notes)) if part)
 
 
 def hypotheses_table(hyp: pd.DataFrame) -> str:
     """The fixed sequence, step by step per pair: claim, margin, the interval read, and the result."""
     rows = [[f"{r.profile_b} vs {r.profile_a}", str(r.step), f"{r.label}, `{r.metric}`",
-             r.claim + ("" if fmt.missing(r.margin) else f" (margin {fmt.number(r.margin, 1)} {r.unit})"),
+             r.claim + ("" if fmt.missing(r.margin) else f" (margin {fmt.number(r.margin, 1)} {r.unit}"
+                        + ("" if r.unit != "%" else f": B/A within {fmt.number(r.margin_low, 1, sign=True)} % and "
+                           f"{fmt.number(r.margin_high, 1, sign=True)} %, symmetric on the log scale") + ")"),
              f"{100 * r.confidence:g} %",
              "–" if fmt.missing(r.estimate) else f"{fmt.number(r.estimate, 1, sign=True)} {r.unit} "
              f"[{fmt.number(r.ci_low, 1, sign=True)}, {fmt.number(r.ci_high, 1, sign=True)}]",
@@ -199,6 +240,22 @@ def mcnemar_lines(comparisons: pd.DataFrame, confidence: float = 0.95) -> list[s
     return out
 
 
+def family_role(plan: AnalysisPlan, family: str) -> str:
+    """``the plan's claim`` or ``supportive``: what a family (``primary`` or ``hypotheses``) is in this plan."""
+    return "the plan's claim" if plan.claim == family else "supportive"
+
+
+def claim_sentence(plan: AnalysisPlan) -> str:
+    """Which family carries the plan's claim, and what the other one is."""
+    if plan.claim == "hypotheses":
+        return ("the plan's claim is the fixed sequence of hypotheses (each profile pair at alpha / pairs); the "
+                "primary and secondary tiers are supportive: they describe the same comparisons without a claim of "
+                "their own, so the family-wise error of the claim stays at alpha.")
+    return ("the plan's claim rests on the primary tier (" + CORRECTION_NAMES[plan.tiers.primary.correction]
+            + " over it)" + ("; the hypotheses sequence is supportive" if plan.hypotheses else "")
+            + "; secondary metrics are a family of their own (false discovery rate), not part of the claim.")
+
+
 def methods_lines(plan: AnalysisPlan) -> list[str]:
     """The methods in a few bullets; the same text in every report."""
     boot = plan.bootstrap
@@ -215,9 +272,11 @@ def methods_lines(plan: AnalysisPlan) -> list[str]:
             "(each task weighs the same). The paired t test on those differences (the CR2 cluster-robust test "
             "with Satterthwaite degrees of freedom, which for one difference per task is exactly this) comes "
             "with its t interval; the sign-flip randomisation test, which the blocked randomised schedule "
-            "justifies, comes with the interval that inverts it (exact over all sign patterns up to 16 tasks, "
-            "else a seeded Monte-Carlo sample with its standard error). Either way the interval excludes 0 "
-            "exactly when the test rejects."
+            "justifies, comes with the interval that inverts it, computed exactly (its ends are the last shifts "
+            "the test accepts; exact over all sign patterns up to 16 tasks, else a seeded Monte-Carlo sample with "
+            "its standard error). Either way the interval excludes 0 exactly when the unadjusted p < alpha. The "
+            "GEE restatement uses the bias-reduced (Mancl-DeRouen) sandwich with Student's t on tasks − 1 degrees "
+            "of freedom; the plain sandwich with a z test rejects a true null too often with few tasks."
         )
     else:
         unit = (
@@ -235,17 +294,26 @@ def methods_lines(plan: AnalysisPlan) -> list[str]:
         "does not reject.",
         *([binary] if binary else []),
         "- Continuous metrics on a ratio scale (tokens, cost, time, calls): per-task log ratios log(B/A); Wilcoxon "
-        "signed-rank test on them (exact below 50 pairs without ties, as R's wilcox.test; else normal approximation "
-        "with tie and continuity corrections); Hodges-Lehmann estimate with the interval that inverts that test, "
-        "shown as 100 (exp(HL) − 1) %, so the interval excludes 0 exactly when p < 0.05. Tasks where A or B is not "
-        "positive have no ratio and are counted as undefined. Beside it, the change of the total over the paired "
+        "signed-rank test on them (exact below 50 pairs without ties or zeros, as R's wilcox.test; with any tie or "
+        "zero the normal approximation with tie and continuity corrections, as R switches). Ties and zeros are "
+        "found on log ratios rounded to 9 decimals, not on floating-point noise. A zero (the same value under A and "
+        "B) is ranked and then set aside, by Pratt's rule, in the test and in its interval alike. Hodges-Lehmann "
+        "estimate with the interval that inverts that test exactly (its ends are Walsh averages; one the test itself "
+        "rejects is open), shown as 100 (exp(HL) − 1) %, so the interval excludes 0 exactly when the unadjusted "
+        f"p < {plan.alpha:g}. Beside it, the change of the total over the paired "
         f"tasks (sum B / sum A) with a percentile bootstrap over tasks ({boot.n_resamples} resamples, seed {boot.seed}).",
-        "- Counts that can be zero (reads, per-tool calls): the same on the differences B − A, in the metric's unit.",
+        "- Counts that can be zero (reads, per-tool calls): the same on the differences B − A, in the metric's unit"
+        + (" (each task's repetitions by their arithmetic mean, which keeps zeros; a geometric mean would leave the "
+           "task out)." if plan.pairing.repetitions == "all" else ".")
+        + " Every task both profiles ran is either paired or counted as undefined (a ratio or a geometric mean "
+        "with a zero, no value, no outcome), with the reason in the row's note.",
         "- Rates of a profile: pass rate per trial with Wilson's interval at the design-effective size (repetitions "
         "of a task are clustered); resolve rate per task with Wilson's interval over tasks; cost per success = total "
         "cost / total successes with a bootstrap over tasks.",
         f"- Multiplicity: {corr['primary']} over the whole primary tier and {corr['secondary']} over the whole "
-        f"secondary tier (every metric and every profile pair); exploratory rows have no test. Alpha {plan.alpha}.",
+        f"secondary tier (every metric and every profile pair); exploratory rows have no test. Alpha {plan.alpha}. "
+        "Intervals are unadjusted.",
+        f"- Claim: {claim_sentence(plan)}",
     ]
     if binary:  # the majority-vote bullet describes a sensitivity analysis at most
         lines[1] = lines[1].replace(
@@ -317,65 +385,79 @@ def _repetitions_section(study: Study, confidence: float) -> list[str]:
     return out
 
 
-def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], *, seed: int) -> list[str]:
-    """Tasks and spend for the next study, with these runs as the pilot (analysis_lib.power, stats.project_spend)."""
-    out = [
-        "## Planning (these runs as the pilot)",
-        "",
-        f"Tasks for 80 % power (alpha 0.05, two-sided) to detect +{PLAN_SUCCESS_LIFT * 100:.0f} points, under each "
-        "way of combining repetitions: exact power of McNemar's exact test on majority verdicts, and of the paired "
-        "t test on per-task pass rates (pass@1; noncentral t), each the smallest number of tasks that reaches the "
-        "power. The pilot's nuisance parameter is uncertain, so the answer is repeated at the ends of its 95 % "
-        "interval (loss rate: exact binomial; spread: chi-square). The lift is in each analysis's own estimand "
-        "(majority resolve rate, or pass@1).",
-        "",
-    ]
+def _power_rows(trials: pd.DataFrame, pairs: list[tuple[str, str]], alphas: tuple[float, float]) -> list[list[str]]:
     rows = []
     for a, b in pairs:
         pilot = power.pilot_of(trials, a, b)
         if pilot.n_tasks < 2:
-            rows.append([f"{b} vs {a}", "–", "–", "–", "–", "not estimable: fewer than 2 paired tasks"])
+            rows.append([f"{b} vs {a}", "–", "–", "–", "–", "–", "not estimable: fewer than 2 paired tasks"])
             continue
-        for r in power.sensitivity(pilot, PLAN_SUCCESS_LIFT).itertuples():
-            rows.append(
-                [
-                    f"{b} vs {a}",
-                    str(pilot.n_tasks),
-                    r.analysis,
-                    r.nuisance,
-                    fmt.number(r.value, 3),
-                    str(int(r.n_tasks)) if pd.notna(r.n_tasks) else "more than 5,000 or impossible",
-                ]
-            )
-    out.append(md_table(["pair", "pilot tasks", "analysis", "pilot parameter", "value", "tasks needed"], rows))
-    rows = []
-    for a, b in pairs:
-        if "total_tokens" not in trials.columns:
-            continue
-        pilot = stats.pair_tasks(trials, "total_tokens", a, b)
-        try:
-            plan = stats.plan_sample_size(pilot, effect=PLAN_TOKEN_REDUCTION, kind="continuous", n_sim=PLAN_N_SIM, seed=seed)
-        except ValueError as exc:
-            rows.append([f"{b} vs {a}", str(len(pilot)), f"not estimable: {exc}", "–"])
-            continue
-        need, top = plan["n_required"].iloc[0], plan.iloc[-1]
-        rows.append(
-            [
-                f"{b} vs {a}",
-                str(len(pilot)),
-                f"{int(need)}" if pd.notna(need) else f"> {int(top['n_tasks'])} (power {fmt.number(top['power'], 2)} there)",
-                ", ".join(f"{int(r.n_tasks)}: {r.power:.2f} ± {r.power_se:.2f}" for r in plan.itertuples() if r.n_tasks in (20, 50, 100)),
-            ]
-        )
-    if rows:
+        at_plan, at_alpha = (power.sensitivity(pilot, PLAN_SUCCESS_LIFT, alpha=x) for x in alphas)
+        for r, r0 in zip(at_plan.itertuples(), at_alpha.itertuples(), strict=True):
+            rows.append([f"{b} vs {a}", str(pilot.n_tasks), r.analysis, r.nuisance, fmt.number(r.value, 3),
+                         *(str(int(x)) if pd.notna(x) else "more than 5,000 or impossible" for x in (r.n_tasks, r0.n_tasks))])
+    return rows
+
+
+def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: AnalysisPlan, *, power_analysis: bool,
+                      seed: int) -> list[str]:
+    """Tasks and spend for the next study, with these runs as the pilot (analysis_lib.power, stats.project_spend).
+
+    The power analysis runs only when asked for (``power_analysis``): it is the one slow part of a report.
+    """
+    out = ["## Planning (these runs as the pilot)", ""]
+    level = power.claim_level(plan, len(pairs))
+    if not power_analysis:
+        out += [f"Tasks needed for the next study are computed on request (`python -m analysis_lib RUNS --plan-next`, "
+                f"or `write_comparisons(..., plan_next=True)`): exact power at the level the plan tests its claim at "
+                f"(alpha {fmt.number(level.alpha, 4)}: {level.why}), and a simulation for tokens.", ""]
+    else:
         out += [
+            f"Tasks for 80 % power (two-sided) to detect +{PLAN_SUCCESS_LIFT * 100:.0f} points, under each way of "
+            "combining repetitions: exact power of McNemar's exact test on majority verdicts, and of the paired t test "
+            "on per-task pass rates (pass@1; noncentral t), each the smallest number of tasks that reaches the power. "
+            f"**Planned at alpha {fmt.number(level.alpha, 4)}**, the level the plan tests its claim at ({level.why}); "
+            f"beside it the answer at alpha {plan.alpha:g}, a test alone, which the correction does not allow. The "
+            "pilot's nuisance parameter is uncertain, so the answer is repeated at the ends of its 95 % interval "
+            "(loss rate: exact binomial; spread: chi-square). The lift is in each analysis's own estimand (majority "
+            "resolve rate, or pass@1); for a non-inferiority step the two-sided answer is on the safe side.",
             "",
-            f"Tokens, {PLAN_TOKEN_REDUCTION:.0%} fewer (Wilcoxon signed-rank, power by simulation: {PLAN_N_SIM} "
-            f"studies per size, seed {seed}, resampling the pilot's tasks with its own effect removed; ± is the "
-            "Monte-Carlo standard error):",
-            "",
-            md_table(["pair", "pilot tasks", "tasks for 80 % power (grid)", "power at 20 / 50 / 100 tasks"], rows),
+            md_table(["pair", "pilot tasks", "analysis", "pilot parameter", "value",
+                      f"tasks needed at alpha {fmt.number(level.alpha, 4)} (the plan's)",
+                      f"at alpha {plan.alpha:g} (a test alone)"],
+                     _power_rows(trials, pairs, (level.alpha, plan.alpha))),
         ]
+        rows = []
+        for a, b in pairs:
+            if "total_tokens" not in trials.columns:
+                continue
+            pilot = stats.pair_tasks(trials, "total_tokens", a, b)
+            try:
+                sims = [stats.plan_sample_size(pilot, effect=PLAN_TOKEN_REDUCTION, kind="continuous", n_sim=PLAN_N_SIM,
+                                               seed=seed, alpha=x) for x in (level.alpha, plan.alpha)]
+            except ValueError as exc:
+                rows.append([f"{b} vs {a}", str(len(pilot)), f"not estimable: {exc}", "–", "–"])
+                continue
+            cells = []
+            for sim in sims:
+                need, top = sim["n_required"].iloc[0], sim.iloc[-1]
+                cells.append(f"{int(need)}" if pd.notna(need) else
+                             f"> {int(top['n_tasks'])} (power {fmt.number(top['power'], 2)} there)")
+            rows.append([f"{b} vs {a}", str(len(pilot)), *cells,
+                         ", ".join(f"{int(r.n_tasks)}: {r.power:.2f} ± {r.power_se:.2f}" for r in sims[0].itertuples()
+                                   if r.n_tasks in (20, 50, 100))])
+        if rows:
+            out += [
+                "",
+                f"Tokens, {PLAN_TOKEN_REDUCTION:.0%} fewer (Wilcoxon signed-rank, power by simulation: {PLAN_N_SIM} "
+                f"studies per size, seed {seed}, resampling the pilot's tasks with its own effect removed; ± is the "
+                "Monte-Carlo standard error):",
+                "",
+                md_table(["pair", "pilot tasks", f"tasks for 80 % power at alpha {fmt.number(level.alpha, 4)} (grid)",
+                          f"at alpha {plan.alpha:g}", f"power at 20 / 50 / 100 tasks, alpha {fmt.number(level.alpha, 4)}"],
+                         rows),
+                "",
+            ]
     reps = int(trials.groupby(["profile", "task_id"]).size().median()) if len(trials) else 3
     cols = [m for m in ("total_cost_usd", "total_tokens", "elapsed_sec") if m in trials.columns]
     if cols:
@@ -394,7 +476,6 @@ def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], *, see
             for r in spend.itertuples()
         ]
         out += [
-            "",
             f"Projected spend of a run of {PLAN_SPEND_TASKS} tasks × {fmt.plural(reps, 'repetition')} per "
             "profile (pilot median and p90 per run, times the runs; the p90 line is a budget with margin):",
             "",
@@ -405,8 +486,98 @@ def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], *, see
     return out
 
 
+def sequential_planning(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: AnalysisPlan
+                        ) -> tuple[pd.DataFrame, list[str]]:
+    """The plan's sequential design beside the fixed design, these runs as the pilot: per pair and primary metric the
+    planner covers (success, tokens), the rows of :func:`analysis_lib.sequential.planning` with ``pair, analysis``;
+    and a line per metric it does not cover. Each hypothesis is planned at Holm's first level, alpha / family size."""
+    seq = plan.sequential
+    if seq is None:
+        raise ValueError("the analysis plan declares no sequential design (add a 'sequential' section)")
+    alpha = plan.alpha / max(1, len(plan.tiers.primary.metrics) * len(pairs))
+    reps = int(trials.groupby(["profile", "task_id"]).size().median()) if len(trials) else 3
+    spend = (stats.project_spend(trials, n_tasks=1, repetitions=reps, metrics=["total_cost_usd"]).set_index("profile")
+             if "total_cost_usd" in trials.columns and len(trials) else None)
+    rows, skipped = [], []
+    for a, b in pairs:
+        cost = p90 = float("nan")
+        if spend is not None and a in spend.index and b in spend.index:
+            cost = reps * float(spend.loc[a, "per_run_median"] + spend.loc[b, "per_run_median"])
+            p90 = reps * float(spend.loc[a, "per_run_p90"] + spend.loc[b, "per_run_p90"])
+        for spec in plan.tiers.primary.metrics:
+            fixed = _fixed_design(trials, a, b, spec, plan, alpha)
+            if isinstance(fixed, str):
+                skipped.append(f"`{spec.id}` ({spec.test}), {b} vs {a}: {fixed}")
+                continue
+            name, n, pw = fixed
+            t = seq_mod.planning(seq, alpha, n_fixed=n, fixed_power=pw, cost_per_task=cost, cost_per_task_p90=p90)
+            rows.append(t.assign(pair=f"{b} vs {a}", analysis=name, alpha=alpha))
+    return (pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()), skipped
+
+
+def _sequential_planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: AnalysisPlan) -> list[str]:
+    """The planning section of a sequential plan: the design, then the fixed and sequential rows (sequential_planning)."""
+    seq = plan.sequential
+    assert seq is not None
+    rows, skipped = sequential_planning(trials, pairs, plan)
+    family = max(1, len(plan.tiers.primary.metrics) * len(pairs))
+    alpha = plan.alpha / family
+    fut = "no futility bound" if seq.futility == "none" else f"a non-binding {seq.futility.replace('_', '-')}-type futility bound"
+    out = [
+        "## Planning the sequential design (these runs as the pilot)",
+        "",
+        f"The plan's design: looks at {', '.join(f'{x:g}' for x in seq.fractions())} of the "
+        f"{'tasks' if seq.timing == 'tasks' else 'budget'}, {seq.efficacy.replace('_', '-')}-type alpha spending, {fut}. "
+        f"Each primary hypothesis is planned at the first level Holm gives it, alpha / {family} = {alpha:.4g} (a "
+        "rejection passes its level on, so this is the cautious case). The fixed design is the smallest number of "
+        f"tasks with 80 % power at the planned effect (+{PLAN_SUCCESS_LIFT * 100:.0f} points of success, "
+        f"{PLAN_TOKEN_REDUCTION:.0%} fewer tokens) at that level, by the planner above (exact power for McNemar's and "
+        "the paired t test, the pilot's own nuisance parameter; simulation on the grid for tokens). The sequential "
+        "design takes the fewest tasks at most that give it the same power; its expected tasks under the null and "
+        "under the planned effect follow from the chance of stopping at each look (normal theory: the recursion of "
+        "`analysis_lib.group_sequential`). Spend is tasks × both profiles × the repetitions × the pilot's cost per "
+        "run (median; p90 for the maximum, a budget with margin). With `stop: all` a study runs until every primary "
+        "hypothesis is decided: its size is that of its slowest row.",
+        "",
+    ]
+    out += [planning_table(rows)] if len(rows) else ["No primary metric of the plan has a planner."]
+    if skipped:
+        out += ["", "Not planned here: " + "; ".join(skipped) + "."]
+    return out
+
+
+def _fixed_design(trials: pd.DataFrame, a: str, b: str, spec, plan: AnalysisPlan, alpha: float
+                  ) -> tuple[str, int, float] | str:
+    """The fixed design of one primary metric: (analysis, tasks for 80 % power, its power), or why there is none."""
+    if spec.id == "success":
+        pilot = power.pilot_of(trials, a, b)
+        if pilot.n_tasks < 2:
+            return "fewer than 2 paired tasks in the pilot"
+        majority = spec.test == "mcnemar_exact" or plan.pairing.repetitions == "majority"
+        label = "majority: McNemar exact" if majority else "all repetitions: paired t"
+        r = power.sensitivity(pilot, PLAN_SUCCESS_LIFT, alpha=alpha)
+        r = r[(r["analysis"] == label) & r["nuisance"].str.endswith("(pilot)")].iloc[0]
+        if pd.isna(r["n_tasks"]):
+            return "more than 5,000 tasks, or the lift is impossible from the pilot's baseline"
+        name = f"success: {spec.test}" + (" (power of the paired t)" if not majority and spec.test != "paired_t" else "")
+        return name, int(r["n_tasks"]), float(r["power_at_n"])
+    if spec.id == "total_tokens" and spec.test == "wilcoxon_signed_rank":
+        pilot = stats.pair_tasks(trials, "total_tokens", a, b)
+        try:
+            sim = stats.plan_sample_size(pilot, effect=PLAN_TOKEN_REDUCTION, kind="continuous", n_sim=PLAN_N_SIM,
+                                         alpha=alpha, seed=plan.bootstrap.seed)
+        except ValueError as exc:
+            return str(exc)
+        need = sim["n_required"].iloc[0]
+        if pd.isna(need):
+            return f"more than {int(sim['n_tasks'].max())} tasks"
+        pw = float(sim.loc[sim["n_tasks"] == need, "power"].iloc[0])
+        return f"total_tokens: {spec.test} (power by simulation)", int(need), min(pw, 1 - 1 / (2 * PLAN_N_SIM))
+    return "the planner covers success and tokens only"
+
+
 def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, simulated: bool = False,
-                      audit: DesignAudit | tuple[pd.DataFrame, pd.DataFrame] | None = None, source=None) -> str:
+                      audit: DesignAudit | tuple[pd.DataFrame, pd.DataFrame] | None = None, source=None, plan_next: bool = False) -> str:
     """The reviewer's Markdown report: where the data came from, the design audit, profile rates, the plan's
     tiers, the McNemar details, planning, methods."""
     plan, comp = study.plan, study.comparisons
@@ -437,7 +608,7 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
             continue
         corr = CORRECTION_NAMES[getattr(plan.tiers, tier).correction]
         title = {
-            "primary": f"Primary metrics (pre-registered tests, {corr} over the tier)",
+            "primary": f"Primary metrics (pre-registered tests, {corr} over the tier; {family_role(plan, 'primary')})",
             "secondary": f"Secondary metrics (pre-registered tests, {corr} over the tier)",
             "exploratory": "Exploratory metrics (descriptive: estimates and intervals, no test)",
             "sensitivity": "Sensitivity analyses (a planned test with repetitions combined otherwise)",
@@ -447,7 +618,7 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
             parts += mcnemar_lines(comp, conf) + [""]
         if tier == "primary" and study.hypotheses is not None:
             parts += [
-                "## Fixed-sequence hypotheses (as declared, in order)",
+                f"## Fixed-sequence hypotheses (as declared, in order; {family_role(plan, 'hypotheses')})",
                 "",
                 "Each step is tested only if every step before it held (gatekeeping), which keeps the "
                 "family-wise error at alpha; each profile pair runs its own sequence at alpha / (number of pairs) "
@@ -481,6 +652,8 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
         ]
     trials = usable_trials(metrics)
     if study.pairs:
-        parts += _planning_section(trials, study.pairs, seed=plan.bootstrap.seed) + [""]
+        parts += _planning_section(trials, study.pairs, plan, power_analysis=plan_next, seed=plan.bootstrap.seed) + [""]
+        if plan.sequential is not None:
+            parts += _sequential_planning_section(trials, study.pairs, plan) + [""]
     parts += ["## Methods", ""] + methods_lines(plan) + [""]
     return "\n".join(parts)

@@ -11,12 +11,13 @@ from IPython.display import HTML, display
 
 from .. import registry
 from ..trial import Trial
+from . import numbers as fmt
 from . import pair_view as pv
 from .figures import WIDTH_IN, set_style, title
 from .tables import _as_bool
 
 __all__ = ["filter_trials", "step_timeline", "plot_step_timeline", "find_trial", "side_by_side", "integer_counts",
-           "show", "pair_explorer", "same_profile_message"]
+           "metric_table", "show", "pair_explorer", "same_profile_message"]
 
 
 def integer_counts(df: pd.DataFrame) -> pd.DataFrame:
@@ -28,6 +29,36 @@ def integer_counts(df: pd.DataFrame) -> pd.DataFrame:
             if values.dropna().mod(1).eq(0).all():
                 out[c] = values.round().astype("Int64")
     return out
+
+
+def metric_table(df: pd.DataFrame, *, means: bool = False) -> pd.DataFrame:
+    """``df`` as the explorer shows it: each metric (a column, or a row of a table indexed by metric, whose numbers are
+    then printed as text by :func:`.numbers.number`) rounded to its registry precision and named by its registry
+    label. With ``means`` (values averaged over repetitions), a count keeps one decimal and a pass/fail flag two
+    (an average falls between whole values)."""
+
+    def digits(metric_id: str) -> int:
+        m = registry.metric(metric_id)
+        if means and m.kind == "binary":
+            return 2
+        return max(fmt.decimals(metric_id), 1) if means and m.kind == "count" else fmt.decimals(metric_id)
+
+    def rounded(v, d: int):
+        return fmt.number(v, d) if isinstance(v, (float, np.floating)) else v
+
+    out = df.copy()
+    by_row = out.index.name in ("metric", "quantity")
+    for key in list(out.index if by_row else out.columns):
+        if not registry.is_known(str(key)):
+            continue
+        d = digits(str(key))
+        if by_row:
+            out = out.astype(object)
+            out.loc[key] = [rounded(v, d) for v in out.loc[key]]
+        elif pd.api.types.is_float_dtype(out[key]):
+            out[key] = out[key].round(d)
+    labels = {k: registry.metric(str(k)).axis_label for k in (out.index if by_row else out.columns) if registry.is_known(str(k))}
+    return out.rename(index=labels) if by_row else out.rename(columns=labels)
 
 
 def same_profile_message(profile_a: str, profile_b: str) -> str | None:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import stats
+from .. import registry, stats
 from ..comparisons import POINT_SCALES, usable_trials
 from ..fileio import atomic_write_bytes
 from .numbers import p_value
@@ -98,7 +98,7 @@ def plot_rates(rates: pd.DataFrame, simulated: bool, colors: dict | None = None)
     ax.set_xticks(range(0, 101, 20))
     ax.invert_yaxis()
     handles = [plt.Line2D([], [], color="0.3", marker=m, linestyle="", markersize=4) for m in ("o", "s")]
-    ax.legend(handles, ["pass rate per trial", "resolve rate per task (majority)"], fontsize=6, loc="lower center",
+    ax.legend(handles, [registry.DERIVED["pass_rate"].label, registry.DERIVED["resolve_rate"].label], fontsize=6, loc="lower center",
               bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
     ax.set_xlabel("rate (%), 95% CI")
     ax.set_title(title("Pass and resolve rates per profile", simulated), pad=14)

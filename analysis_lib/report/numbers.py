@@ -14,8 +14,8 @@ import pandas as pd
 from .. import registry
 from ..comparisons import POINT_SCALES
 
-__all__ = ["MINUS", "missing", "number", "value", "estimate", "interval", "p_value", "plural", "decimals",
-           "tex_number", "comparison_unit", "scaled", "estimate_digits"]
+__all__ = ["MINUS", "missing", "number", "value", "estimate", "interval", "open_at_zero", "p_value", "plural", "decimals",
+           "tex_number", "tex_quantity", "comparison_unit", "scaled", "estimate_digits"]
 
 MINUS = "\u2212"
 DASH = "–"
@@ -48,9 +48,9 @@ def decimals(metric_id: str) -> int:
 
 
 def value(metric_id: str, x, *, rate: bool = False) -> str:
-    """A value of the metric in its unit (a rate as a percentage with one decimal)."""
+    """A value of the metric in its unit (a rate as a percentage, with the registry's decimals of a rate)."""
     if rate:
-        return DASH if missing(x) else number(100 * float(x), 1) + " %"
+        return DASH if missing(x) else number(100 * float(x), decimals("pass_rate")) + " %"
     d = decimals(metric_id)
     if registry.metric(metric_id).kind == "count" and not missing(x) and float(x) != round(float(x)) and abs(float(x)) < 100:
         d = 1  # the median of an even number of small counts can fall halfway
@@ -85,14 +85,25 @@ def estimate(row, *, unit: bool = True) -> str:
     return number(scaled(row, row.estimate), estimate_digits(row), sign=True) + (f" {u}" if unit and u else "")
 
 
+def open_at_zero(row) -> tuple[bool, bool]:
+    """Whether the comparison's interval is open at a low or high end that is 0 (the test rejects at 0 itself)."""
+    ci_open = getattr(row, "ci_open", None)
+    if not isinstance(ci_open, str):
+        return False, False
+    return "low" in ci_open and row.ci_low == 0, "high" in ci_open and row.ci_high == 0
+
+
 def interval(row, low: str = "ci_low", high: str = "ci_high", *, unit: bool = False) -> str:
-    """``[low, high]`` of a comparison, signed, on its estimate's scale."""
+    """``[low, high]`` of a comparison, signed, on its estimate's scale; ``(0, ...`` / ``..., 0)`` where the
+    interval is open at 0 (its inverted test rejects at 0 itself, so 0 is outside although it is the end)."""
     lo, hi = getattr(row, low), getattr(row, high)
     if missing(lo) or missing(hi):
         return DASH
     u = comparison_unit(row.scale, row.unit)
     d = estimate_digits(row)
-    text = f"[{number(scaled(row, lo), d, sign=True)}, {number(scaled(row, hi), d, sign=True)}]"
+    left, right = open_at_zero(row) if low == "ci_low" else (False, False)
+    text = (f"{'(' if left else '['}{number(scaled(row, lo), d, sign=True)}, "
+            f"{number(scaled(row, hi), d, sign=True)}{')' if right else ']'}")
     return text + (f" {u}" if unit and u else "")
 
 
@@ -119,3 +130,11 @@ def tex_number(x, digits: int, *, sign: bool = False) -> str:
         return "{$\\infty$}" if x > 0 else "{$-\\infty$}"
     text = f"{x:{'+' if sign else ''}.{digits}f}"
     return f"{0:.{digits}f}" if text.lstrip("+-").strip("0.") == "" else text
+
+
+def tex_quantity(x, digits: int, unit: str = "", *, sign: bool = False) -> str:
+    """``\\num{-17.4}\\,\\%``: siunitx sets the minus sign and the digit grouping; ``--`` when missing."""
+    if missing(x):
+        return "--"
+    tex = f"\\num{{{tex_number(x, digits, sign=sign)}}}"
+    return tex + ({"%": "\\,\\%", "pp": "\\,pp", "USD": "\\,USD"}.get(unit, f"~{unit}" if unit else ""))

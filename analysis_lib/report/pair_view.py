@@ -250,7 +250,7 @@ def find_pair(trials: Iterable[Trial], profile_a: str, profile_b: str, task_id: 
 
 
 def outcome_grid(metrics: pd.DataFrame, profile_a: str, profile_b: str, sort: str = "difference") -> pd.DataFrame:
-    """Tidy task x repetition x arm outcomes with the per-task difference (B's success rate minus A's).
+    """Tidy task x repetition x arm outcomes with the per-task difference (B's pass rate minus A's).
 
     ``sort``: ``difference`` (B ahead first), ``-difference`` (A ahead first) or ``task``. A
     repetition one arm lacks is ``missing``.
@@ -340,7 +340,7 @@ def render_grid_html(grid: pd.DataFrame, max_tasks: int = 60) -> str:
     legend = " ".join(f"<span style='background:{c};border:1px solid #ccc;padding:0 6px'>&nbsp;</span> {k}"
                       for k, c in OUTCOME_COLORS.items())
     return (f"<div class='pv-grid'><p><b>Outcome grid</b>: A = {_e(profiles.get('A', ''))}, B = {_e(profiles.get('B', ''))};"
-            f" last column: B's success rate minus A's. {legend}</p>"
+            f" last column: B's pass rate minus A's. {legend}</p>"
             f"<table style='border-collapse:collapse;font-size:12px'><tr><th>task</th>{head}<th>B&minus;A</th></tr>"
             + "".join(body) + "</table></div>")
 

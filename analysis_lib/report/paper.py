@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import registry
+from ..comparisons import interval_note
 from ..fileio import atomic_write_text
 from . import latex, markdown, tables
 from . import numbers as fmt
@@ -24,9 +25,12 @@ from .audit import audit_markdown, audit_tex, data_banner
 from .beside_itt import beside_macros, beside_markdown, beside_tex
 from .comparison_report import mcnemar_lines, rates_table, tier_table
 from .figures import FOREST_NOTE
+from .sequential import adjusted_table, design_sentence, paper_paragraph, sequential_macros
 
 __all__ = ["PaperInputs", "PlanRecord", "quoted_macros", "write_paper_snippets", "FIGURE_CAPTIONS"]
 
+# The comparisons' intervals are 95 % intervals; their tests are read at the matching level.
+CONFIDENCE_ALPHA = 0.05
 SUMMARY_COLUMNS = ("total_tokens", "total_cost_usd", "agent_steps", "tool_calls_count", "elapsed_sec",
                    "exploration_breadth", "mcp_tool_calls")
 # Figure file stem -> caption (what the figure shows); figures.tex includes those present.
@@ -64,12 +68,15 @@ class PlanRecord:
     recorded_in: str | None = None
     first_trial_at: str | None = None
     fixed_before_first_trial: bool | None = None
+    claim_family: str = "primary"  # the family that carries the claim: primary tier or hypotheses sequence
 
     @classmethod
     def from_sidecar(cls, obj: dict) -> PlanRecord:
+        plan = obj.get("plan") if isinstance(obj.get("plan"), dict) else {}
         return cls(str(obj.get("analysis_plan_sha256", "")), str(obj.get("plan_name", "")),
                    obj.get("recorded_at"), bool(obj.get("plan_changed_after_record")), obj.get("recorded_in"),
-                   obj.get("first_trial_at"), obj.get("fixed_before_first_trial"))
+                   obj.get("first_trial_at"), obj.get("fixed_before_first_trial"),
+                   str(plan.get("claim_family") or "primary"))
 
 
 @dataclass
@@ -83,6 +90,7 @@ class PaperInputs:
     simulated: bool = False
     baseline: str | None = None
     plan: PlanRecord | None = None
+    hypotheses: pd.DataFrame | None = None  # the plan's fixed sequence (hypotheses.csv), when it declares one
     sources: dict[str, str] = field(default_factory=dict)
     # Layer 2's own paper_snippets.md (LLM narratives): quoted in the Markdown, never in macros.
     llm_snippets: str | None = None
@@ -91,6 +99,9 @@ class PaperInputs:
     data_source: dict | None = None
     # The estimands beside intention to treat (compliance.csv, infra_bounds.csv, ...: report.beside_itt.read_beside).
     beside: dict[str, pd.DataFrame] | None = None
+    # A sequential run: its design with the looks as analysed, and the primary estimates adjusted for the stop.
+    sequential: dict | None = None
+    sequential_estimates: pd.DataFrame | None = None
 
     def source(self, key: str) -> str:
         return self.sources.get(key, f"{key}.csv")
@@ -101,10 +112,7 @@ class PaperInputs:
 
 def _qty(x, digits: int, unit: str = "", sign: bool = False) -> str:
     """``\\num{-17.4}\\,\\%``: siunitx sets the minus sign and the digit grouping."""
-    if fmt.missing(x):
-        return "--"
-    tex = f"\\num{{{fmt.tex_number(x, digits, sign=sign)}}}"
-    return tex + ({"%": "\\,\\%", "pp": "\\,pp", "USD": "\\,USD"}.get(unit, f"~{unit}" if unit else ""))
+    return fmt.tex_quantity(x, digits, unit, sign=sign)
 
 
 def _p_tex(p, adjusted: bool = False) -> str:
@@ -126,7 +134,7 @@ def _value_digits(row) -> tuple[float, int]:
     if row.scale in fmt.POINT_SCALES:
         return 100.0, 1
     if row.scale == "cost_per_success":
-        return 1.0, 3
+        return 1.0, fmt.decimals("cost_per_success")
     d = fmt.decimals(row.metric)
     if registry.metric(row.metric).kind == "count" and (row.a_value % 1 or row.b_value % 1):
         d = max(d, 1)  # a median of an even number of counts can fall halfway
@@ -173,14 +181,15 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                 ("pass rate", r.pass_rate, r.pass_rate_low, r.pass_rate_high, "pass_rate"),
                 ("resolve rate", r.resolve_rate, r.resolve_rate_low, r.resolve_rate_high, "resolve_rate"),
             ):
-                out += [latex.Macro(latex.macro_name(stem, p), _qty(100 * est, 1, "%"), what, rsrc, p),
-                        latex.Macro(latex.macro_name(stem, "low", p), _qty(100 * lo, 1, "%"), what, rsrc, f"{p}, 95% CI low"),
-                        latex.Macro(latex.macro_name(stem, "high", p), _qty(100 * hi, 1, "%"), what, rsrc, f"{p}, 95% CI high")]
+                d = fmt.decimals(what)
+                out += [latex.Macro(latex.macro_name(stem, p), _qty(100 * est, d, "%"), what, rsrc, p),
+                        latex.Macro(latex.macro_name(stem, "low", p), _qty(100 * lo, d, "%"), what, rsrc, f"{p}, 95% CI low"),
+                        latex.Macro(latex.macro_name(stem, "high", p), _qty(100 * hi, d, "%"), what, rsrc, f"{p}, 95% CI high")]
             out += [latex.Macro(latex.macro_name("successes", p), str(int(r.successes)), "success", rsrc, p),
                     latex.Macro(latex.macro_name("trials", p), str(int(r.n_outcome)), "success", rsrc, f"{p}, known outcome"),
                     latex.Macro(latex.macro_name("tasks resolved", p), str(int(r.tasks_resolved)), "resolve_rate", rsrc, p),
                     latex.Macro(latex.macro_name("tasks", p), str(int(r.n_tasks)), "resolve_rate", rsrc, p),
-                    latex.Macro(latex.macro_name("cost per success", p), _qty(r.cost_per_success, 3, "USD"),
+                    latex.Macro(latex.macro_name("cost per success", p), _qty(r.cost_per_success, fmt.decimals("cost_per_success"), "USD"),
                                 "cost_per_success", rsrc, p)]
     if inputs.comparisons is not None:
         csrc = inputs.source("comparisons")
@@ -211,6 +220,20 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                                     f"bootstrap 95% CI low; {what}"),
                         latex.Macro(key + "TotalHigh", _qty(r.total_change_high, 1, "%", sign=True), r.metric, csrc,
                                     f"bootstrap 95% CI high; {what}")]
+    if inputs.hypotheses is not None:
+        hsrc = inputs.source("hypotheses")
+        for r in inputs.hypotheses.itertuples():
+            key = latex.macro_name("hypothesis", r.metric.replace("__", " "), r.profile_b, "vs", r.profile_a)
+            what = f"step {r.step}, {r.claim}; {r.profile_b} vs {r.profile_a}"
+            out.append(latex.Macro(key + "Result", latex.escape_tex(str(r.result)), r.metric, hsrc, what))
+            if not fmt.missing(r.estimate):
+                out += [latex.Macro(key + "Est", _qty(r.estimate, 1, r.unit, sign=True), r.metric, hsrc, what),
+                        latex.Macro(key + "Low", _qty(r.ci_low, 1, r.unit, sign=True), r.metric, hsrc,
+                                    f"{100 * r.confidence:g}% CI low; {what}"),
+                        latex.Macro(key + "High", _qty(r.ci_high, 1, r.unit, sign=True), r.metric, hsrc,
+                                    f"{100 * r.confidence:g}% CI high; {what}")]
+    if inputs.sequential is not None:
+        out += sequential_macros(inputs.sequential, inputs.sequential_estimates, inputs.source("sequential"))
     if inputs.beside:
         out += beside_macros(inputs.beside, inputs.sources.get("beside", "comparisons"))
     return out
@@ -236,9 +259,10 @@ def _s(x, digits: int, sign: bool = False) -> str:
 
 
 def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
-    rows = [[latex.escape_tex(r.profile), str(int(r.n_outcome)), _s(100 * r.pass_rate, 1), _s(100 * r.pass_rate_low, 1),
-             _s(100 * r.pass_rate_high, 1), f"{int(r.tasks_resolved)}/{int(r.n_tasks)}", _s(100 * r.resolve_rate, 1),
-             _s(100 * r.resolve_rate_low, 1), _s(100 * r.resolve_rate_high, 1), _s(r.cost_per_success, 3)]
+    dp, dr, dc = fmt.decimals("pass_rate"), fmt.decimals("resolve_rate"), fmt.decimals("cost_per_success")
+    rows = [[latex.escape_tex(r.profile), str(int(r.n_outcome)), _s(100 * r.pass_rate, dp), _s(100 * r.pass_rate_low, dp),
+             _s(100 * r.pass_rate_high, dp), f"{int(r.tasks_resolved)}/{int(r.n_tasks)}", _s(100 * r.resolve_rate, dr),
+             _s(100 * r.resolve_rate_low, dr), _s(100 * r.resolve_rate_high, dr), _s(r.cost_per_success, dc)]
             for r in rates.itertuples()]
     head = ["Profile", "Trials", "{Pass rate}", "\\multicolumn{2}{c}{95\\% CI}", "Tasks", "{Resolve rate}",
             "\\multicolumn{2}{c}{95\\% CI}", "{Cost/success}"]
@@ -252,16 +276,22 @@ def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
 
 
 def comparisons_tex(comp: pd.DataFrame, simulated: bool) -> str:
-    rows = []
+    rows, notes = [], []
     for r in comp[comp["estimate"].notna() & (comp["tier"] != "exploratory")].itertuples():
         k, d = _value_digits(r)
         unit = fmt.comparison_unit(r.scale, r.unit)
         unit_tex = {"%": "\\%", "pp": "pp"}.get(unit, latex.escape_tex(unit))
         e = fmt.estimate_digits(r)
+        p_cell = _p_cell(r.p_value)
+        why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
+        if why:  # the reason sits beside the p-value it qualifies
+            notes.append(f"\\textsuperscript{{{chr(ord('a') + len(notes))}}}\\,{latex.escape_tex(r.label)}, "
+                         f"{latex.escape_tex(r.profile_b)}: {latex.escape_tex(why)}.")
+            p_cell = "{" + p_cell.strip("{}") + f"\\textsuperscript{{{chr(ord('a') + len(notes) - 1)}}}}}"
         rows.append([f"{latex.escape_tex(r.label)}, {unit_tex}", latex.escape_tex(r.profile_b), str(int(r.n_pairs)),
                      _s(k * r.a_value, d), _s(k * r.b_value, d), _s(fmt.scaled(r, r.estimate), e, True),
                      _s(fmt.scaled(r, r.ci_low), e, True), _s(fmt.scaled(r, r.ci_high), e, True),
-                     _p_cell(r.p_value), _p_cell(r.p_adjusted)])
+                     p_cell, _p_cell(r.p_adjusted)])
     base = ", ".join(sorted(comp["profile_a"].astype(str).unique()))
     head = ["Metric, unit of the change", "B", "Pairs", "{A}", "{B}", "{Change}", "\\multicolumn{2}{c}{95\\% CI}",
             "{$p$}", "{$p_\\mathrm{adj}$}"]
@@ -269,9 +299,12 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool) -> str:
            "S[table-format=+2.1] S[table-format=1.3] S[table-format=1.3]"
     note = (f"A = baseline ({latex.escape_tex(base)}). A and B: resolve rate (\\%) or median over tasks of the "
             "per-task medians. Change: resolve rate, difference in points with Tango's score interval and McNemar's "
-            "exact test; other metrics, typical per-task change (Hodges-Lehmann on log ratios, \\%) with the "
-            "interval that inverts the Wilcoxon signed-rank test beside it. $p_\\mathrm{adj}$: the plan's correction "
-            "over its tier (Holm for primary, Benjamini-Hochberg for secondary metrics), all pairs together.")
+            "exact test, which can disagree near 0 (a score interval beside an exact test; a letter marks a row where "
+            "they do); other metrics, typical per-task change (Hodges-Lehmann on log ratios, \\%) with the "
+            "interval that inverts the Wilcoxon signed-rank test beside it (zeros ranked by Pratt's rule in both), "
+            "which excludes 0 exactly when $p < 0.05$. Intervals are unadjusted 95\\% intervals; "
+            "$p_\\mathrm{adj}$: the plan's correction over its tier (Holm for primary, Benjamini-Hochberg for "
+            "secondary metrics), all pairs together." + ("\\par " + " ".join(notes) if notes else ""))
     return _tabular(head, spec, rows, "Paired comparisons against the baseline" + (" (simulated data)" if simulated else ""),
                     "tab:comparisons", wide=True, note=note)
 
@@ -338,6 +371,7 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
             when = "recorded on \\PlanFixedAt{}"
         lines.append("\\paragraph{Pre-registration.} Tiers, tests, corrections and intervals follow the analysis plan "
                      f"\\texttt{{\\PlanName}} (plan hash \\texttt{{\\PlanHash}}), {when}. {dev}")
+        lines.append(_claim_text(inputs))
     n_prof = inputs.metrics["profile"].nunique()
     lines.append(f"The analysis covers \\NumTasks{{}} tasks under \\NumProfiles{{}} {'profile' if n_prof == 1 else 'profiles'} with "
                  "up to \\NumRepetitions{} repetitions each (\\NumTrials{} trials; \\NumInfraErrors{} infrastructure "
@@ -353,7 +387,7 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
     comp = inputs.comparisons
     if comp is None or comp.empty:
         lines.append("(Paired comparisons were not available when these snippets were generated.)")
-        return "\n".join(lines)
+        return "\n".join(lines + _sequential_lines(inputs))
     for r in comp[comp["tier"] == "primary"].itertuples():
         key = _key(r)
         if key + "Est" not in names:
@@ -368,14 +402,46 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
             if key + "OddsRatio" in names:
                 text += (f"; discordant-pair odds ratio \\{key}OddsRatio{{}}, exact 95\\% CI \\{key}OddsRatioLow{{}} "
                          f"to \\{key}OddsRatioHigh{{}}")
-            lines.append(text + ").")
+            why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
+            lines.append(text + (f"; {latex.escape_tex(why)}" if why else "") + ").")
         else:
-            total = (f" The total over the paired tasks changed by \\{key}Total{{}} (bootstrap 95\\% CI "
-                     f"\\{key}TotalLow{{}} to \\{key}TotalHigh{{}})." if key + "Total" in names else "")
+            total = (f" The total over the paired tasks changed by \\{key}Total{{}} (percentile bootstrap 95\\% CI "
+                     f"\\{key}TotalLow{{}} to \\{key}TotalHigh{{}}, which covers less than its nominal level with few "
+                     "tasks)." if key + "Total" in names else "")
+            why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
             lines.append(f"{subject} changed the typical task by \\{key}Est{{}} against "
                          f"\\texttt{{{latex.escape_tex(r.profile_a)}}} (95\\% CI \\{key}Low{{}} to \\{key}High{{}}; "
-                         f"Wilcoxon \\{key}P{{}}, \\{key}PAdj{{}}; \\{key}Pairs{{}} tasks).{total}")
-    return "\n".join(lines)
+                         f"Wilcoxon \\{key}P{{}}, \\{key}PAdj{{}}; \\{key}Pairs{{}} tasks"
+                         + (f"; {latex.escape_tex(why)}" if why else "") + f").{total}")
+    return "\n".join(lines + _sequential_lines(inputs))
+
+
+def _sequential_lines(inputs: PaperInputs) -> list[str]:
+    """The sequential design's paragraph, for a sequential run."""
+    seq = inputs.sequential
+    return [] if seq is None else [paper_paragraph(seq, inputs.sequential_estimates, float(seq.get("confidence", 0.95)))]
+
+
+def _claim_text(inputs: PaperInputs) -> str:
+    """Which family carries the claim (the plan says), the other labelled supportive; with a sequence, its result."""
+    if inputs.plan is None or inputs.plan.claim_family != "hypotheses":
+        return ("\\paragraph{Claim.} The confirmatory claim rests on the primary tier, Holm-corrected over its metrics "
+                "and profile pairs; secondary metrics are a family of their own and exploratory ones are described only.")
+    text = ("\\paragraph{Claim.} The confirmatory claim is the plan's fixed sequence of hypotheses, each step tested only "
+            "if the one before it held; the tiers of comparisons below are supportive.")
+    hyp = inputs.hypotheses
+    if hyp is None or hyp.empty:
+        return text + " (The sequence's results were not available when these snippets were generated.)"
+    ordinal = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+    for r in hyp.itertuples():
+        key = latex.macro_name("hypothesis", r.metric.replace("__", " "), r.profile_b, "vs", r.profile_a)
+        interval = "" if fmt.missing(r.estimate) else \
+            f" (\\{key}Est{{}}, interval \\{key}Low{{}} to \\{key}High{{}})"
+        step = ordinal[r.step - 1] if r.step <= len(ordinal) else "next"
+        text += (f" The {step} step, \\texttt{{{latex.escape_tex(r.profile_b)}}} against "
+                 f"\\texttt{{{latex.escape_tex(r.profile_a)}}}: {latex.escape_tex(r.label)} {r.claim}, "
+                 f"\\{key}Result{{}}{interval}.")
+    return text
 
 
 def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool) -> str:
@@ -403,6 +469,13 @@ def _markdown_sections(inputs: PaperInputs, macros: list[latex.Macro]) -> list[t
             if (comp["tier"] == tier).any():
                 body = tier_table(comp, tier) + ("\n\n" + "\n".join(mcnemar_lines(comp)) if tier == "primary" else "")
                 out.append((f"Paired comparisons: {tier} metrics", body))
+    seq, adj = inputs.sequential, inputs.sequential_estimates
+    if seq is not None:
+        body = design_sentence(seq)
+        if adj is not None and len(adj):
+            body += ("\n\nThe paired comparisons above are fixed-sample numbers, **not adjusted** for the sequential stop; "
+                     "adjusted for it:\n\n" + adjusted_table(adj, float(seq.get("confidence", 0.95))))
+        out.append(("Sequential design", body))
     return out
 
 

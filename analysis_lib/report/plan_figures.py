@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from .. import registry
 from ..fileio import atomic_write_bytes
 from .figures import PNG_METADATA, WIDTH_IN, profile_colors, set_style, title
 
@@ -44,7 +45,7 @@ def plot_exploratory(metrics: pd.DataFrame, columns: list[str], simulated: bool,
             ax.scatter(v, i + jitter, s=5, color=colors[p], alpha=0.6)
             ax.plot([np.median(v)] * 2, [i - 0.3, i + 0.3], color="0.1", linewidth=1.2)
         ax.set_yticks(range(len(profiles)), profiles, fontsize=6)
-        ax.set_xlabel(col, fontsize=7)
+        ax.set_xlabel(registry.metric(col).axis_label if registry.is_known(col) else col, fontsize=7)
     axes[0, 0].set_title(title("Exploratory metrics per trial (bar = median)", simulated))
     fig.tight_layout()
     return fig

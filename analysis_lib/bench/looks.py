@@ -1,0 +1,154 @@
+"""Interim looks of a sequential benchmark run: when to look, the analysis at a look, and their record.
+
+With an analysis plan that declares a ``sequential`` design, the runner uses the sequential schedule
+(each task's pairs back to back, tasks in a seeded random order) and analyses the complete tasks only at
+the declared looks, with the plan's engine (:func:`analysis_lib.sequential.monitor`): no statistic is
+computed between looks. Each look is journaled (``<runs>/.bench/looks.json``) before the run goes on, so
+a resumed run continues from the last look, and a look that stopped the study stops the resumed run too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .. import plan as plan_mod
+from .. import sequential as seq_mod
+from ..comparisons import profile_pairs
+from ..fileio import atomic_write_json, read_json
+from ..layer1 import analyse
+from ..trial import InputError
+from .journal import state_dir
+
+LOOKS_FILE = "looks.json"
+VERDICTS = ("passed", "failed")
+# Columns that depend on the evaluator's verdict: refused at a look whose tasks lack one (as in RESULTS.md).
+VERDICT_COLUMNS = ("success", "tests_passed_ratio", "token_efficiency")
+
+
+def family_size(a_plan: plan_mod.AnalysisPlan, n_pairs: int) -> int:
+    """Hypotheses of the primary family: its metrics times the profile pairs (an MCP family counts once)."""
+    return max(1, len(a_plan.tiers.primary.metrics) * max(n_pairs, 1))
+
+
+def design_record(a_plan: plan_mod.AnalysisPlan, n_tasks: int, conditions: list[str], phase_budget_usd: float,
+                  limit_usd: float, cost_per_task_usd: float = float("nan")) -> dict:
+    """What the run record and a dry run say of the design: the looks, the boundaries of one hypothesis, and its
+    maximum and expected tasks and spend beside the fixed design (``cost_per_task_usd``: every trial of a task)."""
+    seq = a_plan.sequential
+    assert seq is not None
+    pairs = profile_pairs(conditions, baseline=baseline_of(a_plan, conditions))
+    m = family_size(a_plan, len(pairs))
+    rec = {"design": seq.model_dump(mode="json"), "alpha": a_plan.alpha, "family": m,
+           "primary": [s.id for s in a_plan.tiers.primary.metrics],
+           "tests": {s.id: s.test for s in a_plan.tiers.primary.metrics}, "n_tasks": n_tasks}
+    if seq.timing == "tasks":
+        sizes = seq_mod.look_sizes(seq, n_tasks)
+        rec["look_tasks"] = sizes
+        tab = seq_mod.design_table(seq, a_plan.alpha / m, sizes, n_tasks)
+    else:
+        rec["look_spend_usd"] = [round(f * limit_usd, 6) for f in seq.fractions()]
+        tab = seq_mod.design_table(seq, a_plan.alpha / m, [max(1, round(f * n_tasks)) for f in seq.fractions()],
+                                   n_tasks)
+    rec["boundaries"] = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+                          for k, v in row.items()} for row in tab.to_dict("records")]
+    plan_rows = seq_mod.planning(seq, a_plan.alpha / m, n_max=n_tasks, cost_per_task=cost_per_task_usd)
+    rec["planning"] = [{k: _plain(v) for k, v in row.items()} for row in plan_rows.to_dict("records")]
+    return rec
+
+
+def _plain(v):
+    """A JSON value: lists of ints, finite floats rounded, None for NaN."""
+    if isinstance(v, list):
+        return [int(x) for x in v]
+    if isinstance(v, float | np.floating):
+        return round(float(v), 6) if np.isfinite(v) else None
+    return int(v) if isinstance(v, np.integer) else v
+
+
+def baseline_of(a_plan: plan_mod.AnalysisPlan, conditions: list[str]) -> str:
+    return a_plan.pairing.baseline or conditions[0]
+
+
+def describe(rec: dict) -> list[str]:
+    """The looks and boundaries as plain text lines (what ``--dry-run`` prints)."""
+    d = rec["design"]
+    fut = d["futility"]
+    lines = [f"sequential design: {len(rec['boundaries'])} looks ({d['timing']}), {d['efficacy'].replace('_', '-')} "
+             f"alpha spending, futility {'none' if fut == 'none' else fut.replace('_', '-') + ' (non-binding, power ' + str(d['power']) + ')'}, "
+             f"stop when {'every primary hypothesis is decided' if d['stop'] == 'all' else 'any primary hypothesis is rejected'}",
+             f"primary family: {', '.join(f'{k} ({v})' for k, v in rec['tests'].items())}: {rec['family']} hypotheses, "
+             f"Holm-shared alpha {rec['alpha']}; boundaries of one hypothesis at alpha/{rec['family']} = "
+             f"{rec['alpha'] / rec['family']:.4g} (a rejection passes its alpha on):"]
+    lines.append(f"{'look':>4} {'when':>16} {'fraction':>8} {'alpha spent':>11} {'|Z| >=':>7} {'nominal p <=':>12} "
+                 f"{'futility Z <':>12}")
+    for i, b in enumerate(rec["boundaries"]):
+        when = (f"{b['tasks']} tasks" if "look_tasks" in rec else f"${rec['look_spend_usd'][i]:.2f} spent")
+        fz = b.get("futility_z")
+        lines.append(f"{b['look']:>4} {when:>16} {b['fraction']:>8.3f} {b['spent']:>11.5f} "
+                     f"{(b['z_bound'] if b['z_bound'] is not None else float('inf')):>7.3f} {b['nominal_p']:>12.6f} "
+                     f"{'–' if fz is None else f'{fz:.3f}':>12}")
+    exact = [k for k, v in rec["tests"].items() if v in seq_mod.EXACT_TESTS]
+    if exact:
+        lines.append(f"{', '.join(exact)}: exact boundaries at each look from the test's own null distribution given "
+                     "the data (same spending); the Z bounds above are the normal ones")
+    if rec.get("planning"):
+        lines += planning_lines(rec)
+    return lines
+
+
+def planning_lines(rec: dict) -> list[str]:
+    """The dry run's planning table: the fixed and the sequential design of one hypothesis, tasks and spend."""
+    rows = rec["planning"]
+    power = rec["design"]["power"]
+    lines = [f"expected tasks and spend (one hypothesis at {rec['alpha'] / rec['family']:.4g}, normal theory; planned effect: "
+             f"the one at which {rows[-1]['n_max']} tasks give the sequential design {power:.0%} power; spend at the "
+             "manifest's estimate per trial):",
+             f"{'design':<11} {'looks (tasks)':<18} {'max tasks':>9} {'E[tasks] null':>13} {'E[tasks] effect':>15} "
+             f"{'max spend':>10} {'E[spend] null':>13} {'E[spend] effect':>15} {'power':>6}"]
+
+    def usd(x) -> str:
+        return "–" if x is None else f"${x:,.2f}"
+
+    for r in rows:
+        lines.append(f"{r['design']:<11} {', '.join(str(x) for x in r['looks']):<18} {r['n_max']:>9} "
+                     f"{r['expected_n_null']:>13.1f} {r['expected_n_effect']:>15.1f} {usd(r['spend_max_median']):>10} "
+                     f"{usd(r['expected_spend_null']):>13} {usd(r['expected_spend_effect']):>15} {r['power']:>6.3f}")
+    return lines
+
+
+def load_looks(runs_dir: str | os.PathLike) -> list[dict]:
+    path = state_dir(runs_dir) / LOOKS_FILE
+    if not path.exists():
+        return []
+    try:
+        obj = read_json(path, stage="journal")
+    except InputError:
+        return []
+    return obj if isinstance(obj, list) else []
+
+
+def save_looks(runs_dir: str | os.PathLike, looks: list[dict]) -> None:
+    atomic_write_json(state_dir(runs_dir) / LOOKS_FILE, looks)
+
+
+def refused_columns(records: list[dict], tasks: set[str]) -> dict[str, str]:
+    """Verdict columns refused at a look: some trial of its tasks has no pass/fail verdict."""
+    missing = [r for r in records if r["task_id"] in tasks and r.get("outcome") not in VERDICTS]
+    if not missing:
+        return {}
+    return {c: f"refused: {len(missing)} trials of the analysed tasks have no verdict" for c in VERDICT_COLUMNS}
+
+
+def run_look(runs_dir: Path, a_plan: plan_mod.AnalysisPlan, conditions: list[str], order: list[str],
+             sizes: list[int], n_tasks: int, records: list[dict], *, final: bool, ended_by: str | None,
+             times: list[str | None], spent: list[float | None]) -> seq_mod.Monitoring:
+    """Analyse the complete tasks at the looks ``sizes`` with the plan's engine and hold them against the design."""
+    res = analyse(runs_dir, None, profiles=conditions, cache=False, workers=1)
+    metrics = res.metrics
+    pairs = profile_pairs(conditions, baseline=baseline_of(a_plan, conditions))
+    refused = refused_columns(records, set(order[: sizes[-1]]))
+    return seq_mod.monitor(metrics, a_plan, pairs, order, sizes, n_tasks, final=final, ended_by=ended_by,
+                           refused=refused, times=times, spent=spent)

@@ -1,0 +1,27 @@
+"""The runnable examples in ``analysis_lib.stats``: every public procedure has one, each quoting the value of an
+external reference (R's documented example, statsmodels, scipy, a textbook table) beside the call, and each runs
+here as a doctest."""
+
+from __future__ import annotations
+
+import doctest
+
+import pytest
+
+from analysis_lib import stats
+
+FINDER = doctest.DocTestFinder()
+
+
+def _example(name: str) -> doctest.DocTest:
+    found = [t for t in FINDER.find(getattr(stats, name), name, globs=vars(stats).copy()) if t.examples]
+    assert found, f"stats.{name} has no runnable example in its docstring"
+    return found[0]
+
+
+@pytest.mark.parametrize("name", stats.__all__)
+def test_public_statistics_function_has_a_runnable_example_that_holds(name):
+    test = _example(name)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test, out=lambda text: pytest.fail(f"stats.{name}: its example no longer holds:\n{text}"))
+    assert runner.summarize(verbose=False).attempted == len(test.examples)
