@@ -328,14 +328,14 @@ class AnalysisPlan(_Strict):
                 seen[m.id] = tier
         if self.tiers.exploratory.correction != "none":
             raise ValueError("tiers.exploratory.correction: exploratory metrics have no p-values to correct (use none)")
+        if self.sequential is not None and self.hypotheses:
+            raise ValueError("sequential: a plan with fixed-sequence hypotheses has no sequential design here; "
+                             "declare the hypotheses or the sequential section, not both")
         if self.hypotheses and self.claim_family is None:
             raise ValueError("claim_family: a plan with hypotheses must say which family carries its claim, the primary "
                              "tier or the hypotheses sequence (the other is then supportive)")
         if self.claim_family == "hypotheses" and not self.hypotheses:
             raise ValueError("claim_family: hypotheses, but the plan declares no hypotheses")
-        if self.sequential is not None and self.hypotheses:
-            raise ValueError("sequential: a plan with fixed-sequence hypotheses has no sequential design here; "
-                             "declare the hypotheses or the sequential section, not both")
         if self.sequential is not None and any(m.test == "gee" for m in self.tiers.primary.metrics):
             raise ValueError("sequential: the GEE test has no sequential boundary here; use paired_t or sign_flip")
         sens = self.tiers.sensitivity
