@@ -185,7 +185,8 @@ _ENTRIES = [
     _M("agent_steps", "agent steps", "steps", "steps whose source is the agent", "count", "lower", "ratio",
        compute=lambda f: sum(s.source == "agent" for s in f.steps) if f.traj is not None else None, subagents=_STEPS),
     _M("tool_calls_count", "tool calls", "calls", "tool calls", "count", "lower", "ratio",
-       compute=lambda f: f.walk.calls if f.walk else None, subagents=_CALLS, carried="mcpbr `tool_calls`"),
+       compute=lambda f: f.walk.calls if f.walk else None, subagents=_CALLS,
+       carried="mcpbr `tool_calls`, a study's per-trial metrics (CodeScaleBench `task_metrics.json` `tool_calls`)"),
     _M("unique_tools", "distinct tools", "tools", "distinct tool names called", "count",
        compute=lambda f: len(f.tool_names) if f.tool_names is not None else None, subagents=_CALLS),
     _M("tools_per_step", "tool calls per step", "calls/step", "tool calls per agent step", decimals=2,
@@ -207,11 +208,13 @@ _ENTRIES = [
        "count", "lower", compute=lambda f: f.walk.errors if f.walk else None, subagents=_CALLS,
        carried="mcpbr `tool_failures`"),
     _M("mcp_tools_used", "distinct MCP tools", "tools", "distinct MCP tools called", "count",
-       compute=lambda f: len(f.walk.mcp_by_tool) if f.walk else None, subagents=_CALLS),
+       compute=lambda f: len(f.walk.mcp_by_tool) if f.walk else None, subagents=_CALLS,
+       carried="a study's per-trial tool distribution (CodeScaleBench `task_metrics.json` `tool_distribution`)"),
     _M("mcp_tool_calls", "MCP calls", "calls", "MCP calls (prefix `mcp__` or a configured base name: `canvas`, "
        "`init_repository`, `get_dependencies`, `search_code`, `list_entrypoints`, `show_call_graph_neighborhood`); "
        "a call the agent refused for lack of permission never ran and is not counted", "count",
-       compute=lambda f: f.walk.mcp_calls if f.walk else None, subagents=_CALLS),
+       compute=lambda f: f.walk.mcp_calls if f.walk else None, subagents=_CALLS,
+       carried="a study's per-trial metrics (CodeScaleBench `task_metrics.json` `mcp_calls`)"),
     _M("native_tool_calls", "native tool calls", "calls", "tool calls that are not MCP calls, tool discovery "
        "(`ToolSearch`) or MCP calls the agent refused for lack of permission", "count",
        compute=lambda f: f.walk.calls - f.walk.mcp_calls - f.walk.discovery - f.walk.refused_mcp if f.walk else None,
