@@ -13,6 +13,7 @@ import pandas as pd
 
 from .. import power, stats
 from .. import sequential as seq_mod
+from ..baseline import resolve_baseline
 from ..beside_itt import BesideResult, beside_itt
 from ..comparisons import compare, profile_pairs, usable_trials
 from ..design_audit import DesignAudit
@@ -71,8 +72,10 @@ def analyse_comparisons(metrics: pd.DataFrame, plan: AnalysisPlan, *, compare_pa
     for col in ("profile", "task_id"):
         if col not in metrics.columns:
             raise ValueError(f"the metrics frame has no {col!r} column")
-    pairs = profile_pairs(metrics["profile"].dropna().astype(str).unique(), compare=compare_pair,
-                          baseline=baseline or plan.pairing.baseline)
+    profiles = metrics["profile"].dropna().astype(str).unique()
+    # The one baseline rule (analysis_lib.baseline); a frame has no runs folder, so: explicit, the plan's, else first.
+    pairs = profile_pairs(profiles, compare=compare_pair,
+                          baseline=resolve_baseline(profiles, explicit=baseline, plan=plan).name)
     boot = plan.bootstrap
     return Study(compare(metrics, plan, pairs, refused=refused),
                  profile_rates(metrics, confidence=boot.confidence, n_boot=boot.n_resamples, seed=boot.seed), plan, pairs,
