@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable
-from numbers import Real
 from dataclasses import dataclass, field
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
