@@ -57,11 +57,14 @@ paper: install
 
 ## lab: JupyterLab on the project (opens notebooks/); kernels import this checkout's analysis_lib
 # Extra options go in LAB_ARGS (make lab LAB_ARGS="--no-browser --port 8890"); as root (containers)
-# JupyterLab refuses to start without --allow-root, so it is added only then.
+# JupyterLab refuses to start without --allow-root, so it is added only then. lab-settings/overrides.json
+# sets the defaults of this session (no "Jupyter news?" prompt, no update check), nothing in your home;
+# what you change in the Settings editor still wins.
 LAB_ARGS ?=
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: install
-	PYTHONPATH=$(CURDIR) $(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks $(ROOT_ARG) $(LAB_ARGS)
+	PYTHONPATH=$(CURDIR) $(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks \
+		--LabApp.app_settings_dir="$(CURDIR)/lab-settings" $(ROOT_ARG) $(LAB_ARGS)
 
 ## nbval: only the notebook regression tests
 nbval: setup

@@ -15,8 +15,8 @@ from .judge.labelling import LABEL_CLASSES, draw_sample, label_items, labelling_
 from .trial import InputError
 
 
-def cli(argv: list[str] | None = None) -> int:
-    """``python -m analysis_lib label RUNS_DIR --rater NAME --labels labels.csv``: label a blinded sample in the terminal."""
+def build_parser() -> argparse.ArgumentParser:
+    """The ``label`` command's arguments, each with its help text."""
     p = argparse.ArgumentParser(
         prog="python -m analysis_lib label",
         description=(
@@ -24,15 +24,27 @@ def cli(argv: list[str] | None = None) -> int:
             "with --report, print inter-human and judge-vs-human agreement instead."
         ),
     )
-    p.add_argument("runs_dir", metavar="RUNS_DIR")
-    p.add_argument("--rater", help="your name or initials, recorded with every label")
-    p.add_argument("--labels", default="human_labels.csv", help="label CSV to append to (default human_labels.csv)")
+    p.add_argument("runs_dir", metavar="RUNS_DIR",
+                   help="folder of runs to draw the sample from (any ingested format; read only, nothing written there); "
+                        "not used with --report")
+    p.add_argument("--rater", help="your name or initials, recorded with every label (required unless --report)")
+    p.add_argument("--labels", default="human_labels.csv",
+                   help="label CSV to append to, and the one --report reads (default human_labels.csv)")
     p.add_argument("--per-stratum", type=int, default=2, help="trials per profile x outcome (default 2)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0): two raters must use the same")
-    p.add_argument("--analyses", nargs="+", default=["strategy", "failure", "mcp"], choices=list(LABEL_CLASSES))
+    p.add_argument("--analyses", nargs="+", default=["strategy", "failure", "mcp"], choices=list(LABEL_CLASSES),
+                   metavar="ANALYSIS",
+                   help="what to label for each trial, one or more of: strategy (the agent's approach), failure "
+                        "(root cause of a failed trial), mcp (when MCP tools were first used); default: all three")
     p.add_argument("--max-chars", type=int, default=6000, help="condensed trajectory size shown (default 6000)")
     p.add_argument("--report", action="store_true", help="print the agreement report of the label CSV and exit")
     p.add_argument("--judge-dir", help="Layer 2 output folder whose judge labels --report compares with")
+    return p
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """``python -m analysis_lib label RUNS_DIR --rater NAME --labels labels.csv``: label a blinded sample in the terminal."""
+    p = build_parser()
     args = p.parse_args(argv)
     if args.report:
         try:

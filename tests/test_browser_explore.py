@@ -57,15 +57,11 @@ def lab(tmp_path, sample_runs):
     port, token = _free_port(), "explorer-test-token"
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}", "--LabApp.expose_app_in_browser=True",
-           "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+           f"--LabApp.app_settings_dir={ROOT / 'lab-settings'}"]  # what `make lab` passes: no news prompt
     if os.getuid() == 0:
         cmd.append("--allow-root")
     env = dict(os.environ, PYTHONPATH=str(ROOT), LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_LOG="ERROR",
                JUPYTER_CONFIG_DIR=str(tmp_path / ".jupyter"), JUPYTER_RUNTIME_DIR=str(tmp_path / ".runtime"))
-    # No "official Jupyter news?" prompt over the screenshots.
-    (tmp_path / ".jupyter" / "labconfig").mkdir(parents=True)
-    (tmp_path / ".jupyter" / "labconfig" / "page_config.json").write_text(
-        '{"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": true}}')
     log = open(tmp_path / "lab.log", "w")
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -87,6 +83,20 @@ def lab(tmp_path, sample_runs):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def _raw_metric_ids(text: str) -> list[str]:
+    """Metric ids (the registry's that differ from their label, and the CodeCanvas columns) shown as words in ``text``."""
+    from analysis_lib import registry
+    from analysis_lib.codecanvas.metrics import METRIC_COLUMNS
+
+    ids = [m.id for m in list(registry.METRICS.values()) + list(registry.DERIVED.values()) if m.id != m.label]
+    return [i for i in [*ids, *METRIC_COLUMNS] if re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", text)]
+
+
+def _output_text(page) -> str:
+    """The visible text of the notebook's outputs (what a reader sees; code cells hold ids on purpose)."""
+    return "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
 
 
 def _header(page) -> str:
@@ -115,6 +125,17 @@ def test_explorer_in_chromium(lab):
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         explorer = page.locator(".pv-explorer")
         expect(explorer.locator(".pv-pair h4")).to_be_visible(timeout=120_000)
+        expect(page.locator(".jp-OutputArea-output").filter(has_text="B − A is").first).to_be_visible(timeout=60_000)
+
+        # The grid explains itself: colours, the repetition x arm headers, B−A.
+        legend = explorer.locator(".pv-legend")
+        expect(legend).to_be_visible()
+        for words in ("succeeded", "failed", "infrastructure error", "no trial", "repetition × arm", "B−A",
+                      "percentage points"):
+            expect(legend).to_contain_text(words)
+        # Every metric by its label: no raw id anywhere a reader looks; no news prompt over the notebook.
+        assert _raw_metric_ids(_output_text(page)) == []
+        assert page.get_by_text("Jupyter news").count() == 0
 
         # Task dropdown: another task, another paired view.
         first = _header(page)
@@ -165,10 +186,13 @@ def test_explorer_in_chromium(lab):
         a_value = dropdown("A").first.locator("select").input_value()
         dropdown("B").first.locator("select").select_option(a_value)
         expect(explorer.locator(".pv-message")).to_contain_text("pick two different profiles", timeout=30_000)
-        # The side-by-side table below (the last A/B pickers of the page) answers the same way.
+        expect(explorer.locator(".pv-legend")).to_have_count(0)  # no grid, and the message once
+        expect(explorer.get_by_text("A and B are both")).to_have_count(1)
+        # The side-by-side table below (the last A/B pickers of the page) answers the same way, once.
+        side = page.locator(".jp-Cell").filter(has=dropdown("B", page).last)
         dropdown("B", page).last.locator("select").select_option(dropdown("A", page).last.locator("select").input_value())
-        # Both views say so (the explorer's and the table's; a re-rendered output may briefly hold a third copy).
-        expect(page.get_by_text("A and B are both").nth(1)).to_be_visible(timeout=30_000)
+        expect(side.get_by_text("A and B are both")).to_have_count(1, timeout=30_000)
+        expect(page.get_by_text("A and B are both")).to_have_count(2)
         assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
         assert page.get_by_text("Traceback").count() == 0
         assert page.get_by_text("<function").count() == 0
@@ -209,6 +233,9 @@ def test_recorded_notebook_opened_and_saved_is_unchanged(lab):
         # The static fallback, not widget text, is what a reader sees before running.
         assert page.locator(".jp-OutputArea .pv-pair h4").first.is_visible()
         assert page.get_by_text("interactive(children=").count() == 0
+        assert page.locator(".jp-OutputArea .pv-legend").count() == 1  # the static grid explains itself too
+        assert page.locator(".jp-OutputArea .pv-pair").count() == 1  # the paired view once, no static copy after it
+        assert _raw_metric_ids(_output_text(page)) == []
         page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
         page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
         page.wait_for_timeout(500)

@@ -4,6 +4,7 @@ schedule pair, and the widget wiring (a grid cell selects its task and repetitio
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -66,7 +67,9 @@ def test_explorer_widgets_follow_the_grid_and_the_profiles(sample):
     app = explore.pair_explorer(trials, metrics, True, "text", "codecanvas")
     (_dd_a, dd_b, dd_sort), grid_holder, (dd_task, dd_rep), _out = (
         app.children[0].children, app.children[1], app.children[2].children, app.children[3])
-    cells = [w for w in grid_holder.children[0].children if "pv-cell" in w._dom_classes]
+    legend, grid = grid_holder.children
+    assert "repetition &times; arm" in legend.value and "B&minus;A" in legend.value
+    cells = [w for w in grid.children if "pv-cell" in w._dom_classes]
     assert len(cells) == 24 * 3 * 2
     target = cells[2 * 3 * 5 + 3]  # 6th task row, repetition 2, arm B
     task, rep = target.tooltip.split(", ")[1], int(target.tooltip.split("repetition ")[1].split(":")[0])
@@ -74,10 +77,10 @@ def test_explorer_widgets_follow_the_grid_and_the_profiles(sample):
     assert (dd_task.value, dd_rep.value) == (task, rep)
     assert list(dd_rep.options) == [("1", 1), ("2", 2), ("3", 3)]  # bounds from the data
     dd_sort.value = "task"
-    first = grid_holder.children[0].children[8]
+    first = grid_holder.children[1].children[8]
     assert first.value.endswith(">fix-async-retry-backoff</span>")
-    dd_b.value = "text"  # same as A: no grid, no tasks, no crash
-    assert "pick two different profiles" in grid_holder.children[0].value and dd_task.value is None
+    dd_b.value = "text"  # same as A: no grid (the paired view alone says why), no tasks, no crash
+    assert grid_holder.children == () and dd_task.value is None
     dd_b.value = "codegraph"
     assert dd_task.value is not None
 
@@ -85,9 +88,68 @@ def test_explorer_widgets_follow_the_grid_and_the_profiles(sample):
 def test_metric_table_takes_labels_and_precision_from_the_registry():
     from analysis_lib import registry
 
-    df = pd.DataFrame({"profile": ["a"], "total_cost_usd": [0.12345], "elapsed_sec": [95.584], "total_tokens": [62986.0]})
+    df = pd.DataFrame({"profile": ["a"], "task_id": ["t"], "success": [True], "total_cost_usd": [0.12345],
+                       "elapsed_sec": [95.584], "total_tokens": [62986.0]})
     shown = explore.metric_table(df)
-    assert list(shown.columns) == ["profile", registry.metric("total_cost_usd").axis_label, "wall-clock time (s)", "total tokens"]
-    assert shown.iloc[0].tolist() == ["a", 0.123, 95.6, 62986.0]  # 3 decimals for USD, 1 for seconds (the registry's)
-    means = pd.DataFrame({"A": [1 / 3, 16.333, 95.584]}, index=pd.Index(["success", "tool_calls_count", "elapsed_sec"], name="metric"))
-    assert explore.metric_table(means, means=True)["A"].tolist() == ["0.33", "16.3", "95.6"]
+    assert list(shown.columns) == ["profile", "task", "success", registry.metric("total_cost_usd").axis_label,
+                                   "wall-clock time (s)", "total tokens"]
+    # 3 decimals for USD, 1 for seconds, counts whole with thousands separators (the registry's precision)
+    assert shown.iloc[0].tolist() == ["a", "t", "yes", "0.123", "95.6", "62,986"]
+    means = pd.DataFrame({"A": [1 / 3, 16.333, 108898.0], "B": [1.0, 9.0, 67108.667]},
+                         index=pd.Index(["success", "tool_calls_count", "total_tokens"], name="metric"))
+    means["difference"] = means["B"] - means["A"]
+    table = explore.metric_table(means, means=True)
+    assert table.loc["success"].tolist() == ["33.3 %", "100.0 %", "+66.7 pp"]  # a mean of a flag is a pass rate
+    assert table.loc["tool calls"].tolist() == ["16.3", "9", "\u22127.3"]  # a real minus, as numbers.difference
+    assert table.loc["total tokens"].tolist() == ["108,898", "67,109", "\u221241,789"]
+    assert list(table.columns) == ["A", "B", "B \u2212 A"]
+
+
+def _visible_text(html_text: str) -> str:
+    """The text of an HTML fragment (tags and inline images dropped), roughly as a reader sees it."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<img[^>]*>", " ", html_text)))
+
+
+def _raw_ids(text: str) -> list[str]:
+    """Metric ids (the registry's that differ from their label, and the CodeCanvas columns) that appear as words in
+    ``text``."""
+    import re
+
+    from analysis_lib import registry
+    from analysis_lib.codecanvas.metrics import METRIC_COLUMNS
+
+    ids = [m.id for m in list(registry.METRICS.values()) + list(registry.DERIVED.values()) if m.id != m.label]
+    ids += list(METRIC_COLUMNS)
+    return [i for i in ids if re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", text)]
+
+
+def test_static_views_name_metrics_by_label_and_explain_the_grid(sample):
+    trials, metrics = sample
+    cols = ["profile", "task_id", "repetition", "success", "total_tokens", "total_cost_usd", "agent_steps",
+            "tool_calls_count", "tool_error_count", "mcp_tool_calls"]
+    views = {"explorer": explore.pair_explorer_html(trials, metrics, "text", "codecanvas", True),
+             "filter": explore.filter_html(metrics, cols, tasks=("fix-async-retry-backoff",)),
+             "timeline": explore.timeline_html(trials, "text", "fix-async-retry-backoff", 1, True),
+             "side by side": explore.side_by_side_html(metrics, "fix-async-retry-backoff", "text", "codecanvas")}
+    for name, view in views.items():
+        text = _visible_text(view)
+        assert _raw_ids(text) == [], name
+        assert not re.search(r"(?<![\w-])-\d", text), f"{name}: an ASCII minus before a number"
+        assert not re.search(r"\d\.\d{4,}", text), f"{name}: a number printed past its registry precision"
+    explorer = _visible_text(views["explorer"])
+    for words in ("succeeded", "failed", "infrastructure error", "no trial", "repetition × arm", "B−A",
+                  "percentage points", "1A", "3B"):
+        assert words in explorer, words
+    assert "+100.0 pp" in explorer and "wall-clock time (s)" in explorer
+    assert "B \u2212 A" in _visible_text(views["side by side"]) and "\u2212" in _visible_text(views["side by side"])
+    assert "repetition" in explore.side_by_side_html(metrics, "fix-async-retry-backoff", "text", "codecanvas")
+    assert "pick two different profiles" in explore.side_by_side_html(metrics, "fix-async-retry-backoff", "text", "text")
+
+
+def test_the_raw_id_check_finds_an_id():
+    assert _raw_ids("total_tokens, files_read and informed_editing_score") == ["total_tokens", "files_read",
+                                                                                 "informed_editing_score"]
+    assert _raw_ids("total tokens, fix-async-retry-backoff") == []

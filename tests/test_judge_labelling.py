@@ -144,3 +144,13 @@ def test_label_command_reports_agreement_and_refuses_bad_arguments(tmp_path, run
     assert no_rater.returncode == 2 and "--rater is required" in no_rater.stderr
     missing = run_cli("label", tmp_path / "nowhere", "--rater", "ann")
     assert missing.returncode == 2 and "no such folder" in missing.stderr
+
+
+def test_every_argument_of_label_has_help(tmp_path):
+    from analysis_lib.label_cli import build_parser
+
+    undocumented = [a.dest for a in build_parser()._actions if not a.help]
+    assert undocumented == []
+    shown = label_cmd("--help", cwd=tmp_path)
+    assert shown.returncode == 0
+    assert "folder of runs to draw the sample from" in shown.stdout and "what to label for each trial" in shown.stdout

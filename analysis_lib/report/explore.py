@@ -3,6 +3,10 @@ side, and the A-vs-B explorer (outcome grid and paired trajectory view, :mod:`.p
 
 from __future__ import annotations
 
+import base64
+import html
+import io
+
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
@@ -17,7 +21,8 @@ from .figures import WIDTH_IN, set_style, title
 from .tables import _as_bool
 
 __all__ = ["filter_trials", "step_timeline", "plot_step_timeline", "find_trial", "side_by_side", "integer_counts",
-           "metric_table", "show", "pair_explorer", "same_profile_message"]
+           "metric_cell", "metric_table", "show", "pair_explorer", "same_profile_message", "table_html", "figure_html",
+           "timeline_table", "filter_html", "timeline_html", "side_by_side_html", "pair_explorer_html"]
 
 
 def integer_counts(df: pd.DataFrame) -> pd.DataFrame:
@@ -31,34 +36,50 @@ def integer_counts(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# Columns of the explorer's tables that are not metrics, by the name a reader sees.
+COLUMN_NAMES = {"task_id": "task", "step_id": "step", "tool_calls": "tool calls", "tool_errors": "errored calls",
+                "prompt_tokens": "prompt tokens", "completion_tokens": "completion tokens",
+                "cached_tokens": "cached tokens", "difference": f"B {fmt.MINUS} A"}
+
+
+def metric_cell(metric_id: str, x, *, mean: bool = False, delta: bool = False) -> str:
+    """One value of a metric as the explorer prints it, by the registry's precision (:mod:`.numbers`).
+
+    A pass/fail flag reads yes/no; averaged over repetitions (``mean``) it is a pass rate in %, and a
+    difference of two such means is in points. ``delta`` signs the value with a real minus.
+    """
+    kind = registry.metric(metric_id).kind
+    rate = kind == "binary" and (mean or delta)
+    if delta:
+        return fmt.difference(metric_id, x, rate=rate)
+    if kind == "binary" and not mean:
+        return fmt.DASH if fmt.missing(x) else ("yes" if bool(x) else "no")
+    if isinstance(x, str):
+        return x
+    return fmt.value(metric_id, x, rate=rate)
+
+
 def metric_table(df: pd.DataFrame, *, means: bool = False) -> pd.DataFrame:
-    """``df`` as the explorer shows it: each metric (a column, or a row of a table indexed by metric, whose numbers are
-    then printed as text by :func:`.numbers.number`) rounded to its registry precision and named by its registry
-    label. With ``means`` (values averaged over repetitions), a count keeps one decimal and a pass/fail flag two
-    (an average falls between whole values)."""
-
-    def digits(metric_id: str) -> int:
-        m = registry.metric(metric_id)
-        if means and m.kind == "binary":
-            return 2
-        return max(fmt.decimals(metric_id), 1) if means and m.kind == "count" else fmt.decimals(metric_id)
-
-    def rounded(v, d: int):
-        return fmt.number(v, d) if isinstance(v, (float, np.floating)) else v
-
-    out = df.copy()
+    """``df`` as the explorer shows it: each metric (a column, or a row of a table indexed by metric) named by its
+    registry label and unit and printed as text by :func:`metric_cell`; a ``difference`` column is B minus A.
+    With ``means`` (values averaged over repetitions) a pass/fail flag is a pass rate."""
+    out = df.copy().astype(object)
     by_row = out.index.name in ("metric", "quantity")
     for key in list(out.index if by_row else out.columns):
         if not registry.is_known(str(key)):
             continue
-        d = digits(str(key))
         if by_row:
-            out = out.astype(object)
-            out.loc[key] = [rounded(v, d) for v in out.loc[key]]
-        elif pd.api.types.is_float_dtype(out[key]):
-            out[key] = out[key].round(d)
-    labels = {k: registry.metric(str(k)).axis_label for k in (out.index if by_row else out.columns) if registry.is_known(str(k))}
-    return out.rename(index=labels) if by_row else out.rename(columns=labels)
+            out.loc[key] = [metric_cell(str(key), v, mean=means, delta=col == "difference")
+                            for col, v in out.loc[key].items()]
+        else:
+            out[key] = [metric_cell(str(key), v, mean=means) for v in out[key]]
+    labels = {k: registry.metric(str(k)).axis_label if registry.is_known(str(k)) else COLUMN_NAMES.get(str(k), k)
+              for k in (out.index if by_row else out.columns)}
+    if by_row:
+        out = out.rename(index=labels)
+        out.index.name = None
+        return out.rename(columns=COLUMN_NAMES)
+    return out.rename(columns=labels)
 
 
 def same_profile_message(profile_a: str, profile_b: str) -> str | None:
@@ -202,30 +223,31 @@ def _pair_output(out, trials: list[Trial], profile_a: str, profile_b: str, task_
         display(HTML(pv.render_pair_html(view)))
 
 
-def _grid_box(metrics: pd.DataFrame, profile_a: str, profile_b: str, sort: str, on_pick):
-    """The outcome grid as buttons (task rows; one coloured cell per repetition and arm); a click calls ``on_pick``."""
+def _grid_box(metrics: pd.DataFrame, profile_a: str, profile_b: str, sort: str, on_pick) -> list:
+    """The outcome grid's legend and its buttons (task rows; one coloured cell per repetition and arm); a click calls
+    ``on_pick``. Nothing when A and B are the same profile: the paired view below says why."""
     if same_profile_message(profile_a, profile_b):
-        return widgets.HTML(f"<p>{same_profile_message(profile_a, profile_b)}</p>")
+        return []
     grid = pv.outcome_grid(metrics, profile_a, profile_b, sort)
     reps = sorted(grid["repetition"].unique())
     children = [widgets.HTML("<b>task</b>"), widgets.HTML("<b>B&minus;A</b>")]
     children += [widgets.HTML(f"<b>{r}{arm}</b>") for r in reps for arm in ("A", "B")]
     for task, g in grid.groupby("task_id", sort=False):
-        d = g["difference"].iloc[0]
         children += [widgets.HTML(f"<span title='{task}'>{task}</span>"),
-                     widgets.HTML("" if pd.isna(d) else f"{d:+.2f}")]
+                     widgets.HTML(pv.grid_difference(g["difference"].iloc[0]))]
         for row in g.sort_values(["repetition", "arm"]).itertuples():
             b = widgets.Button(description="✓" if row.outcome == "succeeded" else "",
-                               tooltip=f"{row.profile}, {task}, repetition {row.repetition}: {row.outcome}",
+                               tooltip=f"{row.profile}, {task}, repetition {row.repetition}: {pv.OUTCOME_LABELS[row.outcome]}",
                                layout=widgets.Layout(width="26px", height="20px", padding="0"))
             b.style.button_color = pv.OUTCOME_COLORS[row.outcome]
             b.add_class("pv-cell")
             b.add_class(f"pv-cell-{row.arm}")
             b.on_click(lambda _b, t=task, r=int(row.repetition): on_pick(t, r))
             children.append(b)
-    return widgets.GridBox(children, layout=widgets.Layout(
-        grid_template_columns=f"minmax(160px, 260px) 50px repeat({2 * len(reps)}, 28px)", grid_gap="1px 2px",
-        max_height="320px", overflow="auto"))
+    legend = widgets.HTML(pv.grid_legend_html(profile_a, profile_b, reps, interactive=True))
+    return [legend, widgets.GridBox(children, layout=widgets.Layout(
+        grid_template_columns=f"minmax(160px, 260px) 70px repeat({2 * len(reps)}, 28px)", grid_gap="1px 2px",
+        max_height="320px", overflow="auto"))]
 
 
 def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool = False, profile_a: str | None = None,
@@ -257,7 +279,7 @@ def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool = 
         dd_task.value = dd_task.value if dd_task.value in tasks else (tasks[0] if tasks else None)
         task_changed()
         state["busy"] = False
-        grid_holder.children = [_grid_box(metrics, dd_a.value, dd_b.value, dd_sort.value, pick)]
+        grid_holder.children = _grid_box(metrics, dd_a.value, dd_b.value, dd_sort.value, pick)
         redraw()
 
     def task_changed() -> None:
@@ -292,10 +314,80 @@ def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool = 
     dd_a.observe(options_changed, "value")
     dd_b.observe(options_changed, "value")
     dd_sort.observe(lambda _c: setattr(grid_holder, "children",
-                                       [_grid_box(metrics, dd_a.value, dd_b.value, dd_sort.value, pick)]), "value")
+                                       _grid_box(metrics, dd_a.value, dd_b.value, dd_sort.value, pick)), "value")
     dd_task.observe(on_task, "value")
     dd_rep.observe(redraw, "value")
     options_changed()
     box = widgets.VBox([widgets.HBox([dd_a, dd_b, dd_sort]), grid_holder, widgets.HBox([dd_task, dd_rep]), out])
     box.add_class("pv-explorer")
     return box
+
+
+# -- One rendering per section: the live widget draws it, and the same HTML is the stored notebook's static view. --
+
+def table_html(df: pd.DataFrame, *, index: bool = False) -> str:
+    """A table of text (from :func:`metric_table`) as HTML, left-aligned where JupyterLab would right-align it."""
+    return df.to_html(index=index, border=0, classes="pv-table", na_rep=fmt.DASH, escape=True)
+
+
+def figure_html(fig: plt.Figure) -> str:
+    """A figure as an inline PNG (no metadata), so one HTML output holds the figure and its table; closes the figure."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return f"<img alt='figure' src='data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}'>"
+
+
+def timeline_table(timeline: pd.DataFrame) -> pd.DataFrame:
+    """The step timeline as text: readable column names, tokens with thousands separators, unknown as a dash."""
+    out = timeline.astype(object).copy()
+    for c in ("prompt_tokens", "completion_tokens", "cached_tokens"):
+        out[c] = [fmt.number(v) for v in timeline[c]]
+    return out.rename(columns=COLUMN_NAMES)
+
+
+def filter_html(metrics: pd.DataFrame, columns: list[str], profiles: list[str] | tuple[str, ...] = (),
+                tasks: list[str] | tuple[str, ...] = (), outcome: str = "any", limit: int = 30) -> str:
+    """The trials that pass :func:`filter_trials`, their ``columns`` by label and precision (the first ``limit``)."""
+    df = filter_trials(metrics, profiles, tasks, outcome)
+    shown = f" (the first {limit} shown)" if len(df) > limit else ""
+    return f"<p>{fmt.plural(len(df), 'trial')}{shown}</p>" + table_html(metric_table(df[columns].head(limit)))
+
+
+def timeline_html(trials: list[Trial], profile: str, task_id: str, repetition: int, simulated: bool,
+                  max_rows: int = 20) -> str:
+    """One trajectory's step timeline (figure) and its steps with tool calls (the first ``max_rows``), or why not."""
+    trial = find_trial(trials, profile, task_id, repetition)
+    if trial is None:
+        return f"<p>No trial of {html.escape(profile)} on {html.escape(task_id)}, repetition {repetition}.</p>"
+    timeline = step_timeline(trial)
+    head = (f"<p>{html.escape(profile)} / {html.escape(task_id)} / repetition {repetition}: "
+            f"{fmt.plural(len(timeline), 'step')}, {fmt.plural(int(timeline['tool_calls'].sum()), 'tool call')}, "
+            f"{int(timeline['tool_errors'].sum())} errored. Steps with tool calls:</p>")
+    fig = plot_step_timeline(timeline, f"{profile} / {task_id} / rep {repetition}", simulated)
+    return figure_html(fig) + head + table_html(timeline_table(timeline[timeline["tool_calls"] > 0].head(max_rows)))
+
+
+def side_by_side_html(metrics: pd.DataFrame, task_id: str, profile_a: str, profile_b: str) -> str:
+    """:func:`side_by_side` by label, unit and precision (a pass rate for success), or the same-profile message."""
+    message = same_profile_message(profile_a, profile_b)
+    if message:
+        return f"<p class='pv-message'><b>{html.escape(message)}</b></p>"
+    table = metric_table(side_by_side(metrics, task_id, profile_a, profile_b), means=True)
+    return (f"<p>{html.escape(task_id)}: mean over repetitions; B {fmt.MINUS} A is {html.escape(profile_b)} minus "
+            f"{html.escape(profile_a)}.</p>" + table_html(table, index=True))
+
+
+def pair_explorer_html(trials: list[Trial], metrics: pd.DataFrame, profile_a: str, profile_b: str,
+                       simulated: bool = False) -> str:
+    """The explorer as a notebook viewed without a kernel shows it: the outcome grid and the first pair, static."""
+    message = same_profile_message(profile_a, profile_b)
+    opts = pv.pair_options(trials, profile_a, profile_b) if message is None else pd.DataFrame()
+    if message is not None or opts.empty:
+        return f"<p class='pv-message'><b>{html.escape(message or f'No task has trials of both {profile_a!r} and {profile_b!r}.')}</b></p>"
+    first = opts.iloc[0]
+    a, b = pv.find_pair(trials, profile_a, profile_b, first["task_id"], int(first["repetition"]))
+    view = pv.pair_view(a, b)
+    figure = figure_html(pv.plot_cumulative(view, simulated)) if len(view.lane_a) or len(view.lane_b) else ""
+    return (pv.render_grid_html(pv.outcome_grid(metrics, profile_a, profile_b)) + figure
+            + pv.render_pair_html(view, results=False))

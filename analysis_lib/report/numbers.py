@@ -14,7 +14,7 @@ import pandas as pd
 from .. import registry
 from ..comparisons import POINT_SCALES
 
-__all__ = ["MINUS", "missing", "number", "value", "estimate", "interval", "open_at_zero", "p_value", "plural", "decimals",
+__all__ = ["MINUS", "missing", "number", "value", "difference", "estimate", "interval", "open_at_zero", "p_value", "plural", "decimals",
            "tex_number", "tex_quantity", "comparison_unit", "scaled", "estimate_digits"]
 
 MINUS = "\u2212"
@@ -57,6 +57,14 @@ def value(metric_id: str, x, *, rate: bool = False) -> str:
     return number(x, d)
 
 
+def difference(metric_id: str, x, *, rate: bool = False) -> str:
+    """A signed difference of two values of the metric, as precise as :func:`value` prints them (rates in points)."""
+    if rate:
+        return DASH if missing(x) else number(100 * float(x), decimals("pass_rate"), sign=True) + " pp"
+    d = decimals(metric_id)
+    if registry.metric(metric_id).kind == "count" and not missing(x) and float(x) != round(float(x)) and abs(float(x)) < 100:
+        d = 1
+    return number(x, d, sign=True)
 
 
 def comparison_unit(scale: str, unit: str = "") -> str:

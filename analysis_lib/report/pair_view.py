@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +20,26 @@ import matplotlib.pyplot as plt
 import orjson
 import pandas as pd
 
+from .. import registry
 from ..metrics import trial_metrics
 from ..tools import DEFAULT_MCP_TOOLS, categorize, files_touched
 from ..trial import Step, Trial
+from . import numbers as fmt
 from .figures import WIDTH_IN, set_style, title
 from .tables import _as_bool
 
-__all__ = ["CATEGORY_COLORS", "OUTCOME_COLORS", "GRID_SORTS", "PairView", "step_lane", "step_detail", "divergence",
+__all__ = ["CATEGORY_COLORS", "OUTCOME_COLORS", "OUTCOME_LABELS", "GRID_SORTS", "PairView", "step_lane", "step_detail", "divergence",
            "files_compared", "arm_outcomes", "pair_view", "schedule_pair", "pair_options", "find_pair",
-           "outcome_grid", "plot_cumulative", "render_grid_html", "render_pair_html"]
+           "outcome_grid", "grid_difference", "grid_legend_html", "quantity_label", "quantity_value", "plot_cumulative",
+           "render_grid_html", "render_pair_html"]
 
 # Okabe-Ito colours (distinguishable with colour blindness), light enough for black text; "message" is
 # a step without tool calls.
 CATEGORY_COLORS = {"read": "#56B4E9", "search": "#F0E442", "edit": "#E69F00", "execute": "#4FBF9A",
                    "mcp": "#CC79A7", "other": "#BBBBBB", "message": "#E8E8E8"}
 OUTCOME_COLORS = {"succeeded": "#009E73", "failed": "#D55E00", "infra_error": "#999999", "missing": "#FFFFFF"}
+OUTCOME_LABELS = {"succeeded": "succeeded", "failed": "failed", "infra_error": "infrastructure error (no outcome)",
+                  "missing": "no trial"}
 ERROR_COLOR = "#D55E00"
 GRID_SORTS = ("difference", "-difference", "task")
 RESULT_CHARS = 600  # result text shown per call when a step is opened
@@ -281,6 +287,27 @@ def outcome_grid(metrics: pd.DataFrame, profile_a: str, profile_b: str, sort: st
     return grid[["task_id", "repetition", "arm", "profile", "outcome", "difference"]].reset_index(drop=True)
 
 
+def grid_difference(d: float) -> str:
+    """A task's B−A of the grid: the difference of pass rates in points, as the comparisons print one."""
+    return "" if fmt.missing(d) else fmt.difference("success", d, rate=True)
+
+
+def grid_legend_html(profile_a: str, profile_b: str, reps: Iterable[int], interactive: bool = False) -> str:
+    """What the outcome grid's colours, column headers and B−A column mean (the widget's grid and the static one)."""
+    reps = sorted(int(r) for r in reps)
+    swatches = " ".join(f"<span style='background:{OUTCOME_COLORS[k]};border:1px solid #999;padding:0 6px'>"
+                        f"{'&#10003;' if k == 'succeeded' else '&nbsp;'}</span> {OUTCOME_LABELS[k]}"
+                        for k in OUTCOME_COLORS)
+    heads = f"{reps[0]}A &hellip; {reps[-1]}B" if reps else "1A"
+    return (f"<div class='pv-legend' style='font-size:12px;line-height:1.6'><b>Outcome grid</b>: one row per task, one "
+            f"cell per trial. A = {_e(profile_a)}, B = {_e(profile_b)}.<br>"
+            f"Colours: {swatches}.<br>"
+            f"Columns {heads}: repetition &times; arm (2B = repetition 2 of arm B). "
+            f"<b>B&minus;A</b>: the task's pass rate under B minus under A, in percentage points "
+            f"(+100 pp: B solved every repetition, A none)."
+            f"{' Click a cell to open that pair below.' if interactive else ''}</div>")
+
+
 def plot_cumulative(view: PairView, simulated: bool) -> plt.Figure:
     """Cumulative tokens (top) and reported cost (bottom) of both arms on one step axis, divergence marked."""
     set_style()
@@ -311,38 +338,43 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _fmt(value: Any) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
-        return "&ndash;"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{int(value):,}" if value.is_integer() and abs(value) >= 1 else f"{value:.4g}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return _e(value)
+def quantity_label(quantity: str) -> str:
+    """A row of the outcomes table by its registry label and unit (``outcome`` is the trial's outcome in words)."""
+    return registry.metric(quantity).axis_label if registry.is_known(quantity) else quantity.replace("_", " ")
+
+
+def quantity_value(quantity: str, value: Any) -> str:
+    """A value of the outcomes table as text: the outcome in words, a flag as yes/no, a number by its registry precision."""
+    if fmt.missing(value):
+        return fmt.DASH
+    if quantity == "outcome":
+        return OUTCOME_LABELS.get(str(value), str(value))
+    if isinstance(value, bool) or (registry.is_known(quantity) and registry.metric(quantity).kind == "binary"):
+        return "yes" if bool(value) else "no"
+    if registry.is_known(quantity) and isinstance(value, Real):
+        return fmt.value(quantity, value)
+    return str(value)
 
 
 def render_grid_html(grid: pd.DataFrame, max_tasks: int = 60) -> str:
-    """The outcome grid as a static HTML table: one row per task, a coloured cell per repetition and arm."""
+    """The outcome grid as a static HTML table with its legend: one row per task, a coloured cell per repetition and arm."""
     reps = sorted(grid["repetition"].unique())
     profiles = grid.drop_duplicates("arm").set_index("arm")["profile"].to_dict()
-    head = "".join(f"<th style='padding:2px 4px'>rep {r} A</th><th style='padding:2px 4px'>rep {r} B</th>" for r in reps)
+    head = "".join(f"<th style='padding:2px 4px'>{r}{arm}</th>" for r in reps for arm in ("A", "B"))
     body = []
     for task, g in list(grid.groupby("task_id", sort=False))[:max_tasks]:
         cells = "".join(
-            f"<td title='{_e(row.profile)}: {_e(row.outcome)}' style='background:{OUTCOME_COLORS[row.outcome]};"
-            f"border:1px solid #ccc;min-width:28px;text-align:center'>{'&#10003;' if row.outcome == 'succeeded' else ''}</td>"
+            f"<td title='{_e(row.profile)}, repetition {row.repetition}: {_e(OUTCOME_LABELS[row.outcome])}' "
+            f"style='background:{OUTCOME_COLORS[row.outcome]};border:1px solid #ccc;min-width:28px;text-align:center'>"
+            f"{'&#10003;' if row.outcome == 'succeeded' else ''}</td>"
             for row in g.sort_values(["repetition", "arm"]).itertuples())
-        d = g["difference"].iloc[0]
-        body.append(f"<tr><td style='text-align:left;padding-right:8px'>{_e(task)}</td>{cells}"
-                    f"<td style='padding-left:8px'>{'' if pd.isna(d) else f'{d:+.2f}'}</td></tr>")
-    legend = " ".join(f"<span style='background:{c};border:1px solid #ccc;padding:0 6px'>&nbsp;</span> {k}"
-                      for k, c in OUTCOME_COLORS.items())
-    return (f"<div class='pv-grid'><p><b>Outcome grid</b>: A = {_e(profiles.get('A', ''))}, B = {_e(profiles.get('B', ''))};"
-            f" last column: B's pass rate minus A's. {legend}</p>"
-            f"<table style='border-collapse:collapse;font-size:12px'><tr><th>task</th>{head}<th>B&minus;A</th></tr>"
-            + "".join(body) + "</table></div>")
+        body.append(f"<tr><td style='text-align:left;padding-right:8px'>{_e(task)}</td>"
+                    f"<td style='text-align:right;padding-right:8px'>{grid_difference(g['difference'].iloc[0])}</td>"
+                    f"{cells}</tr>")
+    more = f"<p>{grid['task_id'].nunique() - max_tasks} more tasks not shown.</p>" if grid["task_id"].nunique() > max_tasks else ""
+    return (f"<div class='pv-grid'>{grid_legend_html(profiles.get('A', ''), profiles.get('B', ''), reps)}"
+            f"<table style='border-collapse:collapse;font-size:12px'><tr><th style='text-align:left'>task</th>"
+            f"<th>B&minus;A</th>{head}</tr>" + "".join(body) + f"</table>{more}</div>")
 
 
 def _step_cell(trial: Trial, row: Any, mcp_tools: frozenset[str], diverged: bool, results: bool = True) -> str:
@@ -387,8 +419,9 @@ def render_pair_html(view: PairView, mcp_tools: frozenset[str] = DEFAULT_MCP_TOO
            f"A = {_e(a.profile)} vs B = {_e(b.profile)}</h4>"]
     for w in view.warnings:
         out.append(f"<p style='color:#8a5a00'>{_e(w)}</p>")
-    rows = "".join(f"<tr><td style='text-align:left'>{_e(q)}</td><td>{_fmt(view.outcomes.at[q, 'A'])}</td>"
-                   f"<td>{_fmt(view.outcomes.at[q, 'B'])}</td></tr>" for q in view.outcomes.index)
+    rows = "".join(f"<tr><td style='text-align:left'>{_e(quantity_label(q))}</td>"
+                   f"<td>{_e(quantity_value(q, view.outcomes.at[q, 'A']))}</td>"
+                   f"<td>{_e(quantity_value(q, view.outcomes.at[q, 'B']))}</td></tr>" for q in view.outcomes.index)
     for arm in ("A", "B"):
         failed = view.failed_tests.get(arm) or []
         if failed:
