@@ -20,7 +20,7 @@ from ..fileio import atomic_write_csv, atomic_write_text
 from ..hypotheses import test_sequence
 from ..plan import AnalysisPlan, PlanCheck, PlanError, load_plan, plan_hash, write_sidecar
 from ..rates import profile_rates
-from ..repetitions import pass_at_k_table, variance_components
+from ..repetitions import pass_at_k_table, usual_repetitions, variance_components
 from ..subgroups import subgroup_effects_by_pair
 from . import numbers as fmt
 from .audit import audit_frames, audit_markdown, data_banner
@@ -458,7 +458,7 @@ def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: 
                          rows),
                 "",
             ]
-    reps = int(trials.groupby(["profile", "task_id"]).size().median()) if len(trials) else 3
+    reps = usual_repetitions(trials)
     cols = [m for m in ("total_cost_usd", "total_tokens", "elapsed_sec") if m in trials.columns]
     if cols:
         spend = stats.project_spend(trials, n_tasks=PLAN_SPEND_TASKS, repetitions=reps, metrics=cols)
@@ -495,7 +495,7 @@ def sequential_planning(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan
     if seq is None:
         raise ValueError("the analysis plan declares no sequential design (add a 'sequential' section)")
     alpha = plan.alpha / max(1, len(plan.tiers.primary.metrics) * len(pairs))
-    reps = int(trials.groupby(["profile", "task_id"]).size().median()) if len(trials) else 3
+    reps = usual_repetitions(trials)
     spend = (stats.project_spend(trials, n_tasks=1, repetitions=reps, metrics=["total_cost_usd"]).set_index("profile")
              if "total_cost_usd" in trials.columns and len(trials) else None)
     rows, skipped = [], []

@@ -17,8 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from .. import registry
-from ..comparisons import interval_note
+from ..comparisons import RATE_DIFFERENCE_UNIT, interval_note
 from ..fileio import atomic_write_text
+from ..repetitions import usual_repetitions
 from . import latex, markdown, tables
 from . import numbers as fmt
 from .audit import audit_markdown, audit_tex, data_banner
@@ -159,8 +160,8 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
         latex.Macro("NumTasks", str(m["task_id"].nunique()), "n_tasks", src, "distinct task ids"),
         latex.Macro("NumProfiles", str(m["profile"].nunique()), "n_profiles", src),
         latex.Macro("NumTrials", str(len(m)), "n_trials", src, "all trials incl. infrastructure errors"),
-        latex.Macro("NumRepetitions", str(int(m.groupby(["profile", "task_id"]).size().max())), "repetition", src,
-                    "most repetitions of one task under one profile"),
+        latex.Macro("NumRepetitions", str(usual_repetitions(m)), "repetition", src,
+                    "usual repetitions of a task under a profile (repetitions.usual_repetitions)"),
         latex.Macro("NumInfraErrors", str(int(len(m) - len(known))), "infra_error", src),
     ]
     if inputs.baseline:
@@ -374,7 +375,7 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
         lines.append(_claim_text(inputs))
     n_prof = inputs.metrics["profile"].nunique()
     lines.append(f"The analysis covers \\NumTasks{{}} tasks under \\NumProfiles{{}} {'profile' if n_prof == 1 else 'profiles'} with "
-                 "up to \\NumRepetitions{} repetitions each (\\NumTrials{} trials; \\NumInfraErrors{} infrastructure "
+                 "usually \\NumRepetitions{} repetitions each (\\NumTrials{} trials; \\NumInfraErrors{} infrastructure "
                  "errors excluded from outcome analyses).")
     if inputs.rates is not None:
         for p in inputs.rates["profile"]:
