@@ -43,14 +43,15 @@ import pandas as pd
 from . import registry, stats
 from .plan import AnalysisPlan, Bootstrap, adjust_p
 
-__all__ = ["COLUMNS", "POINT_SCALES", "TEST_LABELS", "Rule", "rule", "planned_test", "usable_trials", "profile_pairs",
+__all__ = ["COLUMNS", "POINT_SCALES", "RATE_DIFFERENCE_UNIT", "scale_unit", "TEST_LABELS", "Rule", "rule", "repetition_aggregate", "task_pairs",
+           "per_task_value", "sides_summary", "planned_test", "usable_trials", "profile_pairs",
            "plan_columns", "estimate", "compare", "excludes_zero", "interval_note"]
 
 COLUMNS = [
     "tier", "metric", "label", "unit", "scale", "repetitions", "test", "correction", "profile_a", "profile_b",
     "n_pairs", "n_undefined", "a_value", "b_value", "estimand", "estimate", "ci_low", "ci_high", "ci_open", "interval",
     "p_value", "p_adjusted", "significant", "statistic", "effect_size", "effect_size_name",
-    "odds_ratio", "odds_ratio_low", "odds_ratio_high", "n_a_only", "n_b_only",
+    "odds_ratio", "odds_ratio_low", "odds_ratio_high", "n_a_only", "n_b_only", "a_b_summary",
     "total_change_pct", "total_change_low", "total_change_high", "note",
 ]
 TEST_LABELS = {"mcnemar_exact": "McNemar exact", "mcnemar_midp": "McNemar mid-p", "paired_t": "paired t",
@@ -68,6 +69,9 @@ ESTIMANDS = {
 }
 # Comparison scales whose estimate is a difference of two rates, shown in percentage points.
 POINT_SCALES = ("rate", "pass_rate")
+# The unit of a rate difference, everywhere (CSV column, tables, macros, figures): "pp", percentage points.
+# Not "points" (score points?) and never "%", which is the relative change the ratio metrics report beside it.
+RATE_DIFFERENCE_UNIT = "pp"
 # Not the pooled per-trial pass rate: each task weighs the same, whatever its number of repetitions.
 PASS_AT_1 = "pass@1 (mean of per-task pass rates)"
 GEE_LABEL = "pass rate per trial (GEE, task clusters)"
@@ -101,17 +105,64 @@ class Rule:
         return LOG_RATIO_DECIMALS if self.scale == "ratio" else registry.metric(self.metric).decimals + EXTRA_DECIMALS
 
 
+def scale_unit(scale: str, metric_unit: str = "") -> str:
+    """The unit of an estimate on ``scale``: ``pp`` (rate differences), ``%`` (ratios, cost per success) or the
+    metric's own; the one rule behind the ``unit`` columns and every printed unit of a comparison."""
+    if scale in POINT_SCALES:
+        return RATE_DIFFERENCE_UNIT
+    return "%" if scale in ("ratio", "cost_per_success") else metric_unit
+
+
+def repetition_aggregate(metric_id: str, repetitions: str) -> str:
+    """How a comparison of ``metric_id`` combines a task's repetitions into the one value it pairs
+    (:func:`analysis_lib.stats.aggregate_repetitions`' ``how``): under ``majority`` the majority verdict or the
+    median, under ``all`` the pass rate or the registry's mean (geometric, or arithmetic where zeros occur)."""
+    m = registry.metric(metric_id)
+    if metric_id == "cost_per_success":
+        return "sum"
+    if m.kind == "binary":
+        return "mean" if repetitions == "all" else "majority"
+    return m.mean_of_repetitions if repetitions == "all" else "median"
+
+
+def task_pairs(trials: pd.DataFrame, metric_id: str, a: str, b: str, repetitions: str) -> pd.DataFrame:
+    """The per-task values a comparison of ``metric_id`` pairs, A against B (:func:`analysis_lib.stats.pair_tasks`
+    with :func:`repetition_aggregate`): the rows behind an estimate, for the engine and the per-task figure alike."""
+    return stats.pair_tasks(trials, metric_id, a, b, binary=registry.metric(metric_id).kind == "binary",
+                            how=repetition_aggregate(metric_id, repetitions))
+
+
+_AGGREGATE_NOUNS = {"median": "medians", "mean": "means", "geometric_mean": "geometric means",
+                    "majority": "majority verdicts", "sum": "sums"}
+
+
+def per_task_value(how: str) -> str:
+    """A task's value in words: ``per-task median of the repetitions`` (``how`` as :func:`repetition_aggregate`)."""
+    return f"per-task {_AGGREGATE_NOUNS[how].removesuffix('s')} of the repetitions"
+
+
+def sides_summary(scale: str, how: str, test: str = "") -> str:
+    """What a comparison row's A and B values are, with their unit of aggregation (over tasks, over trials)."""
+    if scale == "rate":
+        return "share of tasks passed (majority of the repetitions)"
+    if scale == "pass_rate":
+        return "pass rate over trials" if test in ("gee", TEST_LABELS["gee"]) else "mean over tasks of per-task pass rates"
+    if scale == "cost_per_success":
+        return "total cost / successes over the paired tasks"
+    return f"median over tasks of per-task {_AGGREGATE_NOUNS[how]}"
+
+
 def rule(metric_id: str, test: str, repetitions: str) -> Rule:
     """The one rule for a comparison of ``metric_id`` by ``test`` with repetitions combined as ``repetitions``."""
     m = registry.metric(metric_id)
+    how = repetition_aggregate(metric_id, repetitions)
     if metric_id == "cost_per_success":
-        scale, how = "cost_per_success", "sum"
+        scale = "cost_per_success"
     elif m.kind == "binary":
-        scale, how = ("pass_rate", "mean") if repetitions == "all" else ("rate", "majority")
+        scale = "pass_rate" if repetitions == "all" else "rate"
     else:
         scale = m.scale if m.scale in ("ratio", "difference") else "difference"
-        how = m.mean_of_repetitions if repetitions == "all" else "median"
-    unit = "%" if scale in ("ratio", "cost_per_success") else ("points" if scale in POINT_SCALES else m.unit)
+    unit = scale_unit(scale, m.unit)
     label = (GEE_LABEL if scale == "pass_rate" and test == "gee" else PASS_AT_1 if scale == "pass_rate" and metric_id == "success"
              else registry.DERIVED["resolve_rate"].label if metric_id == "success" else m.axis_label)
     if scale == "pass_rate":
@@ -267,7 +318,7 @@ def interval_note(row: Any, alpha: float, *, with_p: bool = True) -> str | None:
 
 def _binary_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, confidence: float) -> dict:
     ran = _ran_by_both(metrics, a, b)
-    pairs = stats.pair_tasks(trials, r.metric, a, b, binary=True)
+    pairs = task_pairs(trials, r.metric, a, b, r.repetitions)
     n_undef, why = _undefined(_missing_tasks(ran, pairs, "without an outcome under one profile (infrastructure errors)"))
     row: dict[str, Any] = {"n_pairs": len(pairs), "n_undefined": n_undef, "note": why}
     if len(pairs) == 0:
@@ -291,7 +342,7 @@ def _binary_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b:
 def _pass_rate_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, boot: Bootstrap) -> dict:
     """Every repetition counts: the mean over tasks of the per-task pass-rate difference (pass@1)."""
     ran = _ran_by_both(metrics, a, b)
-    pairs = stats.pair_tasks(trials, r.metric, a, b, binary=True, how="mean")
+    pairs = task_pairs(trials, r.metric, a, b, r.repetitions)
     n_undef, why = _undefined(_missing_tasks(ran, pairs, "without an outcome under one profile (infrastructure errors)"))
     row: dict[str, Any] = {"n_pairs": len(pairs), "n_undefined": n_undef, "note": why}
     if len(pairs) == 0:
@@ -320,7 +371,7 @@ def _pass_rate_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str,
 
 def _continuous_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, boot: Bootstrap) -> dict:
     ran = _ran_by_both(metrics, a, b)
-    pairs = stats.pair_tasks(trials, r.metric, a, b, binary=False, how=r.how)
+    pairs = task_pairs(trials, r.metric, a, b, r.repetitions)
     va, vb = pairs["a"].to_numpy(float), pairs["b"].to_numpy(float)
     reasons = _missing_tasks(ran, pairs, "with no value under one profile")
     nan = np.isnan(va) | np.isnan(vb)  # only a geometric mean is NaN: a repetition that is not positive
@@ -393,7 +444,8 @@ def _row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, p
     else:
         row = _continuous_row(metrics, trials, r, a, b, plan.bootstrap)
     return {"metric": r.metric, "label": r.label, "unit": r.unit, "scale": r.scale, "estimand": r.estimand,
-            "interval": r.interval, "repetitions": r.repetitions, **row}
+            "interval": r.interval, "repetitions": r.repetitions, "a_b_summary": sides_summary(r.scale, r.how, r.test),
+            **row}
 
 
 def estimate(metrics: pd.DataFrame, column: str, a: str, b: str, plan: AnalysisPlan, *,

@@ -33,7 +33,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from . import registry, stats
-from .comparisons import usable_trials
+from .comparisons import scale_unit, usable_trials
 from .design import used_mcp
 
 __all__ = ["COLUMNS", "ESTIMANDS", "ASSUMPTIONS", "TOKEN_CAVEAT", "FINNEY_G", "mcp_use", "mcp_arms", "fieller_interval",
@@ -196,7 +196,7 @@ def compliance_rows(trials: pd.DataFrame, metric: str, a: str, b: str, *, confid
     """
     m = registry.metric(metric)
     per, scale = _per_task(trials, metric, a, b)
-    unit = "points" if scale == "pass_rate" else "%" if scale == "ratio" else m.unit
+    unit = scale_unit(scale, m.unit)
     label = "pass rate per trial" if scale == "pass_rate" and metric == "success" else m.axis_label
     base = {"profile_a": a, "profile_b": b, "metric": metric, "label": label, "scale": scale, "unit": unit,
             "n_tasks": len(per), "n_trials_a": int(per["n_a"].sum()), "n_trials_b": int(per["n_b"].sum()),

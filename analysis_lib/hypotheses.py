@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import registry
-from .comparisons import POINT_SCALES, estimate, usable_trials
+from .comparisons import POINT_SCALES, estimate, scale_unit, usable_trials
 from .plan import AnalysisPlan, Hypothesis
 
 __all__ = ["COLUMNS", "test_sequence"]
@@ -99,7 +99,7 @@ def test_sequence(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[s
             points = row["scale"] in POINT_SCALES
             base.update(
                 label=row["label"],
-                unit="pp" if points else "%",
+                unit=scale_unit(row["scale"]),
                 margin=np.nan if h.margin is None else 100.0 * h.margin,
                 margin_low=100.0 * bounds[0] if points else bounds[0],
                 margin_high=100.0 * bounds[1] if points else bounds[1],

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from . import registry, stats
-from .comparisons import usable_trials
+from .comparisons import scale_unit, usable_trials
 
 __all__ = ["COLUMNS", "ESTIMANDS", "ASSUMPTIONS", "DEFAULT_MEDIATORS", "DEFAULT_OUTCOMES", "decompose", "mediation_table"]
 
@@ -121,11 +121,12 @@ def mediation_table(metrics: pd.DataFrame, pairs: list[tuple[str, str]], *, outc
             om = registry.metric(outcome)
             if om.kind == "binary":
                 y = stats.as_outcome(sub[outcome].to_numpy()).to_numpy()
-                scale, unit = "pass_rate", "points"
+                scale, unit = "pass_rate", scale_unit("pass_rate")
             else:
                 v = pd.to_numeric(sub[outcome], errors="coerce").to_numpy(float)
                 y = np.log(np.where(v > 0, v, np.nan)) if om.scale == "ratio" else v
-                scale, unit = ("ratio", "%") if om.scale == "ratio" else ("difference", om.unit)
+                scale = "ratio" if om.scale == "ratio" else "difference"
+                unit = scale_unit(scale, om.unit)
             for mediator in mediators:
                 base = {"profile_a": a, "profile_b": b, "outcome": outcome, "mediator": mediator}
                 mv = pd.to_numeric(sub[mediator], errors="coerce").to_numpy(float) if mediator in sub else np.full(len(sub), np.nan)

@@ -38,7 +38,7 @@ from .tools import (
 from .trial import Step, ToolCall, Trajectory, Trial
 
 __all__ = ["IDENTITY_COLUMNS", "CONTEXT_COLUMNS", "MetricsConfig", "DEFAULT_CONFIG", "TrialFacts",
-           "trial_metrics", "trajectory_tokens", "estimated_cost", "call_order", "mcp_column",
+           "trial_metrics", "trajectory_tokens", "trial_cost", "estimated_cost", "call_order", "mcp_column",
            "metrics_frame"]
 
 IDENTITY_COLUMNS = ["profile", "task_id", "repetition", "run_id", "trial_path"]
@@ -230,6 +230,12 @@ class TrialFacts:
 
 
 _Usage = list[float]  # input (cache included), output, cached, cache writes
+
+
+def trial_cost(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> tuple[float | None, bool]:
+    """(USD, whether estimated) of a trial, as ``total_cost_usd`` reports it: the recorded cost, else
+    :func:`estimated_cost` of its tokens. The benchmark runner prices a trial it ran by this function too."""
+    return TrialFacts(trial, config).cost
 
 
 def estimated_cost(traj: Trajectory | None, model: str | None, totals: TokenCount | None = None) -> float | None:

@@ -19,7 +19,22 @@ import pandas as pd
 from . import stats
 from .comparisons import usable_trials
 
-__all__ = ["variance_components", "pass_at_k_table"]
+__all__ = ["usual_repetitions", "variance_components", "pass_at_k_table"]
+
+
+def usual_repetitions(metrics: pd.DataFrame, default: int = 3) -> int:
+    """The usual number of repetitions of a task: the most common count of a (profile, task)'s trials with an
+    agent attempt (infrastructure errors left out), the larger count on a tie; ``default`` without trials.
+
+    The mode, because it is the design's count: a few reruns or backfills (which a maximum would take) and a few
+    lost trials (which pull a median down, or halfway between two counts) leave it where the schedule put it.
+    pass@k's largest k, the planned spend and the paper's repetition count all read it.
+    """
+    trials = usable_trials(metrics)
+    if trials.empty:
+        return default
+    counts = trials.groupby(["profile", "task_id"]).size()
+    return int(counts.mode().max())
 
 
 def _one_way(values: np.ndarray, groups: np.ndarray) -> tuple[float, float, int, int]:
@@ -86,7 +101,7 @@ def pass_at_k_table(metrics: pd.DataFrame, pairs: list[tuple[str, str]], *, n_bo
     trials = usable_trials(metrics)
     if trials.empty:
         return pd.DataFrame()
-    k_max = int(trials.groupby(["profile", "task_id"]).size().mode().max())  # the usual number of repetitions
+    k_max = usual_repetitions(trials)
     rng = np.random.default_rng(seed)
     q = ((1 - confidence) / 2, (1 + confidence) / 2)
     rows = []

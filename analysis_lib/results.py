@@ -33,13 +33,13 @@ from .report import plan_figures
 from .report.audit import audit_frames, audit_markdown
 from .report.beside_itt import beside_markdown
 from .report.comparison_report import (
-    CORRECTION_NAMES,
     family_role,
     hypotheses_table,
     mcnemar_lines,
     methods_lines,
     subgroups_table,
     tier_table,
+    tier_title,
 )
 from .report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
 from .report.markdown import table as _table
@@ -137,12 +137,7 @@ def _usd(x: Any) -> str:
 
 
 def _tier_section(tier: str, rows: pd.DataFrame, plan: plan_mod.AnalysisPlan) -> list[str]:
-    corr = CORRECTION_NAMES[getattr(plan.tiers, tier).correction]
-    title = {"primary": f"Primary metrics (pre-registered tests, {corr} correction over the tier; "
-                        f"{family_role(plan, 'primary')})",
-             "secondary": f"Secondary metrics (pre-registered tests, {corr} correction over the tier)",
-             "exploratory": "Exploratory metrics (descriptive only, not tested)"}[tier]
-    out = [f"## {title}", ""]
+    out = [f"## {tier_title(tier, getattr(plan.tiers, tier).correction, plan.claim)}", ""]
     if tier == "exploratory":
         out += ["**Exploratory:** these metrics were declared as exploratory in the plan. They are described with "
                 "estimates and intervals only; no hypothesis test is run and no p-value is reported, so nothing here "
@@ -251,7 +246,7 @@ def results_report(obj: dict, ev: pd.DataFrame, table: pd.DataFrame, metrics: pd
         out += audit_markdown(*audit_frames(audit))
     out += _design_section(obj, plan, baseline, int(metrics["task_id"].nunique()) if len(metrics) else 0)
     out += sequential or []
-    for tier in plan_mod.TIERS:
+    for tier in plan_mod.TIERS + (("sensitivity",) if plan.tiers.sensitivity is not None else ()):
         out += _tier_section(tier, table, plan)
     out += _env_section(obj)
     out += _budget_section(obj)

@@ -102,7 +102,7 @@ display(Markdown("\n".join(audit_markdown(*audit_frames(result.audit)))))
 # %% [markdown]
 # ## Per-profile summary
 #
-# Pass rates (per trial) exclude infrastructure errors; tokens and cost are per trial (mean and median).
+# Pass rates (per trial) exclude infrastructure errors; tokens and cost are per trial (mean and median over trials).
 
 # %%
 cols = ["profile", "n_trials", "n_tasks", "n_infra_errors", "pass_rate", "total_tokens_mean",

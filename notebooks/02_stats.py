@@ -174,9 +174,10 @@ else:
 # %% [markdown]
 # ## Per-task changes in tokens and cost
 #
-# For each task, each profile's per-task median against the baseline's, tasks sorted by effect: where
-# the savings come from, and whether a few tasks drive them. The dashed line is the estimate of the
-# forest plot.
+# For each task, each profile's per-task value against the baseline's, tasks sorted by effect: where
+# the savings come from, and whether a few tasks drive them. The per-task values are those the estimate
+# pairs (the median of the repetitions under `repetitions: majority`, their mean under `all`; the axis
+# names it). The dashed line is the estimate of the forest plot.
 
 # %%
 for metric in ("total_tokens", "total_cost_usd"):

@@ -50,3 +50,20 @@ def test_the_runner_and_the_analysis_price_a_trial_alike():
     expected = (100 * 3e-6 + 500 * 0.3e-6 + 400 * 3.75e-6 + 10 * 15e-6) + (3000 * 1e-6 + 30 * 5e-6) + (1000 * 3e-6 + 20 * 15e-6)
     assert row["cost_estimated"] and row["total_cost_usd"] == pytest.approx(expected)
     assert _estimate_cost(atif) == pytest.approx(row["total_cost_usd"])
+
+
+def test_the_runner_prices_cached_and_cache_write_tokens_exactly_as_the_analysis():
+    """Same tokens, same number to the last digit: cache reads and writes known only as the trajectory's totals,
+    and a trajectory that names no model (the runner knows the manifest's, as the analysis knows the trial's)."""
+    atif = {"schema_version": "ATIF-v1.7", "agent": {"name": "claude-code", "version": "2"},
+            "steps": [{"source": "user", "message": "x"},
+                      {"source": "agent", "message": "", "metrics": {"prompt_tokens": 123_457, "completion_tokens": 3_211}}],
+            "final_metrics": {"total_prompt_tokens": 123_457, "total_completion_tokens": 3_211,
+                              "total_cached_tokens": 98_765, "extra": {"total_cache_creation_input_tokens": 12_347}}}
+    traj = parse_trajectory(atif)
+    row = trial_metrics(Trial("p", "t", 1, "r", "x", "run_layout", trajectory=traj, metadata={"model_name": SONNET}))
+    # 123,457 prompt tokens = 12,345 plain + 98,765 cache reads + 12,347 cache writes, all at Sonnet 4.5's rates
+    expected = 12_345 * 3e-6 + 98_765 * 0.3e-6 + 12_347 * 3.75e-6 + 3_211 * 15e-6
+    assert row["cost_estimated"] and row["total_cost_usd"] == pytest.approx(expected, rel=1e-12)
+    assert _estimate_cost(atif, SONNET) == row["total_cost_usd"]  # exact: one path, no rounding of its own
+    assert _estimate_cost(atif) is None  # no model anywhere: unknown, never a wrong number

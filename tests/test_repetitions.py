@@ -57,3 +57,41 @@ def test_pass_at_k_is_the_share_of_k_subsets_by_enumeration_and_pairs_tasks():
     # the paired row leaves t2 out at k = 4 too, and says so (it used to report 0 short tasks)
     assert table.loc[(4, "b", "a", "pass@k"), "n_tasks"] == 2 and table.loc[(4, "b", "a", "pass@k"), "n_tasks_short"] == 1
     assert table.loc[(3, "b", "a", "pass@k"), "n_tasks_short"] == 0
+
+
+def _uneven_repetitions() -> pd.DataFrame:
+    """Counts of trials per (profile, task) 3, 3, 3, 1, 1, 2, 2, 5: mode 3, median 2.5, maximum 5; one
+    infrastructure error on top of a task with 3, which must not make it 4."""
+    counts = {("a", "t1"): 3, ("a", "t2"): 3, ("b", "t1"): 3, ("a", "t3"): 1, ("b", "t2"): 1, ("b", "t3"): 2,
+              ("a", "t4"): 2, ("b", "t4"): 5}
+    rows = [{"profile": p, "task_id": t, "repetition": i + 1, "infra_error": False, "success": i % 2 == 0,
+             "total_tokens": 100 + i, "total_cost_usd": 0.01 * (i + 1)}
+            for (p, t), n in counts.items() for i in range(n)]
+    rows.append({"profile": "a", "task_id": "t1", "repetition": 4, "infra_error": True, "success": None,
+                 "total_tokens": None, "total_cost_usd": None})
+    return pd.DataFrame(rows)
+
+
+def test_the_usual_number_of_repetitions_is_the_mode_of_attempted_trials_per_task():
+    trials = _uneven_repetitions()
+    assert repetitions.usual_repetitions(trials) == 3  # not the median (2.5 -> 2) nor the maximum (5)
+    assert repetitions.usual_repetitions(trials.iloc[:0]) == 3  # no trials: the default
+    tie = pd.DataFrame({"profile": "a", "task_id": ["t1", "t1", "t2", "t2", "t2"], "infra_error": False})
+    assert repetitions.usual_repetitions(tie) == 3  # one task with 2, one with 3: the larger
+
+
+def test_pass_at_k_the_spend_projection_and_the_paper_read_one_usual_number_of_repetitions():
+    from pathlib import Path
+
+    from analysis_lib.plan import load_plan
+    from analysis_lib.report import comparison_report, paper
+
+    trials = _uneven_repetitions()
+    table = repetitions.pass_at_k_table(trials, [("a", "b")], n_boot=50)
+    assert int(table["k"].max()) == 3
+    lines = comparison_report._planning_section(trials[~trials["infra_error"]], [("a", "b")],
+                                                load_plan(Path(__file__).resolve().parents[1] / "params" / "analysis_plan.yaml"),
+                                                power_analysis=False, seed=0)
+    assert any("× 3 repetitions per profile" in line for line in lines)
+    macros = {m.name: m.text for m in paper.quoted_macros(paper.PaperInputs(trials))}
+    assert macros["NumRepetitions"] == "3"

@@ -30,7 +30,7 @@ def _comparisons() -> pd.DataFrame:
     from analysis_lib.comparisons import COLUMNS
 
     rows = [
-        dict(tier="primary", metric="success", label="resolve rate (task majority)", unit="points", scale="rate",
+        dict(tier="primary", metric="success", label="resolve rate (task majority)", unit="pp", scale="rate",
              test="McNemar exact", correction="holm", profile_a="a", profile_b="b", n_pairs=2, n_undefined=0,
              a_value=0.5, b_value=0.75, estimate=0.25, ci_low=-0.2, ci_high=0.6, interval="Tango score", p_value=0.5,
              p_adjusted=1.0, significant=False, odds_ratio=2.0, odds_ratio_low=0.1, odds_ratio_high=40.0, n_a_only=1,

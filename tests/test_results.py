@@ -45,12 +45,12 @@ def test_results_report_reads_as_a_preregistered_report(effect_run, tmp_path):
     assert f"sha256 `{P.plan_hash(P.load_plan(PLAN))}`" in text.split("\n## ", 1)[0]
     order = [text.index(h) for h in ("## Evaluation completeness", "## Design", "## Primary metrics (pre-registered tests, Holm",
                                      "## Secondary metrics (pre-registered tests, Benjamini-Hochberg",
-                                     "## Exploratory metrics (descriptive only, not tested)", "## Environment lock",
+                                     "## Exploratory metrics (descriptive: estimates and intervals, no test)", "## Environment lock",
                                      "## Spend against the budget")]
     assert order == sorted(order)
     # The injected token reduction of codecanvas is found, in the right direction, after Holm.
     tokens = {r[1]: r for r in _rows(text, "total_tokens")}
-    assert tokens["codecanvas vs text"][-1] == "**yes**" and tokens["codecanvas vs text"][5].startswith("\u2212")
+    assert tokens["codecanvas vs text"][-1] == "**yes**" and tokens["codecanvas vs text"][6].startswith("\u2212")
     # Exploratory: intervals, no p-values; the MCP tools of each condition are described per tool.
     expl = text.split("## Exploratory", 1)[1].split("## Environment lock", 1)[0]
     assert "p (" not in expl and "significant" not in expl.lower().replace("nothing here is a confirmed", "")
@@ -200,3 +200,20 @@ def test_fixed_sequence_and_repository_subgroups_appear_as_declared(effect_run, 
     assert groups is not None and groups.nunique() >= 2
     sub = text[text.index("## Subgroups by repository"):]
     assert all(f"| {g} |" in sub for g in groups.unique()) and "p =" not in sub  # described, not tested
+
+
+def test_results_carry_the_sensitivity_tier_under_the_comparison_reports_titles(effect_run, tmp_path):
+    """RESULTS.md shows every tier the comparison report shows, under the same titles, sensitivity included."""
+    from analysis_lib.report.comparison_report import tier_title
+
+    plan_path = ROOT / "params" / "analysis_plan_all_repetitions.yaml"
+    out = tmp_path / "RESULTS.md"
+    write_results(effect_run, out, tmp_path / "plots", plan_path=plan_path, record=False)
+    text = out.read_text()
+    plan = P.load_plan(plan_path)
+    titles = [tier_title(t, getattr(plan.tiers, t).correction, plan.claim)
+              for t in ("primary", "secondary", "exploratory", "sensitivity")]
+    headings = [line[3:] for line in text.splitlines() if line.startswith("## ")]
+    assert [h for h in headings if h in titles] == titles
+    sens = text.split(f"## {titles[-1]}", 1)[1].split("\n## ", 1)[0]
+    assert "(repetitions: majority)" in sens or "(repetitions: all)" in sens

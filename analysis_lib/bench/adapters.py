@@ -23,8 +23,8 @@ from ..fileio import atomic_write_bytes, atomic_write_json, iter_jsonl, read_jso
 from ..ingest.atif import parse_trajectory
 from ..ingest.claude_code import model_usage_totals, stream_json_to_atif, transcript_to_atif
 from ..ingest.mcpbr import read_mcpbr_results
-from ..metrics import estimated_cost
-from ..trial import InputError
+from ..metrics import trial_cost
+from ..trial import InputError, Trial
 from .environment import program_version
 from .manifest import ClaudeCodeCondition, ClaudeCodeSettings, CommandCondition, HarborCondition, Manifest, Task, is_url
 from .process import run_process, substitute
@@ -353,11 +353,12 @@ def _mcp_exposure(outcome: AgentOutcome, summary: dict[str, Any], atif: dict | N
         outcome.warnings.append("MCP tools were offered but never used")
 
 
-def _estimate_cost(atif: dict) -> float | None:
-    """USD of the trajectory's calls by the one pricing rule of the analysis (:func:`analysis_lib.metrics.estimated_cost`:
-    each call at its own model, subagents included); None when a model is unpriced."""
-    cost = estimated_cost(parse_trajectory(atif), None)
-    return None if cost is None else round(cost, 8)
+def _estimate_cost(atif: dict, model: str | None = None) -> float | None:
+    """USD of the trajectory's tokens by the analysis' own path (:func:`analysis_lib.metrics.trial_cost` of a trial
+    holding it, ``model`` as its model name): the cost the analysis reports for this trial, to the last digit;
+    None when a model is unpriced."""
+    trial = Trial("", "", 0, "", "", "run_layout", trajectory=parse_trajectory(atif), metadata={"model_name": model})
+    return trial_cost(trial)[0]
 
 
 def run_claude_code(ctx: TrialContext) -> AgentOutcome:
@@ -403,7 +404,7 @@ def run_claude_code(ctx: TrialContext) -> AgentOutcome:
         if atif is not None:
             _normalise_paths(traj_path, ctx.workdir, config_dir)
             if outcome.cost_usd is None:
-                outcome.cost_usd = _estimate_cost(atif)
+                outcome.cost_usd = _estimate_cost(atif, ctx.manifest.environment.model)
                 if outcome.cost_usd is not None:
                     outcome.cost_source = "estimate"
                     outcome.warnings.append(

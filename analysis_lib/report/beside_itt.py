@@ -212,7 +212,7 @@ def _tex_est(r, low: str = "ci_low", high: str = "ci_high", value: str = "estima
     v, lo, hi = getattr(r, value), getattr(r, low), getattr(r, high)
     if fmt.missing(v):
         return "--"
-    unit = {"pp": "\\,pp", "%": "\\,\\%"}.get(fmt.comparison_unit(r.scale, r.unit), "")
+    unit = fmt.tex_unit(u) if (u := fmt.comparison_unit(r.scale, r.unit)) in ("%", fmt.RATE_DIFFERENCE_UNIT) else ""
     ends = "" if fmt.missing(lo) else f" [{fmt.tex_number(fmt.scaled(r, lo), d, sign=True)}, " \
                                       f"{fmt.tex_number(fmt.scaled(r, hi), d, sign=True)}]"
     return f"{fmt.tex_number(fmt.scaled(r, v), d, sign=True)}{unit}{ends}"
@@ -277,7 +277,7 @@ def beside_macros(frames: dict[str, pd.DataFrame], folder: str) -> list[latex.Ma
             if r.estimand == "share_used":
                 out.append(latex.Macro(stem, f"\\num{{{fmt.tex_number(100 * r.estimate, 1)}}}\\,\\%", r.metric, source, what))
                 continue
-            d, unit = fmt.estimate_digits(r), {"pp": "\\,pp", "%": "\\,\\%"}.get(fmt.comparison_unit(r.scale, r.unit), "")
+            d, unit = fmt.estimate_digits(r), fmt.tex_unit(u) if (u := fmt.comparison_unit(r.scale, r.unit)) in ("%", fmt.RATE_DIFFERENCE_UNIT) else ""
             for suffix, v in (("Est", r.estimate), ("Low", r.ci_low), ("High", r.ci_high)):
                 out.append(latex.Macro(stem + suffix, f"\\num{{{fmt.tex_number(fmt.scaled(r, v), d, sign=True)}}}{unit}",
                                        r.metric, source, f"{what}; {suffix.lower()}"))
@@ -286,7 +286,7 @@ def beside_macros(frames: dict[str, pd.DataFrame], folder: str) -> list[latex.Ma
     if bounds is not None and len(bounds):
         for r in bounds[bounds["bound_low"].notna()].itertuples():
             stem = latex.macro_name("infra bound", r.metric.replace("__", " "), r.profile_b, "vs", r.profile_a)
-            d, unit = fmt.estimate_digits(r), {"pp": "\\,pp", "%": "\\,\\%"}.get(fmt.comparison_unit(r.scale, r.unit), "")
+            d, unit = fmt.estimate_digits(r), fmt.tex_unit(u) if (u := fmt.comparison_unit(r.scale, r.unit)) in ("%", fmt.RATE_DIFFERENCE_UNIT) else ""
             for suffix, v in (("Low", r.bound_low), ("High", r.bound_high)):
                 out.append(latex.Macro(stem + suffix, f"\\num{{{fmt.tex_number(fmt.scaled(r, v), d, sign=True)}}}{unit}",
                                        r.metric, source, f"{suffix.lower()} bound, infrastructure failures imputed; "

@@ -21,7 +21,7 @@ from ..fileio import atomic_write_csv, atomic_write_text
 from ..hypotheses import test_sequence
 from ..plan import AnalysisPlan, PlanCheck, PlanError, load_plan, plan_hash, write_sidecar
 from ..rates import profile_rates
-from ..repetitions import pass_at_k_table, variance_components
+from ..repetitions import pass_at_k_table, usual_repetitions, variance_components
 from ..subgroups import subgroup_effects_by_pair
 from . import numbers as fmt
 from .audit import audit_frames, audit_markdown, data_banner
@@ -186,14 +186,15 @@ def tier_table(comparisons: pd.DataFrame, tier: str, confidence: float = 0.95) -
             if isinstance(r.note, str) and r.note:
                 notes.append(f"{len(notes) + 1}. {r.label}, {r.profile_b} vs {r.profile_a}: {r.note}.")
                 cell += f" (note {len(notes)})"
-        row = [f"{label}, `{r.metric}`", f"{r.profile_b} vs {r.profile_a}", pairs, a, b, cell, r.interval or "–"]
+        summary = r.a_b_summary if isinstance(getattr(r, "a_b_summary", None), str) else "–"
+        row = [f"{label}, `{r.metric}`", f"{r.profile_b} vs {r.profile_a}", pairs, summary, a, b, cell, r.interval or "–"]
         if tier == "exploratory":
             row.append(total)
         else:
             sig = "–" if pd.isna(r.significant) else ("**yes**" if bool(r.significant) else "no")
             row += [total, r.test, fmt.p_value(r.p_value), fmt.p_value(r.p_adjusted), sig]
         rows.append(row)
-    header = ["metric", "pair", "tasks paired", "A", "B", f"estimate [{c} CI]", "interval"]
+    header = ["metric", "pair", "tasks paired", "A and B are", "A", "B", f"estimate [{c} CI]", "interval"]
     if tier == "exploratory":
         header.append(f"change of the total [{c} CI]")
     else:
@@ -241,6 +242,17 @@ def mcnemar_lines(comparisons: pd.DataFrame, confidence: float = 0.95) -> list[s
             f" ({r.test}, {fmt.p_value(r.p_value, prefix=True)})."
         )
     return out
+
+
+def tier_title(tier: str, correction: str, claim: str | None = None) -> str:
+    """A tier's heading, worded once for the comparison report, RESULTS.md and the paper. ``correction`` is the
+    tier's correction id; ``claim`` the family that carries the plan's claim (``primary`` or ``hypotheses``), when known."""
+    corr = CORRECTION_NAMES[correction]
+    role = "" if claim is None else "; " + ("the plan's claim" if claim == "primary" else "supportive")
+    return {"primary": f"Primary metrics (pre-registered tests, {corr} over the tier{role})",
+            "secondary": f"Secondary metrics (pre-registered tests, {corr} over the tier)",
+            "exploratory": "Exploratory metrics (descriptive: estimates and intervals, no test)",
+            "sensitivity": "Sensitivity analyses (a planned test with repetitions combined otherwise)"}[tier]
 
 
 def family_role(plan: AnalysisPlan, family: str) -> str:
@@ -416,7 +428,7 @@ def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: 
                 f"(alpha {fmt.number(level.alpha, 4)}: {level.why}), and a simulation for tokens.", ""]
     else:
         out += [
-            f"Tasks for 80 % power (two-sided) to detect +{PLAN_SUCCESS_LIFT * 100:.0f} points, under each way of "
+            f"Tasks for 80 % power (two-sided) to detect {fmt.number(PLAN_SUCCESS_LIFT * 100, 0, sign=True)} {fmt.comparison_unit('rate')}, under each way of "
             "combining repetitions: exact power of McNemar's exact test on majority verdicts, and of the paired t test "
             "on per-task pass rates (pass@1; noncentral t), each the smallest number of tasks that reaches the power. "
             f"**Planned at alpha {fmt.number(level.alpha, 4)}**, the level the plan tests its claim at ({level.why}); "
@@ -461,7 +473,7 @@ def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: 
                          rows),
                 "",
             ]
-    reps = int(trials.groupby(["profile", "task_id"]).size().median()) if len(trials) else 3
+    reps = usual_repetitions(trials)
     cols = [m for m in ("total_cost_usd", "total_tokens", "elapsed_sec") if m in trials.columns]
     if cols:
         spend = stats.project_spend(trials, n_tasks=PLAN_SPEND_TASKS, repetitions=reps, metrics=cols)
@@ -483,7 +495,8 @@ def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: 
             "profile (pilot median and p90 per run, times the runs; the p90 line is a budget with margin):",
             "",
             md_table(
-                ["profile", "metric", "pilot runs", "median per run", "p90 per run", "runs", "projected (median)", "projected (p90)"], srows
+                ["profile", "metric", "pilot runs", "median over pilot runs", "p90 over pilot runs", "runs",
+                 "projected (runs × median)", "projected (runs × p90)"], srows
             ),
         ]
     return out
@@ -498,7 +511,7 @@ def sequential_planning(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan
     if seq is None:
         raise ValueError("the analysis plan declares no sequential design (add a 'sequential' section)")
     alpha = plan.alpha / max(1, len(plan.tiers.primary.metrics) * len(pairs))
-    reps = int(trials.groupby(["profile", "task_id"]).size().median()) if len(trials) else 3
+    reps = usual_repetitions(trials)
     spend = (stats.project_spend(trials, n_tasks=1, repetitions=reps, metrics=["total_cost_usd"]).set_index("profile")
              if "total_cost_usd" in trials.columns and len(trials) else None)
     rows, skipped = [], []
@@ -533,7 +546,7 @@ def _sequential_planning_section(trials: pd.DataFrame, pairs: list[tuple[str, st
         f"{'tasks' if seq.timing == 'tasks' else 'budget'}, {seq.efficacy.replace('_', '-')}-type alpha spending, {fut}. "
         f"Each primary hypothesis is planned at the first level Holm gives it, alpha / {family} = {alpha:.4g} (a "
         "rejection passes its level on, so this is the cautious case). The fixed design is the smallest number of "
-        f"tasks with 80 % power at the planned effect (+{PLAN_SUCCESS_LIFT * 100:.0f} points of success, "
+        f"tasks with 80 % power at the planned effect ({fmt.number(PLAN_SUCCESS_LIFT * 100, 0, sign=True)} {fmt.comparison_unit('rate')} of success, "
         f"{PLAN_TOKEN_REDUCTION:.0%} fewer tokens) at that level, by the planner above (exact power for McNemar's and "
         "the paired t test, the pilot's own nuisance parameter; simulation on the grid for tokens). The sequential "
         "design takes the fewest tasks at most that give it the same power; its expected tasks under the null and "
@@ -609,13 +622,7 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
     for tier in ("primary", "secondary", "exploratory", "sensitivity"):
         if not (comp["tier"] == tier).any():
             continue
-        corr = CORRECTION_NAMES[getattr(plan.tiers, tier).correction]
-        title = {
-            "primary": f"Primary metrics (pre-registered tests, {corr} over the tier; {family_role(plan, 'primary')})",
-            "secondary": f"Secondary metrics (pre-registered tests, {corr} over the tier)",
-            "exploratory": "Exploratory metrics (descriptive: estimates and intervals, no test)",
-            "sensitivity": "Sensitivity analyses (a planned test with repetitions combined otherwise)",
-        }[tier]
+        title = tier_title(tier, getattr(plan.tiers, tier).correction, plan.claim)
         parts += [f"## {title}", "", tier_table(comp, tier, conf), ""]
         if tier == "primary":
             parts += mcnemar_lines(comp, conf) + [""]

@@ -18,9 +18,9 @@ import pandas as pd
 import seaborn as sns
 
 from .. import registry, stats
-from ..comparisons import POINT_SCALES, usable_trials
+from ..comparisons import POINT_SCALES, per_task_value, repetition_aggregate, task_pairs, usable_trials
 from ..fileio import atomic_write_bytes
-from .numbers import p_value
+from .numbers import comparison_unit, p_value
 
 WIDTH_IN = 3.3
 PALETTE = "colorblind"
@@ -106,21 +106,28 @@ def plot_rates(rates: pd.DataFrame, simulated: bool, colors: dict | None = None)
     return fig
 
 
-def per_task_changes(comparisons: pd.DataFrame, metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Per task and compared profile: B's change against A in % (per-task medians, the rows the estimate uses).
+def _planned_rows(comparisons: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The comparison rows of ``metric`` with an estimate, sensitivity restatements left out (one per pair)."""
+    return comparisons[(comparisons["metric"] == metric) & comparisons["estimate"].notna()
+                       & (comparisons["tier"] != "sensitivity")]
 
-    Columns: task_id, profile, change_pct; tasks where A or B is not positive are left out (as in the
+
+def per_task_changes(comparisons: pd.DataFrame, metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per task and compared profile: B's change against A in %, on the per-task values the estimate pairs
+    (:func:`analysis_lib.comparisons.task_pairs` with the row's ``repetitions``: medians under ``majority``,
+    the registry's mean under ``all``).
+
+    Columns: task_id, profile, a, b, change_pct; tasks where A or B is not positive are left out (as in the
     estimate). The tasks come sorted by their mean change over the profiles.
     """
     trials = usable_trials(metrics)
     rows = []
-    sub = comparisons[(comparisons["metric"] == metric) & comparisons["estimate"].notna()]
-    for r in sub.itertuples():
-        pairs = stats.pair_tasks(trials, metric, r.profile_a, r.profile_b, binary=False).dropna(subset=["a", "b"])
+    for r in _planned_rows(comparisons, metric).itertuples():
+        pairs = task_pairs(trials, metric, r.profile_a, r.profile_b, str(r.repetitions)).dropna(subset=["a", "b"])
         pairs = pairs[(pairs["a"] > 0) & (pairs["b"] > 0)]
-        rows += [{"task_id": t, "profile": r.profile_b, "change_pct": 100.0 * (b / a - 1.0)}
+        rows += [{"task_id": t, "profile": r.profile_b, "a": a, "b": b, "change_pct": 100.0 * (b / a - 1.0)}
                  for t, a, b in zip(pairs["task_id"], pairs["a"], pairs["b"], strict=True)]
-    out = pd.DataFrame(rows, columns=["task_id", "profile", "change_pct"])
+    out = pd.DataFrame(rows, columns=["task_id", "profile", "a", "b", "change_pct"])
     order = out.groupby("task_id")["change_pct"].mean().sort_values().index
     out["task_id"] = pd.Categorical(out["task_id"], categories=list(order), ordered=True)
     return out.sort_values(["task_id", "profile"]).reset_index(drop=True)
@@ -139,14 +146,17 @@ def plot_per_task_changes(changes: pd.DataFrame, comparisons: pd.DataFrame, metr
         offset = (j - (len(profiles) - 1) / 2) * 0.25
         ax.scatter(sub["change_pct"], [pos[t] + offset for t in sub["task_id"]], s=9, color=colors[profile],
                    label=profile, zorder=3)
-        est = comparisons[(comparisons["metric"] == metric) & (comparisons["profile_b"] == profile)]["estimate"]
+        planned = _planned_rows(comparisons, metric)
+        est = planned[planned["profile_b"] == profile]["estimate"]
         if len(est) and pd.notna(est.iloc[0]):
             ax.axvline(est.iloc[0], color=colors[profile], linestyle="--", linewidth=0.9)
     ax.axvline(0, color="0.3", linewidth=0.8)
     ax.set_yticks(range(len(tasks)), tasks, fontsize=5.5)
     ax.invert_yaxis()
-    label = comparisons.loc[comparisons["metric"] == metric, "label"]
-    ax.set_xlabel(f"{label.iloc[0] if len(label) else metric}: change vs baseline per task (%)")
+    planned = _planned_rows(comparisons, metric)
+    label = planned["label"].iloc[0] if len(planned) else metric
+    value = per_task_value(repetition_aggregate(metric, str(planned["repetitions"].iloc[0]))) if len(planned) else "per-task value"
+    ax.set_xlabel(f"{label}: change vs baseline of the {value} (%)")
     ax.legend(fontsize=6, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     ax.set_title(title("Per-task change (dashed: estimate)", simulated), pad=16)
     fig.tight_layout()
@@ -182,7 +192,7 @@ def plot_task_outcomes(outcomes: pd.DataFrame, simulated: bool) -> plt.Figure:
 def forest_rows(comparisons: pd.DataFrame, tiers: tuple[str, ...] = ("primary", "secondary")) -> pd.DataFrame:
     """The rows a forest plot draws: the engine's estimates and intervals, unchanged, on their own scales.
 
-    Rates are differences in points (x 100), ratio metrics % changes; rows without an estimate are
+    Rates are differences in percentage points (x 100), ratio metrics % changes; rows without an estimate are
     dropped. Columns: label, metric, profile_b, scale, estimate, low, high, significant, p_adjusted.
     """
     df = comparisons[comparisons["tier"].isin(tiers) & comparisons["estimate"].notna()
@@ -204,7 +214,7 @@ FOREST_NOTE = ("Filled markers are significant after the plan's correction (adju
 
 def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None = None,
                 tiers: tuple[str, ...] = ("primary", "secondary")) -> plt.Figure:
-    """Forest plot of the comparisons: resolve-rate differences (points) and % changes, one panel each."""
+    """Forest plot of the comparisons: resolve-rate differences (pp) and % changes, one panel each."""
     rows = forest_rows(comparisons, tiers)
     panels = [(s, rows[rows["scale"].isin(s)]) for s in (["rate"], ["pass_rate"], ["ratio", "cost_per_success"])]
     panels = [(s, r.reset_index(drop=True)) for s, r in panels if len(r)]
@@ -237,8 +247,9 @@ def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None 
         ax.set_ylim(-0.6, len(sub) - 0.4)
         ax.invert_yaxis()
         ax.set_xlim(lo, hi)
-        ax.set_xlabel({"rate": "difference in resolve rate per task (points), 95% CI",
-                       "pass_rate": "difference in pass@1, mean over tasks (points), 95% CI"}.get(
+        pp = comparison_unit("rate")
+        ax.set_xlabel({"rate": f"difference in resolve rate per task ({pp}), 95% CI",
+                       "pass_rate": f"difference in pass@1, mean over tasks ({pp}), 95% CI"}.get(
                            scale[0], "typical per-task change (%), 95% CI"), fontsize=6.5)
         ax.tick_params(axis="x", labelsize=6)
     base = ", ".join(sorted(comparisons["profile_a"].astype(str).unique()))

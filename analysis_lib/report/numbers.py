@@ -12,10 +12,11 @@ import math
 import pandas as pd
 
 from .. import registry
-from ..comparisons import POINT_SCALES
+from ..comparisons import POINT_SCALES, RATE_DIFFERENCE_UNIT, scale_unit
 
-__all__ = ["MINUS", "missing", "number", "value", "difference", "estimate", "interval", "open_at_zero", "p_value", "plural", "decimals",
-           "tex_number", "tex_quantity", "comparison_unit", "scaled", "estimate_digits"]
+__all__ = ["MINUS", "RATE_DIFFERENCE_UNIT", "missing", "number", "value", "difference", "estimate", "interval", "open_at_zero",
+           "p_value", "plural", "decimals", "tex_number", "tex_quantity", "tex_unit", "comparison_unit", "scaled",
+           "estimate_digits"]
 
 MINUS = "\u2212"
 DASH = "–"
@@ -58,9 +59,9 @@ def value(metric_id: str, x, *, rate: bool = False) -> str:
 
 
 def difference(metric_id: str, x, *, rate: bool = False) -> str:
-    """A signed difference of two values of the metric, as precise as :func:`value` prints them (rates in points)."""
+    """A signed difference of two values of the metric, as precise as :func:`value` prints them (rates in pp)."""
     if rate:
-        return DASH if missing(x) else number(100 * float(x), decimals("pass_rate"), sign=True) + " pp"
+        return DASH if missing(x) else number(100 * float(x), decimals("pass_rate"), sign=True) + f" {RATE_DIFFERENCE_UNIT}"
     d = decimals(metric_id)
     if registry.metric(metric_id).kind == "count" and not missing(x) and float(x) != round(float(x)) and abs(float(x)) < 100:
         d = 1
@@ -68,17 +69,18 @@ def difference(metric_id: str, x, *, rate: bool = False) -> str:
 
 
 def comparison_unit(scale: str, unit: str = "") -> str:
-    """The unit of a comparison's estimate: ``%`` (ratios), ``pp`` (rates) or the metric's own."""
-    return "pp" if scale in POINT_SCALES else {"ratio": "%", "cost_per_success": "%"}.get(scale, unit)
+    """The unit of a comparison's estimate: ``%`` (ratios), ``pp`` (rates) or the metric's own
+    (:func:`analysis_lib.comparisons.scale_unit`, the rule behind the CSVs' ``unit`` column)."""
+    return scale_unit(scale, unit)
 
 
 def scaled(row, x):
-    """A comparison's value on its printed scale: rate differences in points, the rest as they are."""
+    """A comparison's value on its printed scale: rate differences in percentage points (pp), the rest as they are."""
     return 100 * x if row.scale in POINT_SCALES else x
 
 
 def estimate_digits(row) -> int:
-    """Decimals of a comparison's estimate and interval: one for % and points, else the metric's own."""
+    """Decimals of a comparison's estimate and interval: one for % and pp, else the metric's own."""
     if row.scale in ("ratio", "cost_per_success", *POINT_SCALES):
         return 1
     d = decimals(row.metric)
@@ -145,4 +147,10 @@ def tex_quantity(x, digits: int, unit: str = "", *, sign: bool = False) -> str:
     if missing(x):
         return "--"
     tex = f"\\num{{{tex_number(x, digits, sign=sign)}}}"
-    return tex + ({"%": "\\,\\%", "pp": "\\,pp", "USD": "\\,USD"}.get(unit, f"~{unit}" if unit else ""))
+    return tex + tex_unit(unit)
+
+
+def tex_unit(unit: str, *, space: str = "\\,") -> str:
+    """A comparison unit in TeX after a number: ``\\,\\%``, ``\\,pp``, ``\\,USD``, else ``~unit``."""
+    known = {"%": "\\%", RATE_DIFFERENCE_UNIT: RATE_DIFFERENCE_UNIT, "USD": "USD"}
+    return space + known[unit] if unit in known else (f"~{unit}" if unit else "")

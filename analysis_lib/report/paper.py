@@ -17,13 +17,14 @@ from pathlib import Path
 import pandas as pd
 
 from .. import registry
-from ..comparisons import interval_note
+from ..comparisons import RATE_DIFFERENCE_UNIT, interval_note
 from ..fileio import atomic_write_text
+from ..repetitions import usual_repetitions
 from . import latex, markdown, tables
 from . import numbers as fmt
 from .audit import audit_markdown, audit_tex, data_banner
 from .beside_itt import beside_macros, beside_markdown, beside_tex
-from .comparison_report import mcnemar_lines, rates_table, tier_table
+from .comparison_report import mcnemar_lines, rates_table, tier_table, tier_title
 from .figures import FOREST_NOTE
 from .sequential import adjusted_table, design_sentence, paper_paragraph, sequential_macros
 
@@ -40,13 +41,15 @@ FIGURE_CAPTIONS = {
              "tasks), per profile. Infrastructure errors excluded.",
     "task_outcomes": "Per-task outcomes: share of repetitions that passed (count in the cell); the majority decides "
                      "the task's verdict in the resolve rate and McNemar's test. Tasks sorted by success.",
-    "forest": "Comparisons against the baseline. Top: difference in resolve rate per task (points, Tango's interval). "
+    "forest": f"Comparisons against the baseline. Top: difference in resolve rate per task ({RATE_DIFFERENCE_UNIT}, Tango's interval). "
               "Bottom: typical per-task change in \\% (Hodges-Lehmann on per-task log ratios, interval inverting the "
               "Wilcoxon test). " + FOREST_NOTE.replace("%", "\\%"),
-    "per_task_total_tokens": "Per-task change in total tokens against the baseline (per-task medians of the "
-                             "repetitions), tasks sorted by effect; dashed lines are the estimates of the forest plot.",
-    "per_task_total_cost_usd": "Per-task change in cost per trial against the baseline (per-task medians), tasks "
-                               "sorted by effect; dashed lines are the estimates of the forest plot.",
+    "per_task_total_tokens": "Per-task change in total tokens against the baseline, on the per-task values the estimate "
+                             "pairs (the axis names them), tasks sorted by effect; dashed lines are the estimates of the "
+                             "forest plot.",
+    "per_task_total_cost_usd": "Per-task change in cost per trial against the baseline, on the per-task values the "
+                               "estimate pairs (the axis names them), tasks sorted by effect; dashed lines are the "
+                               "estimates of the forest plot.",
     "tool_mix": "Share of tool calls per category (read, search, edit, execute, MCP, other) within each profile.",
     "codecanvas": "CodeCanvas metrics per trial; the bar marks each profile's median.",
 }
@@ -159,8 +162,8 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
         latex.Macro("NumTasks", str(m["task_id"].nunique()), "n_tasks", src, "distinct task ids"),
         latex.Macro("NumProfiles", str(m["profile"].nunique()), "n_profiles", src),
         latex.Macro("NumTrials", str(len(m)), "n_trials", src, "all trials incl. infrastructure errors"),
-        latex.Macro("NumRepetitions", str(int(m.groupby(["profile", "task_id"]).size().max())), "repetition", src,
-                    "most repetitions of one task under one profile"),
+        latex.Macro("NumRepetitions", str(usual_repetitions(m)), "repetition", src,
+                    "usual repetitions of a task under a profile (repetitions.usual_repetitions)"),
         latex.Macro("NumInfraErrors", str(int(len(m) - len(known))), "infra_error", src),
     ]
     if inputs.baseline:
@@ -264,7 +267,7 @@ def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
              _s(100 * r.pass_rate_high, dp), f"{int(r.tasks_resolved)}/{int(r.n_tasks)}", _s(100 * r.resolve_rate, dr),
              _s(100 * r.resolve_rate_low, dr), _s(100 * r.resolve_rate_high, dr), _s(r.cost_per_success, dc)]
             for r in rates.itertuples()]
-    head = ["Profile", "Trials", "{Pass rate}", "\\multicolumn{2}{c}{95\\% CI}", "Tasks", "{Resolve rate}",
+    head = ["Profile", "Trials", "{Pass rate per trial}", "\\multicolumn{2}{c}{95\\% CI}", "Tasks", "{Resolve rate per task}",
             "\\multicolumn{2}{c}{95\\% CI}", "{Cost/success}"]
     spec = "lr S[table-format=2.1] S[table-format=2.1] S[table-format=3.1] c S[table-format=2.1] " \
            "S[table-format=2.1] S[table-format=3.1] S[table-format=1.3]"
@@ -275,12 +278,15 @@ def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
                     "tab:rates", wide=True, note=note)
 
 
-def comparisons_tex(comp: pd.DataFrame, simulated: bool) -> str:
-    rows, notes = [], []
+def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = None) -> str:
+    rows, notes, tier = [], [], None
     for r in comp[comp["estimate"].notna() & (comp["tier"] != "exploratory")].itertuples():
+        if r.tier != tier:  # a tier's rows under its title: a sensitivity row restates a planned one, named apart
+            tier = r.tier
+            rows.append([f"\\multicolumn{{11}}{{l}}{{\\emph{{{latex.escape_tex(tier_title(tier, r.correction, claim))}}}}}"])
         k, d = _value_digits(r)
         unit = fmt.comparison_unit(r.scale, r.unit)
-        unit_tex = {"%": "\\%", "pp": "pp"}.get(unit, latex.escape_tex(unit))
+        unit_tex = fmt.tex_unit(unit, space="") if unit in ("%", fmt.RATE_DIFFERENCE_UNIT) else latex.escape_tex(unit)
         e = fmt.estimate_digits(r)
         p_cell = _p_cell(r.p_value)
         why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
@@ -288,17 +294,18 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool) -> str:
             notes.append(f"\\textsuperscript{{{chr(ord('a') + len(notes))}}}\\,{latex.escape_tex(r.label)}, "
                          f"{latex.escape_tex(r.profile_b)}: {latex.escape_tex(why)}.")
             p_cell = "{" + p_cell.strip("{}") + f"\\textsuperscript{{{chr(ord('a') + len(notes) - 1)}}}}}"
+        summary = r.a_b_summary if isinstance(getattr(r, "a_b_summary", None), str) else "--"
         rows.append([f"{latex.escape_tex(r.label)}, {unit_tex}", latex.escape_tex(r.profile_b), str(int(r.n_pairs)),
-                     _s(k * r.a_value, d), _s(k * r.b_value, d), _s(fmt.scaled(r, r.estimate), e, True),
+                     latex.escape_tex(summary), _s(k * r.a_value, d), _s(k * r.b_value, d), _s(fmt.scaled(r, r.estimate), e, True),
                      _s(fmt.scaled(r, r.ci_low), e, True), _s(fmt.scaled(r, r.ci_high), e, True),
                      p_cell, _p_cell(r.p_adjusted)])
     base = ", ".join(sorted(comp["profile_a"].astype(str).unique()))
-    head = ["Metric, unit of the change", "B", "Pairs", "{A}", "{B}", "{Change}", "\\multicolumn{2}{c}{95\\% CI}",
-            "{$p$}", "{$p_\\mathrm{adj}$}"]
-    spec = "llr S[table-format=6.3] S[table-format=6.3] S[table-format=+2.1] S[table-format=+2.1] " \
-           "S[table-format=+2.1] S[table-format=1.3] S[table-format=1.3]"
-    note = (f"A = baseline ({latex.escape_tex(base)}). A and B: resolve rate (\\%) or median over tasks of the "
-            "per-task medians. Change: resolve rate, difference in points with Tango's score interval and McNemar's "
+    head = ["Metric, unit of the change", "B", "Pairs", "A and B are", "{A}", "{B}", "{Change}",
+            "\\multicolumn{2}{c}{95\\% CI}", "{$p$}", "{$p_\\mathrm{adj}$}"]
+    spec = "llr >{\\raggedright\\arraybackslash}p{1.5cm} S[table-format=6.3] S[table-format=6.3] " \
+           "S[table-format=+2.1] S[table-format=+2.1] S[table-format=+2.1] S[table-format=1.3] S[table-format=1.3]"
+    note = (f"A = baseline ({latex.escape_tex(base)}). A and B: as each row says (rates in \\%). Change: resolve rate, "
+            f"difference in {fmt.comparison_unit('rate')} (percentage points) with Tango's score interval and McNemar's "
             "exact test, which can disagree near 0 (a score interval beside an exact test; a letter marks a row where "
             "they do); other metrics, typical per-task change (Hodges-Lehmann on log ratios, \\%) with the "
             "interval that inverts the Wilcoxon signed-rank test beside it (zeros ranked by Pratt's rule in both), "
@@ -317,9 +324,10 @@ def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
         rows.append([latex.escape_tex(registry.metric(r.metric).axis_label), latex.escape_tex(r.profile),
                      _s(r.mean, max(d, 1) if abs(r.mean) < 100 else d), _s(r.median, max(d, 1) if abs(r.median) < 100 else d),
                      str(int(r.n))])
-    return _tabular(["Metric", "Profile", "{Mean}", "{Median}", "Trials"],
+    return _tabular(["Metric", "Profile", "{Mean over trials}", "{Median over trials}", "Trials"],
                     "ll S[table-format=6.3] S[table-format=6.3] r", rows,
-                    "Per-trial process and cost metrics per profile" + (" (simulated data)" if simulated else ""),
+                    "Per-trial process and cost metrics per profile (mean and median over trials)"
+                    + (" (simulated data)" if simulated else ""),
                     "tab:profile-summary", wide=True)
 
 
@@ -374,7 +382,7 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
         lines.append(_claim_text(inputs))
     n_prof = inputs.metrics["profile"].nunique()
     lines.append(f"The analysis covers \\NumTasks{{}} tasks under \\NumProfiles{{}} {'profile' if n_prof == 1 else 'profiles'} with "
-                 "up to \\NumRepetitions{} repetitions each (\\NumTrials{} trials; \\NumInfraErrors{} infrastructure "
+                 "usually \\NumRepetitions{} repetitions each (\\NumTrials{} trials; \\NumInfraErrors{} infrastructure "
                  "errors excluded from outcome analyses).")
     if inputs.rates is not None:
         for p in inputs.rates["profile"]:
@@ -468,7 +476,8 @@ def _markdown_sections(inputs: PaperInputs, macros: list[latex.Macro]) -> list[t
         for tier in ("primary", "secondary"):
             if (comp["tier"] == tier).any():
                 body = tier_table(comp, tier) + ("\n\n" + "\n".join(mcnemar_lines(comp)) if tier == "primary" else "")
-                out.append((f"Paired comparisons: {tier} metrics", body))
+                claim = inputs.plan.claim_family if inputs.plan is not None else None
+                out.append((tier_title(tier, str(comp.loc[comp["tier"] == tier, "correction"].iloc[0]), claim), body))
     seq, adj = inputs.sequential, inputs.sequential_estimates
     if seq is not None:
         body = design_sentence(seq)
@@ -499,7 +508,8 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
         written["rates"] = latex.write_tex(snip / "rates.tex", rates_tex(inputs.rates, sim), sim, inputs.source("rates"))
     written["profile_summary"] = latex.write_tex(snip / "profile_summary.tex", summary_tex(inputs.metrics, sim), sim, msrc)
     if inputs.comparisons is not None and len(inputs.comparisons):
-        written["comparisons"] = latex.write_tex(snip / "comparisons.tex", comparisons_tex(inputs.comparisons, sim), sim,
+        claim = inputs.plan.claim_family if inputs.plan else None
+        written["comparisons"] = latex.write_tex(snip / "comparisons.tex", comparisons_tex(inputs.comparisons, sim, claim), sim,
                                                  inputs.source("comparisons"))
     md_sections = _markdown_sections(inputs, macros)
     if inputs.beside:
