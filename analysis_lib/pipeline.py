@@ -312,7 +312,8 @@ def record_notebooks(root: str | Path = ".", names: list[str] | None = None, qui
         try:
             client.execute()
         except Exception as exc:  # nbclient raises CellExecutionError with the traceback text
-            raise RuntimeError(f"notebooks/{name}.ipynb failed while recording: {str(exc).strip().splitlines()[-1]}") from None
+            last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]  # a dead kernel's error has no text
+            raise RuntimeError(f"notebooks/{name}.ipynb failed while recording: {last}") from None
         # Widget state and views hold random model ids and are rebuilt when the notebook runs: not stored
         # (the widget's text repr stays).
         nb.metadata.pop("widgets", None)

@@ -69,7 +69,7 @@ def planned_tasks(target: float = 0.8, alpha: float = 0.05) -> tuple[int, float,
 def sequential_plan(metric: str, test: str, repetitions: str, efficacy: str = "obrien_fleming") -> plan_mod.AnalysisPlan:
     """One primary test monitored alone at four equally spaced looks (Lan-DeMets spending, no futility)."""
     d = plan_mod.load_plan(PLANS["all repetitions"]).model_dump(mode="json")
-    d.update(hypotheses=[], pairing={"unit": "task", "repetitions": repetitions, "exclude_infra_errors": True, "baseline": A},
+    d.update(hypotheses=[], claim_family="primary", pairing={"unit": "task", "repetitions": repetitions, "exclude_infra_errors": True, "baseline": A},
              sequential={"looks": 4, "efficacy": efficacy, "stop": "all"})
     d["bootstrap"]["n_resamples"] = 100  # only the totals' interval uses it, never a p-value
     d["tiers"] = {"primary": {"correction": "holm", "metrics": [{"id": metric, "test": test}]},

@@ -34,6 +34,8 @@ for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR
 project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
 runs_dir: str = "runs/sample"  # runs to analyse, relative to the project root
+plan_file: str = "params/analysis_plan.yaml"  # the analysis plan whose pairing.baseline is the default A
+baseline: str = ""  # profile A (empty: the plan's, else the runs' index.json, else the first in sort order)
 
 # %%
 from pathlib import Path
@@ -48,7 +50,9 @@ paths = outputs.output_paths(project_root, output_dir)
 import ipywidgets as widgets
 
 from analysis_lib import frames, load_trials
+from analysis_lib.baseline import resolve_baseline
 from analysis_lib.ingest import provenance
+from analysis_lib.plan import load_plan
 from analysis_lib.report import explore
 
 # %% [markdown]
@@ -64,9 +68,12 @@ if simulated:
     display(Markdown("> **SIMULATED DATA**: these runs come from the seeded simulator; the numbers are not findings."))
 profiles = sorted(metrics["profile"].unique())
 tasks = sorted(metrics["task_id"].unique())
-baseline = provenance.declared_baseline(runs) or profiles[0]
+# Profile A by the one baseline rule of the command line and the paper (analysis_lib.baseline).
+baseline = resolve_baseline(profiles, explicit=baseline or None, plan=load_plan(Path(project_root) / plan_file),
+                            runs_dir=runs).name
 other = next((p for p in profiles if p != baseline), baseline)
-print(f"{len(trials)} trials, {len(profiles)} profiles, {len(tasks)} tasks, {len(errors)} unreadable")
+print(f"{len(trials)} trials, {len(profiles)} profiles, {len(tasks)} tasks, {len(errors)} unreadable; "
+      f"A (baseline): {baseline}")
 
 # %% [markdown]
 # ## A versus B: outcome grid and paired trajectories

@@ -79,3 +79,11 @@ def test_plan_and_index_disagree_and_every_output_names_the_plans_baseline(tmp_p
     assert "baseline: codecanvas;" in (out / "notebooks" / "02_stats.ipynb").read_text(encoding="utf-8")
     macros = (out / "paper" / "snippets" / "macros.tex").read_text(encoding="utf-8")
     assert "\\newcommand{\\BaselineProfile}{codecanvas}" in macros
+    # the explorer (interactive, outside the pipeline) opens on the same A
+    import papermill
+
+    explored = tmp_path / "explore.ipynb"
+    papermill.execute_notebook(str(ROOT / "notebooks" / "explore.ipynb"), str(explored), progress_bar=False,
+                               parameters={"project_root": str(project), "runs_dir": str(runs), "plan_file": str(plan),
+                                           "output_dir": "results/mine"})
+    assert "A (baseline): codecanvas" in explored.read_text(encoding="utf-8")
