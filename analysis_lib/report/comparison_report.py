@@ -14,7 +14,7 @@ import pandas as pd
 from .. import power, stats
 from .. import sequential as seq_mod
 from ..beside_itt import BesideResult, beside_itt
-from ..comparisons import compare, profile_pairs, usable_trials
+from ..comparisons import COLLINEAR_R, collinear_endpoints, compare, endpoint_correlations, profile_pairs, usable_trials
 from ..design_audit import DesignAudit
 from ..fileio import atomic_write_csv, atomic_write_text
 from ..hypotheses import test_sequence
@@ -29,7 +29,8 @@ from .markdown import table as md_table
 from .sequential import planning_table
 
 __all__ = ["Study", "analyse_comparisons", "write_comparisons", "tier_table", "tier_caption", "rates_table", "hypotheses_table",
-           "subgroups_table", "methods_lines", "claim_sentence", "family_role", "sequential_planning"]
+           "subgroups_table", "methods_lines", "claim_sentence", "family_role", "sequential_planning",
+           "collinearity_lines"]
 
 CORRECTION_NAMES = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}
 # Below this many paired tasks a p-value says little; the report says so.
@@ -54,6 +55,8 @@ class Study:
     pass_at_k: pd.DataFrame = field(default_factory=pd.DataFrame)
     subgroups: pd.DataFrame | None = None  # per group of tasks, when groups are given
     beside: BesideResult | None = None  # the estimands beside intention to treat (compliance.csv, infra_bounds.csv, ...)
+    # r of the per-task log ratios between primary endpoints (endpoint_correlations.csv)
+    correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _default_check() -> PlanCheck | None:
@@ -74,12 +77,14 @@ def analyse_comparisons(metrics: pd.DataFrame, plan: AnalysisPlan, *, compare_pa
     pairs = profile_pairs(metrics["profile"].dropna().astype(str).unique(), compare=compare_pair,
                           baseline=baseline or plan.pairing.baseline)
     boot = plan.bootstrap
-    return Study(compare(metrics, plan, pairs, refused=refused),
+    comparisons = compare(metrics, plan, pairs, refused=refused)
+    return Study(comparisons,
                  profile_rates(metrics, confidence=boot.confidence, n_boot=boot.n_resamples, seed=boot.seed), plan, pairs,
                  test_sequence(metrics, plan, pairs) if plan.hypotheses else None,
                  variance_components(metrics),
                  pass_at_k_table(metrics, pairs, n_boot=boot.n_resamples, seed=boot.seed, confidence=boot.confidence),
-                 subgroup_effects_by_pair(metrics, task_groups, pairs) if task_groups is not None and pairs else None)
+                 subgroup_effects_by_pair(metrics, task_groups, pairs) if task_groups is not None and pairs else None,
+                 correlations=endpoint_correlations(metrics, comparisons))
 
 
 def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check: PlanCheck | None = None,
@@ -108,6 +113,7 @@ def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check:
         atomic_write_csv(out / "hypotheses.csv", study.hypotheses)
     atomic_write_csv(out / "variance_components.csv", study.variance)
     atomic_write_csv(out / "pass_at_k.csv", study.pass_at_k)
+    atomic_write_csv(out / "endpoint_correlations.csv", study.correlations)
     if study.subgroups is not None:
         atomic_write_csv(out / "subgroups.csv", study.subgroups)
     write_beside(study.beside, out)
@@ -237,6 +243,17 @@ def mcnemar_lines(comparisons: pd.DataFrame, confidence: float = 0.95) -> list[s
             f"{fmt.number(r.odds_ratio, 2)}, exact {conf_text}CI [{fmt.number(r.odds_ratio_low, 2)}, {fmt.number(r.odds_ratio_high, 2)}]"
             f" ({r.test}, {fmt.p_value(r.p_value, prefix=True)})."
         )
+    return out
+
+
+def collinearity_lines(correlations: pd.DataFrame | None) -> list[str]:
+    """One sentence per pair of primary endpoints whose per-task log ratios are nearly collinear (|r| above the threshold)."""
+    out = []
+    for r in collinear_endpoints(correlations).itertuples():
+        out += [f"**Collinear endpoints:** {r.label_x} and {r.label_y} of {r.profile_b} against {r.profile_a} move "
+                f"together task by task (Pearson r = {fmt.number(r.r, 2)} of the per-task log ratios B/A over "
+                f"{fmt.plural(int(r.n_pairs), 'paired task')}, above {COLLINEAR_R:g} in absolute value), so their two "
+                "tests restate one finding, not two.", ""]
     return out
 
 
@@ -615,7 +632,7 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
         }[tier]
         parts += [f"## {title}", "", tier_table(comp, tier, conf), ""]
         if tier == "primary":
-            parts += mcnemar_lines(comp, conf) + [""]
+            parts += mcnemar_lines(comp, conf) + [""] + collinearity_lines(study.correlations)
         if tier == "primary" and study.hypotheses is not None:
             parts += [
                 f"## Fixed-sequence hypotheses (as declared, in order; {family_role(plan, 'hypotheses')})",
