@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import registry
+from ..codecanvas.outputs import BOARD_METRICS, COMPARISON_METRICS
 from ..comparisons import interval_note
 from ..fileio import atomic_write_text
 from . import latex, markdown, tables
@@ -619,8 +620,9 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
         md_sections.append(("Beside intention to treat", "\n".join(beside_markdown(inputs.beside)[2:])))
     if inputs.codecanvas is not None and len(inputs.codecanvas):
         cc = inputs.codecanvas
-        cols = [x for x in cc.columns if x not in {"profile", "task_id", "repetition", "run_id", "trial_path"}
-                and pd.to_numeric(cc[x], errors="coerce").notna().any()]
+        # The metrics the CodeCanvas comparison reports, not every column: the full table is codecanvas_table.csv.
+        cols = [x for x, _ in COMPARISON_METRICS + BOARD_METRICS
+                if x in cc.columns and pd.to_numeric(cc[x], errors="coerce").notna().any()]
         cc_summary = tables.profile_summary(cc, cols)
         cc_summary = cc_summary[cc_summary["n"] > 0]
         if len(cc_summary):
