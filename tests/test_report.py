@@ -279,7 +279,7 @@ def test_results_read_as_one_short_paragraph_per_research_question(tmp_path):
     md = written["paper_snippets"].read_text()
     section = md.split("## Results", 1)[1].split("\n## ", 1)[0]
     macros = {m.name: m for m in paper.quoted_macros(inputs)}
-    assert "**Efficiency.** The total tokens of the typical task (primary) changed against `a` by −50.0 % under `b`" in section
+    assert "**Efficiency.** For the typical task, total tokens (primary) changed against `a` by −50.0 % under `b`" in section
     assert "p_adj" in section and "\\" not in section and "{" not in section
     assert macros["TotalTokensBVsAEst"].text == "\\num{-50.0}\\,\\%"
     assert md.index("## Results") < md.index("## Discussion and limitations") < md.index("## Conclusion")
@@ -336,3 +336,21 @@ def test_prose_markdown_refuses_a_command_it_cannot_render():
         latex.prose_markdown("\\emph{x}", [])
     assert latex.prose_markdown("\\A{} and \\texttt{b\\_c}", [latex.Macro("A", "\\num{-1.5}\\,\\%", "m", "s")]) == \
         "\u22121.5 % and `b_c`"
+
+
+def test_mcp_use_states_uptake_and_the_effect_among_users_once_per_metric():
+    base = {"profile_a": "a", "profile_b": "b", "metric": "total_tokens", "ci_low": -0.6, "ci_high": -0.1}
+    compliance = pd.DataFrame([
+        {**base, "estimand": "itt_mean", "label": "total tokens", "scale": "ratio", "unit": "%", "estimate": -0.4},
+        {**base, "estimand": "share_used", "label": "total tokens", "scale": "share", "unit": "share", "estimate": 0.75,
+         "ci_low": 0.5, "ci_high": 1.0},
+        {**base, "estimand": "cace", "label": "total tokens", "scale": "ratio", "unit": "%", "estimate": -0.5},
+        {**base, "estimand": "naive_users", "label": "total tokens", "scale": "ratio", "unit": "%", "estimate": -0.6}])
+    inputs = paper.PaperInputs(_metrics().assign(mcp_tool_calls=[0, 0, 0, 0, 2, 3, 0, 1]), _comparisons(),
+                               simulated=True, baseline="a", beside={"compliance": compliance})
+    macros = paper.quoted_macros(inputs)
+    mcp = next(ln for ln in paper._results_paragraph(inputs, macros).splitlines() if ln.startswith("\\paragraph{MCP use.}"))
+    assert "Median MCP calls per trial: \\MedianMcpToolCallsA{} under \\texttt{a} and \\MedianMcpToolCallsB{}" in mcp
+    assert "An MCP tool was called in \\ShareUsedTotalTokensBVsA{} of the \\texttt{b} trials" in mcp
+    assert mcp.count("\\CaceTotalTokensBVsAEst{}") == 1 and "total tokens of \\texttt{b}" in mcp
+    assert {m.name: m.text for m in macros}["MedianMcpToolCallsB"] == "\\num{2}"  # median of 2, 3, 1: the trial without an outcome is out

@@ -130,6 +130,7 @@ def write_tex(path: str | Path, body: str, simulated: bool, source: str) -> Path
 
 # The TeX the generated prose uses, as Markdown: (pattern, replacement), applied in order after the macros.
 _PROSE_RULES = [
+    (r";\s*(?:Table|Section)~\\ref\{[^}]*\}", ""),
     (r"\s*\((?:Table|Section)~\\ref\{[^}]*\}\)", ""),
     (r"(?:Table|Section)~\\ref\{[^}]*\}", "the table"),
     (r"\\paragraph\{([^}]*)\}\s*", r"**\1** "),

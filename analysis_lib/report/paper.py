@@ -440,15 +440,15 @@ def _metric_sentence(inputs: PaperInputs, metric_id: str, names: set[str]) -> st
         base = _tt(rows[0].profile_a)
         if rows[0].scale in fmt.POINT_SCALES:
             return f"Against {base}, the {latex.escape_tex(rows[0].label)} ({tier}) of " + _series(clauses) + "."
-        subject = (f"The {latex.escape_tex(label)} of the typical task" if rows[0].scale in ("ratio", "difference")
-                   else f"The {latex.escape_tex(label)}")
+        subject = (f"For the typical task, {latex.escape_tex(label)}" if rows[0].scale in ("ratio", "difference")
+                   else latex.escape_tex(label[0].upper() + label[1:]))
         return f"{subject} ({tier}) changed against {base} by " + _series(clauses) + "."
     profiles = [p for p in sorted(inputs.metrics["profile"].astype(str).unique())
                 if latex.macro_name("median", metric_id, p) in names]
     if not profiles:
         return None
     m = registry.metric(metric_id)
-    unit = "" if m.unit in ("", "share", "flag") or label.endswith(m.unit) else f" ({latex.escape_tex(m.unit)})"
+    unit = "" if m.unit in ("", "share", "flag") or m.unit in label else f" ({latex.escape_tex(m.unit)})"
     return (f"Median {latex.escape_tex(label)}{unit} per trial: "
             + _series([f"\\{latex.macro_name('median', metric_id, p)}{{}} under {_tt(p)}" for p in profiles])
             + " (described, not tested).")
@@ -465,10 +465,12 @@ def _mcp_use_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
         share = next((k for k in shares if k in names), None)
         if share:
             out.append(f"\\{share}{{}} of the {_tt(b)} trials")
-        for m in g["metric"].unique():
+        for r in g[g["estimand"] == "cace"].itertuples():
+            m = r.metric
             k = latex.macro_name("cace", m.replace("__", " "), b, "vs", a)
+            label = registry.metric(m).label if r.scale == "ratio" else r.label  # a % change: the label without its unit
             if k + "Est" in names:
-                cace.append(f"{latex.escape_tex(registry.metric(m).label)} of {_tt(b)} \\{k}Est{{}} "
+                cace.append(f"{latex.escape_tex(label)} of {_tt(b)} \\{k}Est{{}} "
                             f"(95\\% CI \\{k}Low{{}} to \\{k}High{{}})")
     lines = [f"An MCP tool was called in {_series(out)} (uptake: mean over tasks of the per-task share; "
              "Table~\\ref{tab:cace})."] if out else []
