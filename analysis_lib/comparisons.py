@@ -45,7 +45,8 @@ from .plan import AnalysisPlan, Bootstrap, adjust_p
 
 __all__ = ["COLUMNS", "POINT_SCALES", "RATE_DIFFERENCE_UNIT", "scale_unit", "TEST_LABELS", "Rule", "rule", "repetition_aggregate", "task_pairs",
            "per_task_value", "sides_summary", "planned_test", "usable_trials", "profile_pairs",
-           "plan_columns", "estimate", "compare", "excludes_zero", "interval_note"]
+           "plan_columns", "estimate", "compare", "excludes_zero", "interval_note",
+           "COLLINEAR_R", "endpoint_correlations", "collinear_endpoints", "FEW_PAIRS"]
 
 COLUMNS = [
     "tier", "metric", "label", "unit", "scale", "repetitions", "test", "correction", "profile_a", "profile_b",
@@ -72,6 +73,8 @@ POINT_SCALES = ("rate", "pass_rate")
 # The unit of a rate difference, everywhere (CSV column, tables, macros, figures): "pp", percentage points.
 # Not "points" (score points?) and never "%", which is the relative change the ratio metrics report beside it.
 RATE_DIFFERENCE_UNIT = "pp"
+# Below this many paired tasks a p-value says little: the comparison report and the paper's limitations say so.
+FEW_PAIRS = 10
 # Not the pooled per-trial pass rate: each task weighs the same, whatever its number of repetitions.
 PASS_AT_1 = "pass@1 (mean of per-task pass rates)"
 GEE_LABEL = "pass rate per trial (GEE, task clusters)"
@@ -83,6 +86,10 @@ INTERVALS = {"rate": "Tango score", "ratio": "inverted Wilcoxon", "difference": 
 # precision. Floating-point noise (log 6/4 against log 3/2) is then no longer taken for a difference.
 LOG_RATIO_DECIMALS = 9
 EXTRA_DECIMALS = 6
+# Two endpoints whose per-task log ratios correlate beyond this are one finding counted twice.
+COLLINEAR_R = 0.95
+CORRELATION_COLUMNS = ["profile_a", "profile_b", "metric_x", "metric_y", "label_x", "label_y", "n_pairs", "r",
+                       "collinear"]
 
 
 @dataclass(frozen=True)
@@ -519,3 +526,43 @@ def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
     sig[has_p] = out.loc[has_p, "p_adjusted"] < plan.alpha
     out["significant"] = sig
     return out
+
+
+def endpoint_correlations(metrics: pd.DataFrame, comparisons: pd.DataFrame, tier: str = "primary") -> pd.DataFrame:
+    """Pearson r between the per-task log ratios log(B/A) of every two ratio-scale endpoints of ``tier``, per pair.
+
+    The tasks are those where both endpoints are defined (positive per-task values under A and B, each task's
+    repetitions combined as the comparison rows combine them). ``collinear`` is |r| > :data:`COLLINEAR_R`: the
+    two endpoints then move together task by task (tokens and cost when every token is priced alike), so their
+    two tests restate one finding. Columns: :data:`CORRELATION_COLUMNS`; r is NaN with fewer than 3 tasks or
+    a constant log ratio.
+    """
+    rows = comparisons[(comparisons["tier"] == tier) & (comparisons["scale"] == "ratio")]
+    trials = usable_trials(metrics)
+    out = []
+    for (a, b), g in rows.groupby(["profile_a", "profile_b"], sort=False):
+        logs = {}
+        for metric_id, reps, label in dict.fromkeys(zip(g["metric"], g["repetitions"], g["label"], strict=True)):
+            # On the ratio scale the test does not change how a task's repetitions combine.
+            how = rule(metric_id, "wilcoxon_signed_rank", reps).how
+            p = stats.pair_tasks(trials, metric_id, str(a), str(b), binary=False, how=how)
+            ok = (p["a"] > 0) & (p["b"] > 0)
+            logs[metric_id] = (label, pd.Series(np.log(p.loc[ok, "b"] / p.loc[ok, "a"]).to_numpy(),
+                                                index=p.loc[ok, "task_id"].astype(str)))
+        ids = list(logs)
+        for i, x in enumerate(ids):
+            for y in ids[i + 1:]:
+                both = pd.concat([logs[x][1], logs[y][1]], axis=1, join="inner").dropna()
+                vx, vy = both.iloc[:, 0].to_numpy(float), both.iloc[:, 1].to_numpy(float)
+                r = float(np.corrcoef(vx, vy)[0, 1]) if len(both) >= 3 and vx.std() > 0 and vy.std() > 0 else np.nan
+                out.append({"profile_a": a, "profile_b": b, "metric_x": x, "metric_y": y, "label_x": logs[x][0],
+                            "label_y": logs[y][0], "n_pairs": len(both), "r": r,
+                            "collinear": bool(np.isfinite(r) and abs(r) > COLLINEAR_R)})
+    return pd.DataFrame(out, columns=CORRELATION_COLUMNS)
+
+
+def collinear_endpoints(correlations: pd.DataFrame | None) -> pd.DataFrame:
+    """The rows of :func:`endpoint_correlations` (or its CSV) whose endpoints are collinear."""
+    if correlations is None or correlations.empty:
+        return pd.DataFrame(columns=CORRELATION_COLUMNS)
+    return correlations[correlations["collinear"].astype(str).str.lower().isin({"true", "1"})]

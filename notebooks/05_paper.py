@@ -64,6 +64,8 @@ rates_file = paths.comparisons_dir / "profile_rates.csv"
 rates = pd.read_csv(rates_file) if rates_file.exists() else None
 hyp_file = paths.comparisons_dir / "hypotheses.csv"
 hypotheses = pd.read_csv(hyp_file) if hyp_file.exists() else None  # only when the plan declares a sequence
+corr_file = paths.comparisons_dir / "endpoint_correlations.csv"  # r of the primary endpoints' per-task log ratios
+correlations = pd.read_csv(corr_file) if corr_file.exists() else None
 plan_file = paths.analytics / "analysis_plan.json"
 plan_record = paper.PlanRecord.from_sidecar(json.loads(plan_file.read_text(encoding="utf-8"))) if plan_file.exists() else None
 cc_file = paths.codecanvas / "codecanvas_table.csv"
@@ -91,7 +93,8 @@ inputs = paper.PaperInputs(
     sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
              "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file), "hypotheses": paths.rel(hyp_file),
              "audit": paths.rel(paths.analytics / "design_audit.csv"), "beside": paths.rel(paths.comparisons_dir),
-             "sequential": paths.rel(paths.comparisons_dir / SEQUENTIAL_JSON)}, llm_snippets=llm_snippets,
+             "sequential": paths.rel(paths.comparisons_dir / SEQUENTIAL_JSON), "correlations": paths.rel(corr_file)},
+    llm_snippets=llm_snippets, correlations=correlations,
     audit=read_audit(paths.analytics), data_source=info.get("data_source"),
     beside=read_beside(paths.comparisons_dir) or None,
     sequential=sequential_record, sequential_estimates=sequential_estimates)

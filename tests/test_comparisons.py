@@ -266,3 +266,45 @@ def test_rows_say_where_interval_and_test_disagree_and_where_an_interval_is_open
     # mostly zeros: the estimate sits on the open end, and the note says why the two part ways there
     zeros = {"scale": "difference", "p_value": None, "estimate": 0.0, "ci_low": 0.0, "ci_high": 0.17, "ci_open": "low"}
     assert "the estimate is 0 (most differences are 0)" in C.interval_note(zeros, 0.05)
+
+
+def _two_endpoint_frame(cost_of_tokens) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Six tasks, two repetitions each, under text and mcp; cost from tokens by ``cost_of_tokens``."""
+    tokens = {"text": [[1000, 1200], [5000, 5400], [800, 800], [20000, 18000], [3000, 3300], [700, 900]],
+              "mcp": [[900, 1000], [5200, 5600], [400, 500], [15000, 16000], [3100, 3500], [1400, 1500]]}
+    rows = [{"profile": p, "task_id": f"t{i}", "repetition": k, "total_tokens": float(v),
+             "total_cost_usd": float(cost_of_tokens(p, i, v)), "success": True}
+            for p, per_task in tokens.items() for i, reps in enumerate(per_task) for k, v in enumerate(reps)]
+    comp = pd.DataFrame({"tier": "primary", "scale": "ratio", "metric": ["total_tokens", "total_cost_usd"],
+                         "repetitions": "majority", "label": ["total tokens", "cost per trial (USD)"],
+                         "profile_a": "text", "profile_b": "mcp"})
+    return pd.DataFrame(rows), comp
+
+
+def _log_ratios_by_hand(metrics: pd.DataFrame, column: str) -> np.ndarray:
+    med = metrics.groupby(["profile", "task_id"])[column].median().unstack("profile")  # a task's repetitions: median
+    return np.log(med["mcp"] / med["text"]).sort_index().to_numpy()
+
+
+def test_endpoint_correlation_is_pearson_r_of_per_task_log_ratios_and_flags_collinear_endpoints():
+    from analysis_lib.report.comparison_report import collinearity_lines
+
+    # Every token priced alike: cost is proportional to tokens, so the log ratios coincide (r = 1).
+    metrics, comp = _two_endpoint_frame(lambda p, i, v: 3e-6 * v)
+    row = C.endpoint_correlations(metrics, comp).iloc[0]
+    ref = np.corrcoef(_log_ratios_by_hand(metrics, "total_tokens"), _log_ratios_by_hand(metrics, "total_cost_usd"))[0, 1]
+    assert ref == pytest.approx(1.0)  # numpy.corrcoef on the hand-computed log ratios
+    assert row["r"] == pytest.approx(ref, abs=1e-12) and row["n_pairs"] == 6 and bool(row["collinear"])
+    lines = collinearity_lines(C.endpoint_correlations(metrics, comp))
+    assert len([ln for ln in lines if ln]) == 1
+    assert "total tokens and cost per trial (USD) of mcp against text" in lines[0] and "r = 1.00" in lines[0]
+
+    # A price that differs per task in the MCP arm breaks the proportionality: r is well below the threshold.
+    price = [1.0, 4.0, 0.5, 2.0, 0.25, 3.0]
+    metrics, comp = _two_endpoint_frame(lambda p, i, v: 3e-6 * v * (price[i] if p == "mcp" else 1.0))
+    row = C.endpoint_correlations(metrics, comp).iloc[0]
+    ref = np.corrcoef(_log_ratios_by_hand(metrics, "total_tokens"), _log_ratios_by_hand(metrics, "total_cost_usd"))[0, 1]
+    assert abs(ref) < C.COLLINEAR_R  # numpy.corrcoef: 0.674 on these values
+    assert row["r"] == pytest.approx(ref, abs=1e-12) and not row["collinear"]
+    assert collinearity_lines(C.endpoint_correlations(metrics, comp)) == []
+    assert C.collinear_endpoints(C.endpoint_correlations(metrics, comp)).empty

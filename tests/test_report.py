@@ -239,3 +239,118 @@ def test_provenance_reads_index_json(tmp_path, capsys):
     (tmp_path / "index.json").write_text('{"simulated": tru')
     assert provenance.is_simulated(tmp_path) is False
     assert capsys.readouterr().out.startswith(f"warning: {tmp_path / 'index.json'}: truncated JSON")
+
+
+def _arms(infra: tuple[int, int] = (0, 2), no_call: int = 3) -> pd.DataFrame:
+    """The design audit's per-arm rows the limitations read: a is the baseline, b was offered MCP tools."""
+    return pd.DataFrame({"arm": ["a", "b"], "baseline": [True, False], "n_trials": [4, 4], "n_infra_errors": list(infra),
+                         "mcp_offered": [False, True], "n_mcp_known": [4, 4], "n_zero_mcp_calls": [4, no_call]})
+
+
+def _correlations(r: float) -> pd.DataFrame:
+    from analysis_lib.comparisons import COLLINEAR_R, CORRELATION_COLUMNS
+
+    return pd.DataFrame([{"profile_a": "a", "profile_b": "b", "metric_x": "total_tokens", "metric_y": "total_cost_usd",
+                          "label_x": "total tokens", "label_y": "cost per trial (USD)", "n_pairs": 2, "r": r,
+                          "collinear": abs(r) > COLLINEAR_R}], columns=CORRELATION_COLUMNS)
+
+
+def test_results_read_as_one_short_paragraph_per_research_question(tmp_path):
+    from analysis_lib.rates import profile_rates
+
+    inputs = paper.PaperInputs(_metrics(), _comparisons(), profile_rates(_metrics(), n_boot=200), simulated=True,
+                               baseline="a", plan=paper.PlanRecord("f" * 64, "plan", "2026-01-01T00:00:00Z"))
+    written = paper.write_paper_snippets(inputs, tmp_path / "paper", tmp_path)
+    results = written["results"].read_text()
+    paragraphs = [ln for ln in results.splitlines() if ln.startswith("\\paragraph{")]
+    assert [p.split("}", 1)[0] for p in paragraphs] == [
+        "\\paragraph{Pre-registration.", "\\paragraph{Claim.", "\\paragraph{Data.", "\\paragraph{Success.",
+        "\\paragraph{Efficiency."]  # no process column, no MCP call column, no CACE: those questions are left out
+    success, efficiency = paragraphs[3], paragraphs[4]
+    # Each comparison keeps its estimand's interval and test; every number is a macro.
+    assert "\\SuccessBVsAEst{} (Tango score 95\\% CI \\SuccessBVsALow{} to \\SuccessBVsAHigh{}; McNemar exact" in success
+    assert "\\TotalTokensBVsAP{}, \\TotalTokensBVsAPAdj{}; \\TotalTokensBVsAPairs{} tasks" in efficiency
+    assert "\\TotalTokensBVsATotalLow{}" in efficiency and "(primary)" in efficiency
+    assert "confirmatory claim rests on the primary tier" in results
+    for text in (results, written["discussion"].read_text(), written["conclusion"].read_text()):
+        body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("%"))
+        assert not re.search(r"\d", re.sub(r"\\[A-Za-z]+|95\\%", "", body)), body
+    # The Markdown holds the same sentences with the macros' values, and no TeX.
+    md = written["paper_snippets"].read_text()
+    section = md.split("## Results", 1)[1].split("\n## ", 1)[0]
+    macros = {m.name: m for m in paper.quoted_macros(inputs)}
+    assert "**Efficiency.** For the typical task, total tokens (primary) changed against `a` by −50.0 % under `b`" in section
+    assert "p_adj" in section and "\\" not in section and "{" not in section
+    assert macros["TotalTokensBVsAEst"].text == "\\num{-50.0}\\,\\%"
+    assert md.index("## Results") < md.index("## Discussion and limitations") < md.index("## Conclusion")
+
+
+def test_limitations_name_only_what_applies():
+    from analysis_lib.report.discussion import limitations_tex
+
+    comp = _comparisons()
+    every = limitations_tex(simulated=True, data_source=None, arms=_arms(), correlations=_correlations(0.99),
+                            comparisons=comp, has_bounds=True, has_cace=True)
+    assert every.startswith("\\paragraph{Limitations.} The runs are simulated")
+    assert "\\InfraErrorsA{} of the \\TrialsArmA{} \\texttt{a} trials and \\InfraErrorsB{} of the \\TrialsArmB{}" in every
+    assert "Table~\\ref{tab:infra-bounds}" in every
+    assert "never called in \\TrialsNoMCPCallB{} of \\TrialsMCPKnownB{} \\texttt{b} trials" in every
+    assert "nearly collinear (Pearson $r$ = \\CorrelationTotalTokensTotalCostUsdBVsA{}" in every
+    assert "only \\MinPrimaryPairs{} paired tasks" in every  # two pairs: below the ten the report asks for
+    none = limitations_tex(simulated=False, data_source=None, arms=_arms(infra=(0, 0), no_call=0),
+                           correlations=_correlations(0.54), comparisons=comp.assign(n_pairs=24))
+    assert "simulated" not in none and "Infrastructure" not in none and "never called" not in none
+    assert "collinear (" not in none and "paired tasks:" not in none
+    assert "found nothing that limits" in none
+    real = limitations_tex(simulated=False, data_source={"name": "x"}, arms=None, correlations=None, comparisons=None)
+    assert "made by others and re-analysed" in real
+
+
+def test_collinear_endpoints_are_said_once_with_r_as_a_macro_from_the_correlations():
+    from analysis_lib.report.comparison_report import collinearity_lines
+
+    corr = _correlations(0.987654)
+    inputs = paper.PaperInputs(_metrics(), _comparisons(), simulated=True, baseline="a", correlations=corr)
+    macros = {m.name: m for m in paper.quoted_macros(inputs)}
+    assert macros["CorrelationTotalTokensTotalCostUsdBVsA"].text == "\\num{0.99}"  # r of the frame, 2 decimals
+    assert macros["CorrelationTotalTokensTotalCostUsdBVsAPairs"].text == "2"
+    assert "r = 0.99" in collinearity_lines(corr)[0]  # the comparison report quotes the same r
+    quiet = paper.PaperInputs(_metrics(), _comparisons(), simulated=True, baseline="a", correlations=_correlations(0.73))
+    assert not any(m.name.startswith("Correlation") for m in paper.quoted_macros(quiet))
+    assert collinearity_lines(_correlations(0.73)) == []
+
+
+def test_conclusion_names_what_held_after_correction_and_says_simulated():
+    from analysis_lib.report.discussion import conclusion_tex
+
+    text = conclusion_tex(simulated=True, comparisons=_comparisons())
+    assert "\\NumPrimarySignificant{} held" in text and "total tokens of \\texttt{b}" in text
+    assert "resolve rate" not in text  # not significant: not named
+    assert "runs are simulated" in text
+    assert "fixed sequence" in conclusion_tex(simulated=False, comparisons=_comparisons(), claim_family="hypotheses")
+    assert "establish no difference" in conclusion_tex(simulated=False, comparisons=_comparisons().assign(significant=False))
+
+
+def test_prose_markdown_refuses_a_command_it_cannot_render():
+    with pytest.raises(ValueError, match=r"\\emph has no Markdown rendering"):
+        latex.prose_markdown("\\emph{x}", [])
+    assert latex.prose_markdown("\\A{} and \\texttt{b\\_c}", [latex.Macro("A", "\\num{-1.5}\\,\\%", "m", "s")]) == \
+        "\u22121.5 % and `b_c`"
+
+
+def test_mcp_use_states_uptake_and_the_effect_among_users_once_per_metric():
+    base = {"profile_a": "a", "profile_b": "b", "metric": "total_tokens", "ci_low": -0.6, "ci_high": -0.1}
+    compliance = pd.DataFrame([
+        {**base, "estimand": "itt_mean", "label": "total tokens", "scale": "ratio", "unit": "%", "estimate": -0.4},
+        {**base, "estimand": "share_used", "label": "total tokens", "scale": "share", "unit": "share", "estimate": 0.75,
+         "ci_low": 0.5, "ci_high": 1.0},
+        {**base, "estimand": "cace", "label": "total tokens", "scale": "ratio", "unit": "%", "estimate": -0.5},
+        {**base, "estimand": "naive_users", "label": "total tokens", "scale": "ratio", "unit": "%", "estimate": -0.6}])
+    inputs = paper.PaperInputs(_metrics().assign(mcp_tool_calls=[0, 0, 0, 0, 2, 3, 0, 1]), _comparisons(),
+                               simulated=True, baseline="a", beside={"compliance": compliance})
+    macros = paper.quoted_macros(inputs)
+    mcp = next(ln for ln in paper._results_paragraph(inputs, macros).splitlines() if ln.startswith("\\paragraph{MCP use.}"))
+    assert "Median MCP calls per trial: \\MedianMcpToolCallsA{} under \\texttt{a} and \\MedianMcpToolCallsB{}" in mcp
+    assert "An MCP tool was called in \\ShareUsedTotalTokensBVsA{} of the \\texttt{b} trials" in mcp
+    assert mcp.count("\\CaceTotalTokensBVsAEst{}") == 1 and "total tokens of \\texttt{b}" in mcp
+    assert {m.name: m.text for m in macros}["MedianMcpToolCallsB"] == "\\num{2}"  # median of 2, 3, 1: the trial without an outcome is out

@@ -128,10 +128,11 @@ def audit_markdown(arms: pd.DataFrame, findings: pd.DataFrame) -> list[str]:
 def audit_tex(arms: pd.DataFrame, findings: pd.DataFrame, caption: str) -> str:
     """The audit as a booktabs table (arms as columns) with the findings as an itemised list below it."""
     head, rows = audit_grid(arms)
-    spec = "@{}p{0.26\\textwidth}" + "".join(f"p{{{0.72 / max(1, len(head) - 1):.3f}\\textwidth}}" for _ in head[1:]) + "@{}"
+    # Columns and their gaps (4 pt each side) fit the text width: 0.24 + 0.70 of it, plus the gaps.
+    spec = "@{}p{0.24\\textwidth}" + "".join(f"p{{{0.70 / max(1, len(head) - 1):.3f}\\textwidth}}" for _ in head[1:]) + "@{}"
     body = [" & ".join(escape_tex(c) for c in head) + r" \\", r"\midrule"]
     body += [" & ".join(escape_tex(c) for c in row) + r" \\" for row in rows]
-    lines = [r"\begin{table*}[tbp]", r"\centering", r"\footnotesize", f"\\caption{{{escape_tex(caption)}}}",
+    lines = [r"\begin{table*}[tbp]", r"\centering", r"\footnotesize\setlength{\tabcolsep}{4pt}", f"\\caption{{{escape_tex(caption)}}}",
              r"\label{tab:design-audit}", f"\\begin{{tabular}}{{{spec}}}", r"\toprule", *body, r"\bottomrule",
              r"\end{tabular}"]
     if len(findings):

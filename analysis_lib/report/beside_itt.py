@@ -237,7 +237,7 @@ def beside_tex(frames: dict[str, pd.DataFrame], simulated: bool) -> str:
                                     "--" if fmt.missing(share.estimate) else f"{fmt.tex_number(100 * share.estimate, 1)}\\,\\%",
                                     _tex_est(by["cace"])]) + " \\\\")
         parts.append(
-            "\\begin{table*}[t]\n\\centering\n\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
+            "\\begin{table*}[tbp]\n\\centering\n\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
             "\\caption{Effect of offering MCP (ITT) and among trials that used it (CACE)"
             + (" (simulated data)" if simulated else "") + "}\n\\label{tab:cace}\n\\begin{tabular}{lllll}\n\\toprule\n"
             "Metric & B & ITT [95\\% CI] & Used MCP & CACE [95\\% CI] \\\\\n\\midrule\n" + "\n".join(rows)
@@ -252,7 +252,7 @@ def beside_tex(frames: dict[str, pd.DataFrame], simulated: bool) -> str:
                             _tex_est(r, "bound_high_ci_low", "bound_high_ci_high", "bound_high")]) + " \\\\"
                 for r in bounds.itertuples()]
         parts.append(
-            "\\begin{table*}[t]\n\\centering\n\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
+            "\\begin{table*}[tbp]\n\\centering\n\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
             "\\caption{Primary comparisons with bounds for the trials lost to infrastructure failures"
             + (" (simulated data)" if simulated else "") + "}\n\\label{tab:infra-bounds}\n\\begin{tabular}{llllll}\n"
             "\\toprule\nMetric & B & Planned [95\\% CI] & Lost A/B & Lower bound & Upper bound \\\\\n\\midrule\n"

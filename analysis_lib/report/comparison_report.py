@@ -15,7 +15,7 @@ from .. import power, stats
 from .. import sequential as seq_mod
 from ..baseline import resolve_baseline
 from ..beside_itt import BesideResult, beside_itt
-from ..comparisons import compare, profile_pairs, usable_trials
+from ..comparisons import COLLINEAR_R, FEW_PAIRS, collinear_endpoints, compare, endpoint_correlations, profile_pairs, usable_trials
 from ..design_audit import DesignAudit
 from ..fileio import atomic_write_csv, atomic_write_text
 from ..hypotheses import test_sequence
@@ -30,11 +30,10 @@ from .markdown import table as md_table
 from .sequential import planning_table
 
 __all__ = ["Study", "analyse_comparisons", "write_comparisons", "tier_table", "tier_caption", "rates_table", "hypotheses_table",
-           "subgroups_table", "methods_lines", "claim_sentence", "family_role", "sequential_planning"]
+           "subgroups_table", "methods_lines", "claim_sentence", "family_role", "sequential_planning",
+           "collinearity_lines"]
 
 CORRECTION_NAMES = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}
-# Below this many paired tasks a p-value says little; the report says so.
-FEW_PAIRS = 10
 # The planning section: effects worth detecting, and its Monte-Carlo size (power SE <= 2.5 points).
 PLAN_TOKEN_REDUCTION = 0.20
 PLAN_SUCCESS_LIFT = 0.10
@@ -55,6 +54,8 @@ class Study:
     pass_at_k: pd.DataFrame = field(default_factory=pd.DataFrame)
     subgroups: pd.DataFrame | None = None  # per group of tasks, when groups are given
     beside: BesideResult | None = None  # the estimands beside intention to treat (compliance.csv, infra_bounds.csv, ...)
+    # r of the per-task log ratios between primary endpoints (endpoint_correlations.csv)
+    correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _default_check() -> PlanCheck | None:
@@ -77,12 +78,14 @@ def analyse_comparisons(metrics: pd.DataFrame, plan: AnalysisPlan, *, compare_pa
     pairs = profile_pairs(profiles, compare=compare_pair,
                           baseline=resolve_baseline(profiles, explicit=baseline, plan=plan).name)
     boot = plan.bootstrap
-    return Study(compare(metrics, plan, pairs, refused=refused),
+    comparisons = compare(metrics, plan, pairs, refused=refused)
+    return Study(comparisons,
                  profile_rates(metrics, confidence=boot.confidence, n_boot=boot.n_resamples, seed=boot.seed), plan, pairs,
                  test_sequence(metrics, plan, pairs) if plan.hypotheses else None,
                  variance_components(metrics),
                  pass_at_k_table(metrics, pairs, n_boot=boot.n_resamples, seed=boot.seed, confidence=boot.confidence),
-                 subgroup_effects_by_pair(metrics, task_groups, pairs) if task_groups is not None and pairs else None)
+                 subgroup_effects_by_pair(metrics, task_groups, pairs) if task_groups is not None and pairs else None,
+                 correlations=endpoint_correlations(metrics, comparisons))
 
 
 def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check: PlanCheck | None = None,
@@ -111,6 +114,7 @@ def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check:
         atomic_write_csv(out / "hypotheses.csv", study.hypotheses)
     atomic_write_csv(out / "variance_components.csv", study.variance)
     atomic_write_csv(out / "pass_at_k.csv", study.pass_at_k)
+    atomic_write_csv(out / "endpoint_correlations.csv", study.correlations)
     if study.subgroups is not None:
         atomic_write_csv(out / "subgroups.csv", study.subgroups)
     write_beside(study.beside, out)
@@ -253,6 +257,17 @@ def tier_title(tier: str, correction: str, claim: str | None = None) -> str:
             "secondary": f"Secondary metrics (pre-registered tests, {corr} over the tier)",
             "exploratory": "Exploratory metrics (descriptive: estimates and intervals, no test)",
             "sensitivity": "Sensitivity analyses (a planned test with repetitions combined otherwise)"}[tier]
+
+
+def collinearity_lines(correlations: pd.DataFrame | None) -> list[str]:
+    """One sentence per pair of primary endpoints whose per-task log ratios are nearly collinear (|r| above the threshold)."""
+    out = []
+    for r in collinear_endpoints(correlations).itertuples():
+        out += [f"**Collinear endpoints:** {r.label_x} and {r.label_y} of {r.profile_b} against {r.profile_a} move "
+                f"together task by task (Pearson r = {fmt.number(r.r, 2)} of the per-task log ratios B/A over "
+                f"{fmt.plural(int(r.n_pairs), 'paired task')}, above {COLLINEAR_R:g} in absolute value), so their two "
+                "tests restate one finding, not two.", ""]
+    return out
 
 
 def family_role(plan: AnalysisPlan, family: str) -> str:
@@ -625,7 +640,7 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
         title = tier_title(tier, getattr(plan.tiers, tier).correction, plan.claim)
         parts += [f"## {title}", "", tier_table(comp, tier, conf), ""]
         if tier == "primary":
-            parts += mcnemar_lines(comp, conf) + [""]
+            parts += mcnemar_lines(comp, conf) + [""] + collinearity_lines(study.correlations)
         if tier == "primary" and study.hypotheses is not None:
             parts += [
                 f"## Fixed-sequence hypotheses (as declared, in order; {family_role(plan, 'hypotheses')})",

@@ -137,7 +137,7 @@ def plot_per_task_changes(changes: pd.DataFrame, comparisons: pd.DataFrame, metr
                           colors: dict | None = None) -> plt.Figure:
     """Per-task change vs the baseline, tasks sorted by effect; the dashed line is each profile's estimate."""
     tasks = list(changes["task_id"].cat.categories) if len(changes) else []
-    fig, ax = _figure(0.9 + 0.12 * len(tasks))
+    fig, ax = _figure(0.9 + 0.1 * len(tasks))
     profiles = sorted(changes["profile"].unique())
     colors = colors or profile_colors(profiles)
     pos = {t: i for i, t in enumerate(tasks)}
@@ -183,7 +183,11 @@ def plot_task_outcomes(outcomes: pd.DataFrame, simulated: bool) -> plt.Figure:
     ax.set_ylabel("")
     ax.set_xlabel("")
     ax.tick_params(axis="y", labelsize=5.5)
-    ax.tick_params(axis="x", labelsize=7)
+    # Profile names are wider than a heatmap column: slanted, they never run into each other.
+    ax.tick_params(axis="x", labelsize=6, rotation=30)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
+        label.set_rotation_mode("anchor")
     ax.set_title(title("Per-task outcomes (majority of repetitions decides)", simulated))
     fig.tight_layout()
     return fig
@@ -281,6 +285,12 @@ def plot_tool_mix(mix: pd.DataFrame, simulated: bool) -> plt.Figure:
     return fig
 
 
+# CodeCanvas metrics (analysis_lib.codecanvas.metrics) with their units, for the axes.
+CODECANVAS_AXES = {"informed_editing_score": "informed editing score (0 to 1)",
+                   "blast_radius_edit_rate": "edits inside the blast radius (share of edits)",
+                   "deliberation_depth": "deliberation depth (claims + plan decisions)"}
+
+
 def plot_codecanvas(table: pd.DataFrame, metrics: list[str], simulated: bool,
                     colors: dict | None = None) -> plt.Figure:
     """CodeCanvas metrics per profile: each trial a point, the profile median a bar (one panel per metric)."""
@@ -298,7 +308,7 @@ def plot_codecanvas(table: pd.DataFrame, metrics: list[str], simulated: bool,
             ax.scatter(v, i + jitter, s=5, color=pc[p], alpha=0.6)
             ax.plot([np.median(v)] * 2, [i - 0.3, i + 0.3], color="0.1", linewidth=1.2)
         ax.set_yticks(range(len(profiles)), profiles, fontsize=6)
-        ax.set_xlabel(metric, fontsize=7)
+        ax.set_xlabel(CODECANVAS_AXES.get(metric, metric), fontsize=7)
     axes[0, 0].set_title(title("CodeCanvas metrics per trial (bar = median)", simulated))
     fig.tight_layout()
     return fig

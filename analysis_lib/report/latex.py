@@ -18,7 +18,8 @@ import pandas as pd
 
 from ..fileio import atomic_write_text
 
-__all__ = ["Macro", "tex_header", "macro_name", "booktabs_table", "render_macros", "fmt_pct", "escape_tex", "write_tex"]
+__all__ = ["Macro", "tex_header", "macro_name", "booktabs_table", "render_macros", "fmt_pct", "escape_tex", "write_tex",
+           "prose_markdown"]
 
 _DIGITS = "Zero One Two Three Four Five Six Seven Eight Nine".split()
 
@@ -125,3 +126,39 @@ def booktabs_table(df: pd.DataFrame, caption: str, label: str,
 def write_tex(path: str | Path, body: str, simulated: bool, source: str) -> Path:
     """Write a generated .tex file (header first) atomically."""
     return atomic_write_text(path, tex_header(simulated, source) + body.rstrip("\n") + "\n")
+
+
+# The TeX the generated prose uses, as Markdown: (pattern, replacement), applied in order after the macros.
+_PROSE_RULES = [
+    (r";\s*(?:Table|Section)~\\ref\{[^}]*\}", ""),
+    (r"\s*\((?:Table|Section)~\\ref\{[^}]*\}\)", ""),
+    (r"(?:Table|Section)~\\ref\{[^}]*\}", "the table"),
+    (r"\\paragraph\{([^}]*)\}\s*", r"**\1** "),
+    (r"\\textbf\{([^}]*)\}", r"**\1**"),
+    (r"\\texttt\{([^}]*)\}", r"`\1`"),
+    (r"\\num\{([^}]*)\}", r"\1"),
+    (r"p_\{\\mathrm\{adj\}\}", "p_adj"),
+    (r"\\ensuremath\{([^}]*)\}", r"\1"),
+    (r"\$([^$]*)\$", r"\1"),
+    (r"\\,", " "),
+    (r"~", " "),
+    (r"\\([%&_#$])", r"\1"),
+    (r"\{\}", ""),
+]
+
+
+def prose_markdown(tex: str, macros: list[Macro]) -> str:
+    """Generated TeX prose as Markdown: each macro replaced by its text, then the few commands the prose uses.
+
+    So ``paper_snippets.md`` reads the same sentences as the PDF, with the same numbers (one macro each).
+    Raises ValueError naming a command left over, so that new prose cannot reach the Markdown half-rendered.
+    """
+    values = {m.name: m.text for m in macros}
+    text = re.sub(r"\\([A-Za-z]+)(\{\})?", lambda m: values.get(m.group(1), m.group(0)), tex)
+    for pattern, repl in _PROSE_RULES:
+        text = re.sub(pattern, repl, text)
+    text = re.sub(r"(?<![\w-])-(?=\d)", "\u2212", text)  # a minus sign, as siunitx sets it
+    left = re.search(r"\\[A-Za-z]+", text)
+    if left:
+        raise ValueError(f"prose_markdown: {left.group(0)} has no Markdown rendering")
+    return text

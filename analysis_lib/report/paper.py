@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import registry
+from ..codecanvas.outputs import BOARD_METRICS, COMPARISON_METRICS
 from ..comparisons import RATE_DIFFERENCE_UNIT, interval_note
 from ..fileio import atomic_write_text
 from ..repetitions import usual_repetitions
@@ -25,6 +26,7 @@ from . import numbers as fmt
 from .audit import audit_markdown, audit_tex, data_banner
 from .beside_itt import beside_macros, beside_markdown, beside_tex
 from .comparison_report import mcnemar_lines, rates_table, tier_table, tier_title
+from .discussion import conclusion_tex, discussion_macros, limitations_tex
 from .figures import FOREST_NOTE
 from .sequential import adjusted_table, design_sentence, paper_paragraph, sequential_macros
 
@@ -105,6 +107,8 @@ class PaperInputs:
     # A sequential run: its design with the looks as analysed, and the primary estimates adjusted for the stop.
     sequential: dict | None = None
     sequential_estimates: pd.DataFrame | None = None
+    # r of the per-task log ratios between primary endpoints (endpoint_correlations.csv): collinear ones are a limitation.
+    correlations: pd.DataFrame | None = None
 
     def source(self, key: str) -> str:
         return self.sources.get(key, f"{key}.csv")
@@ -239,6 +243,9 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
         out += sequential_macros(inputs.sequential, inputs.sequential_estimates, inputs.source("sequential"))
     if inputs.beside:
         out += beside_macros(inputs.beside, inputs.sources.get("beside", "comparisons"))
+    out += median_macros(inputs)
+    out += discussion_macros(inputs.audit[0] if inputs.audit is not None else None, inputs.correlations,
+                             inputs.comparisons, inputs.sources)
     return out
 
 
@@ -251,7 +258,8 @@ def _tabular(head: list[str], spec: str, rows: list[list[str]], caption: str, la
     env = "table*" if wide else "table"
     body = "\n".join(" & ".join(r) + " \\\\" for r in rows)
     notes = f"\n\\par\\smallskip\\parbox{{\\linewidth}}{{\\footnotesize {note}}}" if note else ""
-    return (f"\\begin{{{env}}}\n\\centering\n\\footnotesize\\setlength{{\\tabcolsep}}{{3pt}}\n"
+    sep = "3pt" if wide else "1.5pt"  # a one-column table gets narrower gaps to fit 3.3 in
+    return (f"\\begin{{{env}}}\n\\centering\n\\footnotesize\\setlength{{\\tabcolsep}}{{{sep}}}\n"
             f"\\caption{{{caption}}}\n\\label{{{label}}}\n\\begin{{tabular}}{{{spec}}}\n\\toprule\n"
             + " & ".join(head) + " \\\\\n\\midrule\n" + body + "\n\\bottomrule\n\\end{tabular}" + notes
             + f"\n\\end{{{env}}}")
@@ -328,7 +336,7 @@ def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
                     "ll S[table-format=6.3] S[table-format=6.3] r", rows,
                     "Per-trial process and cost metrics per profile (mean and median over trials)"
                     + (" (simulated data)" if simulated else ""),
-                    "tab:profile-summary", wide=True)
+                    "tab:profile-summary")
 
 
 # --------------------------------------------------------------------------- prose
@@ -360,8 +368,128 @@ def _data_paragraph(inputs: PaperInputs) -> str:
     return "\n".join(lines)
 
 
+# The research questions the results answer, in order: (heading, the metrics quoted). A metric with a
+# comparison row is quoted with its estimate, interval and test; one without, by its median per profile.
+RESEARCH_QUESTIONS = (
+    ("Success", ("success",)),
+    ("Efficiency", ("total_tokens", "total_cost_usd", "elapsed_sec", "cost_per_success")),
+    ("Process", ("agent_steps", "tool_calls_count", "exploration_breadth", "files_edited")),
+    ("MCP use", ("mcp_tool_calls",)),
+)
+# The budget view's interval is a percentile bootstrap: said once per paragraph.
+TOTAL_CAVEAT = ("the percentile bootstrap interval of a total covers less than its nominal level with few tasks")
+
+
+def _described(inputs: PaperInputs) -> list[str]:
+    """Metrics of the research questions quoted by their medians per profile: no comparison row quotes them."""
+    comp = inputs.comparisons
+    compared = set() if comp is None else set(comp.loc[comp["tier"] != "exploratory", "metric"])
+    return [m for _, ids in RESEARCH_QUESTIONS for m in ids
+            if m not in compared and m in registry.METRICS and registry.metric(m).kind in ("continuous", "count")
+            and m in inputs.metrics and pd.to_numeric(inputs.metrics[m], errors="coerce").notna().any()]
+
+
+def median_macros(inputs: PaperInputs) -> list[latex.Macro]:
+    """The median per trial and profile of each metric the prose describes without a comparison."""
+    out = []
+    summ = tables.profile_summary(tables.outcome_trials(inputs.metrics), _described(inputs))
+    for r in summ[summ["n"] > 0].itertuples():
+        m = registry.metric(r.metric)
+        out.append(latex.Macro(latex.macro_name("median", r.metric, r.profile), _qty(r.median, max(m.decimals, 1)
+                               if r.median % 1 else m.decimals), r.metric, inputs.source("metrics"),
+                               f"median per trial, {r.profile}, {int(r.n)} trials"))
+    return out
+
+
+def _tt(name) -> str:
+    return f"\\texttt{{{latex.escape_tex(str(name))}}}"
+
+
+def _series(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _comparison_clause(r, names: set[str]) -> str | None:
+    """One profile's estimate with its interval and test, as the engine defines them (macros only)."""
+    key = _key(r)
+    if key + "Est" not in names:
+        return None
+    why = interval_note(r, CONFIDENCE_ALPHA, with_p=False) if r.tier == "primary" else None
+    tail = f"; {latex.escape_tex(why)}" if why else ""
+    if r.scale in fmt.POINT_SCALES:
+        text = (f"{_tt(r.profile_b)} differed by \\{key}Est{{}} ({latex.escape_tex(r.interval)} 95\\% CI \\{key}Low{{}} "
+                f"to \\{key}High{{}}; {latex.escape_tex(str(r.test).split(' (')[0])} \\{key}P{{}}, \\{key}PAdj{{}}")
+        if key + "OddsRatio" in names:
+            text += (f"; discordant-pair odds ratio \\{key}OddsRatio{{}}, exact 95\\% CI \\{key}OddsRatioLow{{}} to "
+                     f"\\{key}OddsRatioHigh{{}}")
+        return text + tail + ")"
+    if r.scale == "cost_per_success":
+        return (f"\\{key}Est{{}} under {_tt(r.profile_b)} ({latex.escape_tex(r.interval)} 95\\% CI \\{key}Low{{}} to "
+                f"\\{key}High{{}}; described, not tested)")
+    text = f"\\{key}Est{{}} under {_tt(r.profile_b)} (95\\% CI \\{key}Low{{}} to \\{key}High{{}}"
+    if key + "P" in names:
+        text += f"; Wilcoxon \\{key}P{{}}, \\{key}PAdj{{}}"
+    text += f"; \\{key}Pairs{{}} tasks"
+    if r.tier == "primary" and key + "Total" in names:
+        text += (f"; total over the paired tasks \\{key}Total{{}}, percentile bootstrap 95\\% CI \\{key}TotalLow{{}} to "
+                 f"\\{key}TotalHigh{{}}")
+    return text + tail + ")"
+
+
+def _metric_sentence(inputs: PaperInputs, metric_id: str, names: set[str]) -> str | None:
+    """What a research question says of one metric: its comparisons against the baseline, else its medians."""
+    comp = inputs.comparisons
+    rows = [] if comp is None else [r for r in comp[(comp["metric"] == metric_id) & comp["tier"].isin(
+        ["primary", "secondary", "exploratory"])].itertuples() if _key(r) + "Est" in names]
+    label = registry.metric(metric_id).label
+    if rows:
+        tier = rows[0].tier
+        clauses = [c for c in (_comparison_clause(r, names) for r in rows) if c]
+        base = _tt(rows[0].profile_a)
+        if rows[0].scale in fmt.POINT_SCALES:
+            return f"Against {base}, the {latex.escape_tex(rows[0].label)} ({tier}) of " + _series(clauses) + "."
+        subject = (f"For the typical task, {latex.escape_tex(label)}" if rows[0].scale in ("ratio", "difference")
+                   else latex.escape_tex(label[0].upper() + label[1:]))
+        return f"{subject} ({tier}) changed against {base} by " + _series(clauses) + "."
+    profiles = [p for p in sorted(inputs.metrics["profile"].astype(str).unique())
+                if latex.macro_name("median", metric_id, p) in names]
+    if not profiles:
+        return None
+    m = registry.metric(metric_id)
+    unit = "" if m.unit in ("", "share", "flag") or m.unit in label else f" ({latex.escape_tex(m.unit)})"
+    return (f"Median {latex.escape_tex(label)}{unit} per trial: "
+            + _series([f"\\{latex.macro_name('median', metric_id, p)}{{}} under {_tt(p)}" for p in profiles])
+            + " (described, not tested).")
+
+
+def _mcp_use_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
+    """Uptake (share of the MCP arm's trials that called an MCP tool) and the effect among users (CACE)."""
+    comp = (inputs.beside or {}).get("compliance")
+    if comp is None or comp.empty:
+        return []
+    out, cace = [], []
+    for (a, b), g in comp.groupby(["profile_a", "profile_b"], sort=False):
+        shares = [latex.macro_name("share used", m.replace("__", " "), b, "vs", a) for m in g["metric"].unique()]
+        share = next((k for k in shares if k in names), None)
+        if share:
+            out.append(f"\\{share}{{}} of the {_tt(b)} trials")
+        for r in g[g["estimand"] == "cace"].itertuples():
+            m = r.metric
+            k = latex.macro_name("cace", m.replace("__", " "), b, "vs", a)
+            label = registry.metric(m).label if r.scale == "ratio" else r.label  # a % change: the label without its unit
+            if k + "Est" in names:
+                cace.append(f"{latex.escape_tex(label)} of {_tt(b)} \\{k}Est{{}} "
+                            f"(95\\% CI \\{k}Low{{}} to \\{k}High{{}})")
+    lines = [f"An MCP tool was called in {_series(out)} (uptake: mean over tasks of the per-task share; "
+             "Table~\\ref{tab:cace})."] if out else []
+    if cace:
+        lines.append("Among the trials that called them (CACE, a secondary estimand beside intention to treat), the "
+                     "effects were " + _series(cace) + ".")
+    return lines
+
+
 def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
-    """Prose quoting only macros (no number typed), generated so it fits any set of profiles."""
+    """The results, one short paragraph per research question, quoting only macros (no number typed)."""
     names = {m.name for m in macros}
     lines = (["\\textbf{SIMULATED DATA: the runs come from the seeded simulator; these numbers are not findings.}"]
              if inputs.simulated else
@@ -381,46 +509,31 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
                      f"\\texttt{{\\PlanName}} (plan hash \\texttt{{\\PlanHash}}), {when}. {dev}")
         lines.append(_claim_text(inputs))
     n_prof = inputs.metrics["profile"].nunique()
-    lines.append(f"The analysis covers \\NumTasks{{}} tasks under \\NumProfiles{{}} {'profile' if n_prof == 1 else 'profiles'} with "
-                 "usually \\NumRepetitions{} repetitions each (\\NumTrials{} trials; \\NumInfraErrors{} infrastructure "
-                 "errors excluded from outcome analyses).")
-    if inputs.rates is not None:
-        for p in inputs.rates["profile"]:
-            n = lambda *parts: "\\" + latex.macro_name(*parts)  # noqa: E731
-            lines.append(f"Profile \\texttt{{{latex.escape_tex(p)}}} passed {n('pass rate', p)}{{}} of its trials "
-                         f"({n('successes', p)}{{}}/{n('trials', p)}{{}}; 95\\% CI {n('pass rate low', p)}{{}} to "
-                         f"{n('pass rate high', p)}{{}}) and resolved {n('resolve rate', p)}{{}} of its tasks by majority "
-                         f"vote ({n('tasks resolved', p)}{{}}/{n('tasks', p)}{{}}; 95\\% CI {n('resolve rate low', p)}{{}} "
-                         f"to {n('resolve rate high', p)}{{}}).")
+    n_infra = len(inputs.metrics) - len(tables.outcome_trials(inputs.metrics))
+    lines.append(f"\\paragraph{{Data.}} The analysis covers \\NumTasks{{}} tasks under \\NumProfiles{{}} "
+                 f"{'profile' if n_prof == 1 else 'profiles'} with usually \\NumRepetitions{{}} repetitions each "
+                 f"(\\NumTrials{{}} trials; \\NumInfraErrors{{}} infrastructure "
+                 f"{'error' if n_infra == 1 else 'errors'} excluded from outcome analyses).")
     comp = inputs.comparisons
+    for heading, ids in RESEARCH_QUESTIONS:
+        sentences = []
+        if heading == "Success" and inputs.rates is not None:
+            n = lambda *parts: "\\" + latex.macro_name(*parts) + "{}"  # noqa: E731
+            sentences.append("Pass rates per trial were " + _series(
+                [f"{n('pass rate', p)} under {_tt(p)} (95\\% CI {n('pass rate low', p)} to {n('pass rate high', p)})"
+                 for p in inputs.rates["profile"]]) + "; by majority vote of the repetitions, " + _series(
+                [f"{_tt(p)} resolved {n('tasks resolved', p)} of {n('tasks', p)} tasks ({n('resolve rate', p)})"
+                 for p in inputs.rates["profile"]]) + ".")
+        sentences += [s for s in (_metric_sentence(inputs, m, names) for m in ids) if s]
+        if heading == "Efficiency" and comp is not None and any(
+                _key(r) + "Total" in names for r in comp[comp["tier"] == "primary"].itertuples()):
+            sentences.append(f"({TOTAL_CAVEAT[0].upper()}{TOTAL_CAVEAT[1:]}.)")
+        if heading == "MCP use":
+            sentences += _mcp_use_sentences(inputs, names)
+        if sentences:
+            lines.append(f"\\paragraph{{{heading}.}} " + " ".join(sentences))
     if comp is None or comp.empty:
         lines.append("(Paired comparisons were not available when these snippets were generated.)")
-        return "\n".join(lines + _sequential_lines(inputs))
-    for r in comp[comp["tier"] == "primary"].itertuples():
-        key = _key(r)
-        if key + "Est" not in names:
-            continue
-        subject = (f"The {latex.escape_tex(r.label)} of \\texttt{{{latex.escape_tex(r.profile_b)}}}"
-                   if r.scale in fmt.POINT_SCALES else
-                   f"For {latex.escape_tex(registry.metric(r.metric).label)}, \\texttt{{{latex.escape_tex(r.profile_b)}}}")
-        if r.scale in fmt.POINT_SCALES:
-            text = (f"{subject} differed from \\texttt{{{latex.escape_tex(r.profile_a)}}}'s by \\{key}Est{{}} "
-                    f"({latex.escape_tex(r.interval)} 95\\% CI \\{key}Low{{}} to \\{key}High{{}}; "
-                    f"{latex.escape_tex(r.test)} \\{key}P{{}}, \\{key}PAdj{{}}")
-            if key + "OddsRatio" in names:
-                text += (f"; discordant-pair odds ratio \\{key}OddsRatio{{}}, exact 95\\% CI \\{key}OddsRatioLow{{}} "
-                         f"to \\{key}OddsRatioHigh{{}}")
-            why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
-            lines.append(text + (f"; {latex.escape_tex(why)}" if why else "") + ").")
-        else:
-            total = (f" The total over the paired tasks changed by \\{key}Total{{}} (percentile bootstrap 95\\% CI "
-                     f"\\{key}TotalLow{{}} to \\{key}TotalHigh{{}}, which covers less than its nominal level with few "
-                     "tasks)." if key + "Total" in names else "")
-            why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
-            lines.append(f"{subject} changed the typical task by \\{key}Est{{}} against "
-                         f"\\texttt{{{latex.escape_tex(r.profile_a)}}} (95\\% CI \\{key}Low{{}} to \\{key}High{{}}; "
-                         f"Wilcoxon \\{key}P{{}}, \\{key}PAdj{{}}; \\{key}Pairs{{}} tasks"
-                         + (f"; {latex.escape_tex(why)}" if why else "") + f").{total}")
     return "\n".join(lines + _sequential_lines(inputs))
 
 
@@ -458,7 +571,7 @@ def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool) -> str:
         if simulated:
             caption = "SIMULATED DATA. " + caption
         if (figures_dir / f"{stem}.pdf").exists():
-            envs.append("\\begin{figure}[t]\n\\centering\n"
+            envs.append("\\begin{figure}[tbp]\n\\centering\n"
                         f"\\includegraphics[width=\\columnwidth]{{{rel_prefix}/{stem}.pdf}}\n"
                         f"\\caption{{{caption}}}\n\\label{{fig:{stem.replace('_', '-')}}}\n\\end{{figure}}")
     return "\n\n".join(envs) if envs else "% no figures were generated"
@@ -498,7 +611,8 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     """
     snip = Path(paper_dir) / "snippets"
     sim, msrc = inputs.simulated, inputs.source("metrics")
-    for stale in ("comparisons.tex", "codecanvas.tex", "resolve_rates.tex", "rates.tex", "design_audit.tex", "beside_itt.tex"):
+    for stale in ("comparisons.tex", "codecanvas.tex", "resolve_rates.tex", "rates.tex", "design_audit.tex", "beside_itt.tex",
+                  "discussion.tex", "conclusion.tex"):
         # A table from an earlier run must not outlive its input.
         (snip / stale).unlink(missing_ok=True)
     written: dict[str, Path] = {}
@@ -518,8 +632,9 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
         md_sections.append(("Beside intention to treat", "\n".join(beside_markdown(inputs.beside)[2:])))
     if inputs.codecanvas is not None and len(inputs.codecanvas):
         cc = inputs.codecanvas
-        cols = [x for x in cc.columns if x not in {"profile", "task_id", "repetition", "run_id", "trial_path"}
-                and pd.to_numeric(cc[x], errors="coerce").notna().any()]
+        # The metrics the CodeCanvas comparison reports, not every column: the full table is codecanvas_table.csv.
+        cols = [x for x, _ in COMPARISON_METRICS + BOARD_METRICS
+                if x in cc.columns and pd.to_numeric(cc[x], errors="coerce").notna().any()]
         cc_summary = tables.profile_summary(cc, cols)
         cc_summary = cc_summary[cc_summary["n"] > 0]
         if len(cc_summary):
@@ -527,7 +642,7 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
                     for r in cc_summary.itertuples()]
             written["codecanvas"] = latex.write_tex(snip / "codecanvas.tex", _tabular(
                 ["Metric", "Profile", "{Mean}", "{Median}", "Trials"], "ll S[table-format=2.2] S[table-format=2.2] r", rows,
-                "CodeCanvas metrics per profile" + (" (simulated data)" if sim else ""), "tab:codecanvas", wide=True),
+                "CodeCanvas metrics per profile" + (" (simulated data)" if sim else ""), "tab:codecanvas"),
                 sim, inputs.source("codecanvas"))
             md_sections.append(("CodeCanvas", markdown.table(
                 ["metric", "profile", "mean", "median", "trials"],
@@ -543,7 +658,23 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
             snip / "design_audit.tex", audit_tex(*inputs.audit, "Design audit: what the runs are, arm by arm, before any "
                                                   "test" + (" (simulated data)" if sim else "")), sim, inputs.source("audit"))
         md_sections.insert(0, ("Design audit", "\n".join(audit_markdown(*inputs.audit)[4:])))
-    written["results"] = latex.write_tex(snip / "results.tex", _results_paragraph(inputs, macros), sim, msrc)
+    results = _results_paragraph(inputs, macros)
+    written["results"] = latex.write_tex(snip / "results.tex", results, sim, msrc)
+    arms = inputs.audit[0] if inputs.audit is not None else None
+    beside = inputs.beside or {}
+    limitations = limitations_tex(simulated=sim, data_source=inputs.data_source, arms=arms, correlations=inputs.correlations,
+                                  comparisons=inputs.comparisons, has_bounds="bounds" in beside and len(beside["bounds"]) > 0,
+                                  has_cace="compliance" in beside and len(beside["compliance"]) > 0)
+    conclusion = conclusion_tex(simulated=sim, comparisons=inputs.comparisons,
+                                claim_family=inputs.plan.claim_family if inputs.plan is not None else "primary")
+    written["discussion"] = latex.write_tex(snip / "discussion.tex", limitations, sim, msrc)
+    written["conclusion"] = latex.write_tex(snip / "conclusion.tex", conclusion, sim, msrc)
+    # The same sentences as the PDF, first in the Markdown (after the design audit, which opens it).
+    prose = [("Results", latex.prose_markdown(results, macros).replace("\n", "\n\n")),
+             ("Discussion and limitations", latex.prose_markdown(limitations, macros)),
+             ("Conclusion", latex.prose_markdown(conclusion, macros))]
+    at = 1 if md_sections and md_sections[0][0] == "Design audit" else 0
+    md_sections[at:at] = prose
     written["figures"] = latex.write_tex(snip / "figures.tex", _figures_tex(Path(figures_dir), figures_rel, sim), sim, msrc)
     md_sections.append(("Quoted numbers (macros.tex)", markdown.table(
         ["macro", "value", "metric id", "what"], [["\\" + m.name, m.text, m.metric_id, m.note] for m in macros])))

@@ -1,0 +1,148 @@
+"""The paper's discussion: its limitations and its conclusion, generated from the design audit and the data.
+
+A limitation appears only when it applies to these runs: simulated or re-analysed data, infrastructure
+errors (counted per arm), MCP tools offered and never called, primary endpoints that are nearly collinear
+(:func:`analysis_lib.comparisons.endpoint_correlations`), and too few paired tasks. Every number is a
+macro made here from one frame (the audit's arms, the correlations, the comparisons), so the text
+quotes no typed number.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import registry
+from ..comparisons import FEW_PAIRS, collinear_endpoints
+from . import latex
+from . import numbers as fmt
+
+__all__ = ["discussion_macros", "limitations_tex", "conclusion_tex"]
+
+
+def _true(v) -> bool:
+    return v is True or str(v).strip().lower() in {"true", "1", "1.0"}
+
+
+def _int(v) -> int:
+    return 0 if fmt.missing(v) else int(v)
+
+
+def _tt(name) -> str:
+    return f"\\texttt{{{latex.escape_tex(str(name))}}}"
+
+
+def _series(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _label(row) -> str:
+    """A comparison's metric as prose names it: the registry's label, or the row's (the resolve rate, pass@1)."""
+    return row.label if row.scale in fmt.POINT_SCALES or row.metric not in registry.METRICS else registry.metric(row.metric).label
+
+
+def _correlation_key(r) -> str:
+    return latex.macro_name("correlation", r.metric_x, r.metric_y, r.profile_b, "vs", r.profile_a)
+
+
+def _primary(comparisons: pd.DataFrame | None) -> pd.DataFrame:
+    if comparisons is None or comparisons.empty:
+        return pd.DataFrame(columns=["tier", "n_pairs", "p_value", "significant"])
+    return comparisons[comparisons["tier"] == "primary"]
+
+
+def discussion_macros(arms: pd.DataFrame | None, correlations: pd.DataFrame | None, comparisons: pd.DataFrame | None,
+                      sources: dict[str, str]) -> list[latex.Macro]:
+    """Macros the limitations and the conclusion quote: per-arm counts of the audit, the r of collinear
+    endpoints, and the primary tier's size, smallest number of pairs and significant comparisons."""
+    out: list[latex.Macro] = []
+    if arms is not None and len(arms):
+        src = sources.get("audit", "design_audit.csv")
+        for r in arms.itertuples():
+            out += [latex.Macro(latex.macro_name("infra errors", r.arm), str(_int(r.n_infra_errors)), "infra_error", src, str(r.arm)),
+                    latex.Macro(latex.macro_name("trials arm", r.arm), str(_int(r.n_trials)), "n_trials", src, str(r.arm))]
+            if _true(r.mcp_offered) and _int(r.n_mcp_known):
+                out += [latex.Macro(latex.macro_name("trials no MCP call", r.arm), str(_int(r.n_zero_mcp_calls)),
+                                    "mcp_tool_calls", src, f"{r.arm}: offered MCP tools, no MCP call"),
+                        latex.Macro(latex.macro_name("trials MCP known", r.arm), str(_int(r.n_mcp_known)),
+                                    "mcp_tool_calls", src, f"{r.arm}: trials with a call record")]
+    src = sources.get("correlations", "endpoint_correlations.csv")
+    for r in collinear_endpoints(correlations).itertuples():
+        out.append(latex.Macro(_correlation_key(r), f"\\num{{{fmt.tex_number(r.r, 2)}}}", f"{r.metric_x}, {r.metric_y}", src,
+                               f"Pearson r of per-task log ratios B/A over {int(r.n_pairs)} tasks; {r.profile_b} vs {r.profile_a}"))
+        out.append(latex.Macro(_correlation_key(r) + "Pairs", str(int(r.n_pairs)), f"{r.metric_x}, {r.metric_y}", src,
+                               f"tasks with both log ratios; {r.profile_b} vs {r.profile_a}"))
+    prim = _primary(comparisons)
+    tested = prim[prim["p_value"].notna()]
+    if len(tested):
+        src = sources.get("comparisons", "comparisons.csv")
+        out += [latex.Macro("NumPrimaryTests", str(len(tested)), "primary", src, "primary comparisons with a test"),
+                latex.Macro("NumPrimarySignificant", str(int(tested["significant"].map(_true).sum())), "primary", src,
+                            "significant after the tier's correction"),
+                latex.Macro("MinPrimaryPairs", str(int(tested["n_pairs"].min())), "primary", src,
+                            "fewest tasks paired in a primary comparison")]
+    return out
+
+
+def limitations_tex(*, simulated: bool, data_source: dict | None, arms: pd.DataFrame | None,
+                    correlations: pd.DataFrame | None, comparisons: pd.DataFrame | None,
+                    has_bounds: bool = False, has_cace: bool = False) -> str:
+    """One short paragraph of the limitations that apply to these runs (macros only)."""
+    lines = []
+    if simulated:
+        lines.append("The runs are simulated by the project's seeded simulator: every number above illustrates the "
+                     "analysis and none is a finding about MCP tools.")
+    elif data_source:
+        lines.append("The runs were made by others and re-analysed here; the arms were formed afterwards by a study "
+                     "file, so how the runs were scheduled and what the environment pinned is as the source reports it.")
+    if arms is not None and len(arms) and arms["n_infra_errors"].fillna(0).astype(int).sum():
+        per_arm = _series([f"\\{latex.macro_name('infra errors', a)}{{}} of the \\{latex.macro_name('trials arm', a)}{{}} "
+                           f"{_tt(a)} trials" for a in arms["arm"]])
+        lines.append(f"Infrastructure errors ended {per_arm}; the comparisons leave them out"
+                     + (", and Table~\\ref{tab:infra-bounds} bounds what they could have changed." if has_bounds else "."))
+    if arms is not None and len(arms):
+        unused = [r for r in arms.itertuples() if _true(r.mcp_offered) and _int(r.n_mcp_known) and _int(r.n_zero_mcp_calls)]
+        if unused:
+            per_arm = _series([f"\\{latex.macro_name('trials no MCP call', r.arm)}{{}} of "
+                               f"\\{latex.macro_name('trials MCP known', r.arm)}{{}} {_tt(r.arm)} trials" for r in unused])
+            lines.append(f"MCP tools were offered and never called in {per_arm}: the comparisons measure offering the "
+                         "tools, not using them" + (", which the CACE (Table~\\ref{tab:cace}) estimates under its own "
+                                                    "assumptions." if has_cace else "."))
+    for r in collinear_endpoints(correlations).itertuples():
+        key = _correlation_key(r)
+        lines.append(f"For {_tt(r.profile_b)} against {_tt(r.profile_a)}, {latex.escape_tex(r.label_x)} and "
+                     f"{latex.escape_tex(r.label_y)} are nearly collinear (Pearson $r$ = \\{key}{{}} of the per-task "
+                     f"log ratios over \\{key}Pairs{{}} tasks): their two primary tests restate one finding, not two.")
+    prim = _primary(comparisons)
+    tested = prim[prim["p_value"].notna()]
+    if len(tested) and int(tested["n_pairs"].min()) < FEW_PAIRS:
+        lines.append("Some primary comparison rests on only \\MinPrimaryPairs{} paired tasks: with so few tasks the "
+                     "tests have little power, and the intervals say more than the p-values.")
+    if not lines:
+        lines.append("The design audit found nothing that limits the comparisons: every arm ran the same tasks, no "
+                     "trial was lost to the infrastructure and the endpoints are not collinear.")
+    return "\\paragraph{Limitations.} " + " ".join(lines)
+
+
+def conclusion_tex(*, simulated: bool, comparisons: pd.DataFrame | None, claim_family: str = "primary") -> str:
+    """The conclusion: what the confirmatory family established (macros and labels only), and what the data are."""
+    prim = _primary(comparisons)
+    tested = prim[prim["p_value"].notna()]
+    if claim_family == "hypotheses":
+        body = ("The claim rests on the plan's fixed sequence of hypotheses; its steps and their results are stated "
+                "with the claim above, and the comparisons are supportive.")
+    elif not len(tested):
+        body = "No primary comparison could be tested on these runs, so they support no claim."
+    else:
+        sig = tested[tested["significant"].map(_true)]
+        body = ("Of the \\NumPrimaryTests{} primary comparisons, \\NumPrimarySignificant{} held after the plan's "
+                "correction")
+        if len(sig):
+            named = _series([f"{latex.escape_tex(_label(r))} of {_tt(r.profile_b)}" for r in sig.itertuples()])
+            body += f": {named} differed from the baseline {_tt(sig['profile_a'].iloc[0])}."
+        else:
+            body += "; the runs establish no difference from the baseline, which is not evidence that there is none."
+    if simulated:
+        body += (" Because the runs are simulated, this conclusion describes the simulator's settings, not MCP tools; "
+                 "the same pipeline regenerates every sentence from real runs.")
+    return "\\paragraph{Conclusion.} " + body
