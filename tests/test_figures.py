@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from analysis_lib import registry
+from analysis_lib.comparisons import RATE_DIFFERENCE_UNIT
 from analysis_lib.plan import load_plan
 from analysis_lib.report import figures, tables
 from analysis_lib.report.comparison_report import analyse_comparisons
@@ -69,8 +70,8 @@ def test_tick_labels_do_not_overlap(paper_figures, name):
 
 @pytest.mark.parametrize("name", sorted(FIGURE_CAPTIONS))
 def test_every_value_axis_names_its_unit(paper_figures, name):
-    """A numeric axis label says its unit: (%), (points), the registry's unit, a share or a count of something."""
-    units = {f"({m.unit})" for m in registry.METRICS.values() if m.unit} | {"(%)", "points", "share", "(0 to 1)",
+    """A numeric axis label says its unit: (%), (pp), the registry's unit, a share or a count of something."""
+    units = {f"({m.unit})" for m in registry.METRICS.values() if m.unit} | {"(%)", f"({RATE_DIFFERENCE_UNIT})", "share", "(0 to 1)",
                                                                           "(claims + plan decisions)"}
     for ax in paper_figures[name].axes:
         for label in (ax.get_xlabel(), ax.get_ylabel()):

@@ -336,7 +336,7 @@ def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
                     "ll S[table-format=6.3] S[table-format=6.3] r", rows,
                     "Per-trial process and cost metrics per profile (mean and median over trials)"
                     + (" (simulated data)" if simulated else ""),
-                    "tab:profile-summary")
+                    "tab:profile-summary", wide=True)
 
 
 # --------------------------------------------------------------------------- prose
