@@ -72,3 +72,19 @@ def test_compile_error_names_the_file_and_the_tex_error(tmp_path):
     (tmp_path / "main.tex").write_text("\\documentclass{article}\\begin{document}\\UndefinedMacro\\end{document}\n")
     with pytest.raises(RuntimeError, match=r"main\.tex: pdflatex failed: ! Undefined control sequence"):
         pipeline.compile_paper(tmp_path)
+
+
+def test_the_codecanvas_table_names_its_metrics_not_their_column_ids(tmp_path):
+    """Readers see "Informed editing score", not ``informed_editing_score`` (the CSV keeps the ids)."""
+    from analysis_lib.codecanvas.outputs import BOARD_METRICS, COMPARISON_METRICS
+    from analysis_lib.simulate import simulate_metrics
+
+    metrics = simulate_metrics(seed=2, n_tasks=4, repetitions=2)
+    cc = pd.DataFrame({"profile": ["codecanvas"] * 4, "task_id": list("abcd"), "trial_path": list("wxyz"),
+                       "informed_editing_score": [0.2, 0.5, 0.7, 0.9], "evidence_count": [1, 3, 5, 2]})
+    written = paper.write_paper_snippets(paper.PaperInputs(metrics, None, None, codecanvas=cc, simulated=True,
+                                                           baseline="text"), tmp_path / "paper", tmp_path / "figures")
+    tex = written["codecanvas"].read_text()
+    labels = dict(COMPARISON_METRICS + BOARD_METRICS)
+    assert labels["informed_editing_score"] in tex and labels["evidence_count"] in tex
+    assert "informed\\_editing" not in tex and "evidence\\_count" not in tex

@@ -288,10 +288,11 @@ def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
 
 def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = None) -> str:
     rows, notes, tier = [], [], None
+    sides: dict[str, list[str]] = {}  # what A and B are -> the metrics whose rows it describes
     for r in comp[comp["estimate"].notna() & (comp["tier"] != "exploratory")].itertuples():
         if r.tier != tier:  # a tier's rows under its title: a sensitivity row restates a planned one, named apart
             tier = r.tier
-            rows.append([f"\\multicolumn{{11}}{{l}}{{\\emph{{{latex.escape_tex(tier_title(tier, r.correction, claim))}}}}}"])
+            rows.append([f"\\multicolumn{{10}}{{l}}{{\\emph{{{latex.escape_tex(tier_title(tier, r.correction, claim))}}}}}"])
         k, d = _value_digits(r)
         unit = fmt.comparison_unit(r.scale, r.unit)
         unit_tex = fmt.tex_unit(unit, space="") if unit in ("%", fmt.RATE_DIFFERENCE_UNIT) else latex.escape_tex(unit)
@@ -302,17 +303,23 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = Non
             notes.append(f"\\textsuperscript{{{chr(ord('a') + len(notes))}}}\\,{latex.escape_tex(r.label)}, "
                          f"{latex.escape_tex(r.profile_b)}: {latex.escape_tex(why)}.")
             p_cell = "{" + p_cell.strip("{}") + f"\\textsuperscript{{{chr(ord('a') + len(notes) - 1)}}}}}"
-        summary = r.a_b_summary if isinstance(getattr(r, "a_b_summary", None), str) else "--"
+        if isinstance(getattr(r, "a_b_summary", None), str):  # what A and B are: in the note, once per kind of row
+            sides.setdefault(r.a_b_summary, [])
+            if r.label not in sides[r.a_b_summary]:
+                sides[r.a_b_summary].append(r.label)
         rows.append([f"{latex.escape_tex(r.label)}, {unit_tex}", latex.escape_tex(r.profile_b), str(int(r.n_pairs)),
-                     latex.escape_tex(summary), _s(k * r.a_value, d), _s(k * r.b_value, d), _s(fmt.scaled(r, r.estimate), e, True),
+                     _s(k * r.a_value, d), _s(k * r.b_value, d), _s(fmt.scaled(r, r.estimate), e, True),
                      _s(fmt.scaled(r, r.ci_low), e, True), _s(fmt.scaled(r, r.ci_high), e, True),
                      p_cell, _p_cell(r.p_adjusted)])
     base = ", ".join(sorted(comp["profile_a"].astype(str).unique()))
-    head = ["Metric, unit of the change", "B", "Pairs", "A and B are", "{A}", "{B}", "{Change}",
+    head = ["Metric, unit of the change", "B", "Pairs", "{A}", "{B}", "{Change}",
             "\\multicolumn{2}{c}{95\\% CI}", "{$p$}", "{$p_\\mathrm{adj}$}"]
-    spec = "llr >{\\raggedright\\arraybackslash}p{1.5cm} S[table-format=6.3] S[table-format=6.3] " \
+    spec = "llr S[table-format=6.3] S[table-format=6.3] " \
            "S[table-format=+2.1] S[table-format=+2.1] S[table-format=+2.1] S[table-format=1.3] S[table-format=1.3]"
-    note = (f"A = baseline ({latex.escape_tex(base)}). A and B: as each row says (rates in \\%). Change: resolve rate, "
+    what = "; ".join(f"{latex.escape_tex(summary)} for {', '.join(latex.escape_tex(x) for x in labels)}"
+                     for summary, labels in sides.items())
+    note = (f"A = baseline ({latex.escape_tex(base)}). A and B are the {what or 'values of each profile'} "
+            "(rates in \\%). Change: resolve rate, "
             f"difference in {fmt.comparison_unit('rate')} (percentage points) with Tango's score interval and McNemar's "
             "exact test, which can disagree near 0 (a score interval beside an exact test; a letter marks a row where "
             "they do); other metrics, typical per-task change (Hodges-Lehmann on log ratios, \\%) with the "
@@ -638,15 +645,16 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
         cc_summary = tables.profile_summary(cc, cols)
         cc_summary = cc_summary[cc_summary["n"] > 0]
         if len(cc_summary):
-            rows = [[latex.escape_tex(r.metric), latex.escape_tex(r.profile), _s(r.mean, 2), _s(r.median, 2), str(int(r.n))]
-                    for r in cc_summary.itertuples()]
+            label = dict(COMPARISON_METRICS + BOARD_METRICS)  # readers see names, not column ids
+            rows = [[latex.escape_tex(label.get(r.metric, r.metric)), latex.escape_tex(r.profile), _s(r.mean, 2),
+                     _s(r.median, 2), str(int(r.n))] for r in cc_summary.itertuples()]
             written["codecanvas"] = latex.write_tex(snip / "codecanvas.tex", _tabular(
                 ["Metric", "Profile", "{Mean}", "{Median}", "Trials"], "ll S[table-format=2.2] S[table-format=2.2] r", rows,
                 "CodeCanvas metrics per profile" + (" (simulated data)" if sim else ""), "tab:codecanvas"),
                 sim, inputs.source("codecanvas"))
             md_sections.append(("CodeCanvas", markdown.table(
                 ["metric", "profile", "mean", "median", "trials"],
-                [[r.metric, r.profile, fmt.number(r.mean, 2), fmt.number(r.median, 2), str(int(r.n))]
+                [[label.get(r.metric, r.metric), r.profile, fmt.number(r.mean, 2), fmt.number(r.median, 2), str(int(r.n))]
                  for r in cc_summary.itertuples()])))
     if inputs.llm_snippets and inputs.llm_snippets.strip():
         # Nested under our section: every heading of the judge's file moves down two levels.
