@@ -140,5 +140,10 @@ def test_the_paper_pipeline_runs_on_the_real_study(codescalebench, tmp_path):
     assert "Real runs of a public study" in snippets["data.tex"] and "CodeScaleBench" in snippets["data.tex"]
     assert "tab:design-audit" in snippets["design_audit.tex"] and "never reached the model" in snippets["design_audit.tex"]
     assert (root / "results" / "codescalebench" / "notebooks" / "05_paper.ipynb").exists()
+    # The limitations name what the audit found on this slice, each once.
+    limits = snippets["discussion.tex"]
+    assert "never reached the model" in limits and "one arm only" in limits and "never called" in limits
+    assert "SIMULATED" not in limits and "simulated" not in limits
     if shutil.which("pdflatex"):
         assert (paper_dir / "main.pdf").stat().st_size > 10_000
+        assert "Overfull \\hbox" not in (paper_dir / "main.log").read_text(errors="replace")  # 7-digit token counts fit

@@ -264,7 +264,7 @@ def collinearity_lines(correlations: pd.DataFrame | None) -> list[str]:
     out = []
     for r in collinear_endpoints(correlations).itertuples():
         out += [f"**Collinear endpoints:** {r.label_x} and {r.label_y} of {r.profile_b} against {r.profile_a} move "
-                f"together task by task (Pearson r = {fmt.number(r.r, 2)} of the per-task log ratios B/A over "
+                f"together task by task (Pearson r = {fmt.number(r.r, 3)} of the per-task log ratios B/A over "
                 f"{fmt.plural(int(r.n_pairs), 'paired task')}, above {COLLINEAR_R:g} in absolute value), so their two "
                 "tests restate one finding, not two.", ""]
     return out

@@ -60,7 +60,11 @@ def discussion_macros(arms: pd.DataFrame | None, correlations: pd.DataFrame | No
         src = sources.get("audit", "design_audit.csv")
         for r in arms.itertuples():
             out += [latex.Macro(latex.macro_name("infra errors", r.arm), str(_int(r.n_infra_errors)), "infra_error", src, str(r.arm)),
-                    latex.Macro(latex.macro_name("trials arm", r.arm), str(_int(r.n_trials)), "n_trials", src, str(r.arm))]
+                    latex.Macro(latex.macro_name("trials arm", r.arm), str(_int(r.n_trials)), "n_trials", src, str(r.arm)),
+                    latex.Macro(latex.macro_name("never reached model", r.arm), str(_int(getattr(r, "n_never_reached_model", 0))),
+                                "never_reached_model", src, f"{r.arm}: the agent never got a model's answer"),
+                    latex.Macro(latex.macro_name("tasks arm only", r.arm), str(_int(getattr(r, "n_tasks_this_arm_only", 0))),
+                                "task_id", src, f"{r.arm}: tasks no other arm ran")]
             if _true(r.mcp_offered) and _int(r.n_mcp_known):
                 out += [latex.Macro(latex.macro_name("trials no MCP call", r.arm), str(_int(r.n_zero_mcp_calls)),
                                     "mcp_tool_calls", src, f"{r.arm}: offered MCP tools, no MCP call"),
@@ -68,7 +72,7 @@ def discussion_macros(arms: pd.DataFrame | None, correlations: pd.DataFrame | No
                                     "mcp_tool_calls", src, f"{r.arm}: trials with a call record")]
     src = sources.get("correlations", "endpoint_correlations.csv")
     for r in collinear_endpoints(correlations).itertuples():
-        out.append(latex.Macro(_correlation_key(r), f"\\num{{{fmt.tex_number(r.r, 2)}}}", f"{r.metric_x}, {r.metric_y}", src,
+        out.append(latex.Macro(_correlation_key(r), f"\\num{{{fmt.tex_number(r.r, 3)}}}", f"{r.metric_x}, {r.metric_y}", src,
                                f"Pearson r of per-task log ratios B/A over {int(r.n_pairs)} tasks; {r.profile_b} vs {r.profile_a}"))
         out.append(latex.Macro(_correlation_key(r) + "Pairs", str(int(r.n_pairs)), f"{r.metric_x}, {r.metric_y}", src,
                                f"tasks with both log ratios; {r.profile_b} vs {r.profile_a}"))
@@ -100,6 +104,16 @@ def limitations_tex(*, simulated: bool, data_source: dict | None, arms: pd.DataF
                            f"{_tt(a)} trials" for a in arms["arm"]])
         lines.append(f"Infrastructure errors ended {per_arm}; the comparisons leave them out"
                      + (", and Table~\\ref{tab:infra-bounds} bounds what they could have changed." if has_bounds else "."))
+    if arms is not None and len(arms) and "n_never_reached_model" in arms and arms["n_never_reached_model"].fillna(0).astype(int).sum():
+        per_arm = _series([f"\\{latex.macro_name('never reached model', a)}{{}} of the \\{latex.macro_name('trials arm', a)}{{}} "
+                           f"{_tt(a)} trials" for a in arms["arm"]])
+        lines.append(f"The agent never reached the model in {per_arm} (a rate limit or a failed login answered in its "
+                     "place); the verifier still scored them, so they count as the failures the source recorded, "
+                     "although no agent attempted the task.")
+    if arms is not None and len(arms) and "n_tasks_this_arm_only" in arms and arms["n_tasks_this_arm_only"].fillna(0).astype(int).sum():
+        per_arm = _series([f"\\{latex.macro_name('tasks arm only', a)}{{}} under {_tt(a)}" for a in arms["arm"]
+                           if _int(arms.set_index("arm").loc[a, "n_tasks_this_arm_only"])])
+        lines.append(f"Some tasks ran in one arm only ({per_arm}); the paired comparisons leave them out.")
     if arms is not None and len(arms):
         unused = [r for r in arms.itertuples() if _true(r.mcp_offered) and _int(r.n_mcp_known) and _int(r.n_zero_mcp_calls)]
         if unused:

@@ -11,6 +11,7 @@ names, so it compiles for any set of runs.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -314,8 +315,9 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = Non
     base = ", ".join(sorted(comp["profile_a"].astype(str).unique()))
     head = ["Metric, unit of the change", "B", "Pairs", "{A}", "{B}", "{Change}",
             "\\multicolumn{2}{c}{95\\% CI}", "{$p$}", "{$p_\\mathrm{adj}$}"]
-    spec = "llr S[table-format=6.3] S[table-format=6.3] " \
-           "S[table-format=+2.1] S[table-format=+2.1] S[table-format=+2.1] S[table-format=1.3] S[table-format=1.3]"
+    values, changes = [c for row in rows if len(row) > 1 for c in row[3:5]], [c for row in rows if len(row) > 1 for c in row[5:8]]
+    spec = (f"llr {_s_column(values, 3)} {_s_column(values, 3)} {_s_column(changes, 1, True)} "
+            f"{_s_column(changes, 1, True)} {_s_column(changes, 1, True)} S[table-format=1.3] S[table-format=1.3]")
     what = "; ".join(f"{latex.escape_tex(summary)} for {', '.join(latex.escape_tex(x) for x in labels)}"
                      for summary, labels in sides.items())
     note = (f"A = baseline ({latex.escape_tex(base)}). A and B are the {what or 'values of each profile'} "
@@ -331,6 +333,12 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = Non
                     "tab:comparisons", wide=True, note=note)
 
 
+def _s_column(cells: list[str], decimals: int, sign: bool = False) -> str:
+    """siunitx's column for these cells: as many integer digits as the widest needs (a 7-digit token count fits)."""
+    digits = max([len(re.sub(r"\D", "", c.split(".")[0])) for c in cells if re.search(r"\d", c)] or [1])
+    return f"S[table-format={'+' if sign else ''}{max(digits, 1)}.{decimals}]"
+
+
 def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
     summ = tables.profile_summary(metrics, list(SUMMARY_COLUMNS))
     rows = []
@@ -339,8 +347,9 @@ def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
         rows.append([latex.escape_tex(registry.metric(r.metric).axis_label), latex.escape_tex(r.profile),
                      _s(r.mean, max(d, 1) if abs(r.mean) < 100 else d), _s(r.median, max(d, 1) if abs(r.median) < 100 else d),
                      str(int(r.n))])
+    cells = [c for row in rows for c in row[2:4]]
     return _tabular(["Metric", "Profile", "{Mean over trials}", "{Median over trials}", "Trials"],
-                    "ll S[table-format=6.3] S[table-format=6.3] r", rows,
+                    f"ll {_s_column(cells, 3)} {_s_column(cells, 3)} r", rows,
                     "Per-trial process and cost metrics per profile (mean and median over trials)"
                     + (" (simulated data)" if simulated else ""),
                     "tab:profile-summary", wide=True)
@@ -399,12 +408,19 @@ def _described(inputs: PaperInputs) -> list[str]:
 def median_macros(inputs: PaperInputs) -> list[latex.Macro]:
     """The median per trial and profile of each metric the prose describes without a comparison."""
     out = []
-    summ = tables.profile_summary(tables.outcome_trials(inputs.metrics), _described(inputs))
+    trials = tables.outcome_trials(inputs.metrics)
+    totals = trials["profile"].astype(str).value_counts()
+    summ = tables.profile_summary(trials, _described(inputs))
     for r in summ[summ["n"] > 0].itertuples():
         m = registry.metric(r.metric)
-        out.append(latex.Macro(latex.macro_name("median", r.metric, r.profile), _qty(r.median, max(m.decimals, 1)
-                               if r.median % 1 else m.decimals), r.metric, inputs.source("metrics"),
-                               f"median per trial, {r.profile}, {int(r.n)} trials"))
+        key = latex.macro_name("median", r.metric, r.profile)
+        out.append(latex.Macro(key, _qty(r.median, max(m.decimals, 1) if r.median % 1 else m.decimals), r.metric,
+                               inputs.source("metrics"), f"median per trial, {r.profile}, {int(r.n)} trials"))
+        if int(r.n) < int(totals.get(str(r.profile), 0)):  # a median of the trials that record the metric, said so
+            out += [latex.Macro(key + "Known", str(int(r.n)), r.metric, inputs.source("metrics"),
+                                f"trials of {r.profile} with a value"),
+                    latex.Macro(key + "Of", str(int(totals[str(r.profile)])), r.metric, inputs.source("metrics"),
+                                f"trials of {r.profile} with an outcome")]
     return out
 
 
@@ -465,8 +481,15 @@ def _metric_sentence(inputs: PaperInputs, metric_id: str, names: set[str]) -> st
     m = registry.metric(metric_id)
     unit = "" if m.unit in ("", "share", "flag") or m.unit in label else f" ({latex.escape_tex(m.unit)})"
     return (f"Median {latex.escape_tex(label)}{unit} per trial: "
-            + _series([f"\\{latex.macro_name('median', metric_id, p)}{{}} under {_tt(p)}" for p in profiles])
+            + _series([f"\\{latex.macro_name('median', metric_id, p)}{{}} under {_tt(p)}" + _known(metric_id, p, names)
+                       for p in profiles])
             + " (described, not tested).")
+
+
+def _known(metric_id: str, profile: str, names: set[str]) -> str:
+    """`` (of the N of T trials that record it)`` when a median leaves trials out, else nothing."""
+    key = latex.macro_name("median", metric_id, profile)
+    return f" (of the \\{key}Known{{}} of \\{key}Of{{}} trials that record it)" if key + "Known" in names else ""
 
 
 def _mcp_use_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
@@ -518,7 +541,8 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
     n_prof = inputs.metrics["profile"].nunique()
     n_infra = len(inputs.metrics) - len(tables.outcome_trials(inputs.metrics))
     lines.append(f"\\paragraph{{Data.}} The analysis covers \\NumTasks{{}} tasks under \\NumProfiles{{}} "
-                 f"{'profile' if n_prof == 1 else 'profiles'} with usually \\NumRepetitions{{}} repetitions each "
+                 f"{'profile' if n_prof == 1 else 'profiles'} with usually \\NumRepetitions{{}} "
+                 f"{'repetition' if usual_repetitions(inputs.metrics) == 1 else 'repetitions'} each "
                  f"(\\NumTrials{{}} trials; \\NumInfraErrors{{}} infrastructure "
                  f"{'error' if n_infra == 1 else 'errors'} excluded from outcome analyses).")
     comp = inputs.comparisons
