@@ -673,11 +673,13 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
             rows = [[latex.escape_tex(label.get(r.metric, r.metric)), latex.escape_tex(r.profile), _s(r.mean, 2),
                      _s(r.median, 2), str(int(r.n))] for r in cc_summary.itertuples()]
             written["codecanvas"] = latex.write_tex(snip / "codecanvas.tex", _tabular(
-                ["Metric", "Profile", "{Mean}", "{Median}", "Trials"], "ll S[table-format=2.2] S[table-format=2.2] r", rows,
-                "CodeCanvas metrics per profile" + (" (simulated data)" if sim else ""), "tab:codecanvas"),
+                ["Metric", "Profile", "{Mean over trials}", "{Median over trials}", "Trials with a board"],
+                "ll S[table-format=2.2] S[table-format=2.2] r", rows,
+                "CodeCanvas metrics per profile, over the trials whose agent left a CodeCanvas board (the others "
+                "have no value)" + (" (simulated data)" if sim else ""), "tab:codecanvas", wide=True),
                 sim, inputs.source("codecanvas"))
             md_sections.append(("CodeCanvas", markdown.table(
-                ["metric", "profile", "mean", "median", "trials"],
+                ["metric", "profile", "mean over trials", "median over trials", "trials with a board"],
                 [[label.get(r.metric, r.metric), r.profile, fmt.number(r.mean, 2), fmt.number(r.median, 2), str(int(r.n))]
                  for r in cc_summary.itertuples()])))
     if inputs.llm_snippets and inputs.llm_snippets.strip():
