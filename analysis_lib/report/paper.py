@@ -470,7 +470,7 @@ def _metric_sentence(inputs: PaperInputs, metric_id: str, names: set[str]) -> st
         clauses = [c for c in (_comparison_clause(r, names) for r in rows) if c]
         base = _tt(rows[0].profile_a)
         if rows[0].scale in fmt.POINT_SCALES:
-            return f"Against {base}, the {latex.escape_tex(rows[0].label)} ({tier}) of " + _series(clauses) + "."
+            return f"Against {base}, the {tier} {latex.escape_tex(rows[0].label)} of " + _series(clauses) + "."
         subject = (f"For the typical task, {latex.escape_tex(label)}" if rows[0].scale in ("ratio", "difference")
                    else latex.escape_tex(label[0].upper() + label[1:]))
         return f"{subject} ({tier}) changed against {base} by " + _series(clauses) + "."
