@@ -52,6 +52,8 @@ def lab(tmp_path, sample_runs):
     for name in ("explore.ipynb", "explore.py", "jupytext.toml"):  # the notebook, its text pair, the pairing
         shutil.copyfile(ROOT / "notebooks" / name, tmp_path / "notebooks" / name)
     shutil.copyfile(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")  # the root marker notebooks look for
+    (tmp_path / "params").mkdir()  # the plan whose baseline the explorer opens on
+    shutil.copyfile(ROOT / "params" / "analysis_plan.yaml", tmp_path / "params" / "analysis_plan.yaml")
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "sample").symlink_to(sample_runs, target_is_directory=True)
     port, token = _free_port(), "explorer-test-token"

@@ -20,6 +20,8 @@ FILES = ["metrics_detail.csv", "metrics_summary.csv", "aggregate_metrics.json", 
          "design_audit.csv", "design_findings.csv",
          # with two or more profiles the plan's comparisons and the profile rates are written beside them
          "comparisons.csv", "profile_rates.csv", "comparison_report.md",
+         # how closely the primary endpoints move together task by task (the collinearity sentence reads it)
+         "endpoint_correlations.csv",
          # what the repetitions of a task say: variance components, pass@k / pass^k
          "variance_components.csv", "pass_at_k.csv",
          # beside intention to treat (the plan's defaults): CACE, infrastructure bounds, divergence
