@@ -147,8 +147,8 @@ def test_every_rendered_estimate_lies_in_its_interval_and_agrees_with_its_test(t
         # TeX table: Change, CI low, CI high columns.
         for line in r["table"].splitlines():
             cells = [c.strip() for c in line.rstrip("\\ ").split("&")]
-            if len(cells) == 11 and cells[2].isdigit():
-                est, lo, hi = float(cells[6]), float(cells[7]), float(cells[8])
+            if len(cells) == 10 and cells[2].isdigit():  # metric, B, pairs, A, B, change, low, high, p, p_adj
+                est, lo, hi = float(cells[5]), float(cells[6]), float(cells[7])
                 assert _inside(est, lo, hi), line
                 checked["table"] += 1
         f = r["forest"]
