@@ -27,8 +27,8 @@ from .state import CanvasState, load_trial_state
 
 log = logging.getLogger(__name__)
 
-# Metric ids, in the order of the table's columns (the names; the lead joins them into
-# metrics_detail.csv by trial_path, so they must not change).
+# Metric ids, in the order of the table's columns; metrics_detail.csv joins them by trial_path, so they
+# must not change.
 METRIC_COLUMNS = (
     "evidence_count",
     "claims_count",
