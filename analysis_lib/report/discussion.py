@@ -27,15 +27,6 @@ def _int(v) -> int:
     return 0 if fmt.missing(v) else int(v)
 
 
-def _tt(name) -> str:
-    return f"\\texttt{{{latex.escape_tex(str(name))}}}"
-
-
-def _series(items: list[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def _label(row) -> str:
     """A comparison's metric as prose names it: the registry's label, or the row's (the resolve rate, pass@1)."""
     return row.label if row.scale in fmt.POINT_SCALES or row.metric not in registry.METRICS else registry.metric(row.metric).label
@@ -100,31 +91,31 @@ def limitations_tex(*, simulated: bool, data_source: dict | None, arms: pd.DataF
         lines.append("The runs were made by others and re-analysed here; the arms were formed afterwards by a study "
                      "file, so how the runs were scheduled and what the environment pinned is as the source reports it.")
     if arms is not None and len(arms) and arms["n_infra_errors"].fillna(0).astype(int).sum():
-        per_arm = _series([f"\\{latex.macro_name('infra errors', a)}{{}} of the \\{latex.macro_name('trials arm', a)}{{}} "
-                           f"{_tt(a)} trials" for a in arms["arm"]])
+        per_arm = latex.series([f"\\{latex.macro_name('infra errors', a)}{{}} of the \\{latex.macro_name('trials arm', a)}{{}} "
+                           f"{latex.texttt(a)} trials" for a in arms["arm"]])
         lines.append(f"Infrastructure errors ended {per_arm}; the comparisons leave them out"
                      + (", and Table~\\ref{tab:infra-bounds} bounds what they could have changed." if has_bounds else "."))
     if arms is not None and len(arms) and "n_never_reached_model" in arms and arms["n_never_reached_model"].fillna(0).astype(int).sum():
-        per_arm = _series([f"\\{latex.macro_name('never reached model', a)}{{}} of the \\{latex.macro_name('trials arm', a)}{{}} "
-                           f"{_tt(a)} trials" for a in arms["arm"]])
+        per_arm = latex.series([f"\\{latex.macro_name('never reached model', a)}{{}} of the \\{latex.macro_name('trials arm', a)}{{}} "
+                           f"{latex.texttt(a)} trials" for a in arms["arm"]])
         lines.append(f"The agent never reached the model in {per_arm} (a rate limit or a failed login answered in its "
                      "place); the verifier still scored them, so they count as the failures the source recorded, "
                      "although no agent attempted the task.")
     if arms is not None and len(arms) and "n_tasks_this_arm_only" in arms and arms["n_tasks_this_arm_only"].fillna(0).astype(int).sum():
-        per_arm = _series([f"\\{latex.macro_name('tasks arm only', a)}{{}} under {_tt(a)}" for a in arms["arm"]
-                           if _int(arms.set_index("arm").loc[a, "n_tasks_this_arm_only"])])
+        per_arm = latex.series([f"\\{latex.macro_name('tasks arm only', r.arm)}{{}} under {latex.texttt(r.arm)}"
+                                for r in arms.itertuples() if _int(r.n_tasks_this_arm_only)])
         lines.append(f"Some tasks ran in one arm only ({per_arm}); the paired comparisons leave them out.")
     if arms is not None and len(arms):
         unused = [r for r in arms.itertuples() if _true(r.mcp_offered) and _int(r.n_mcp_known) and _int(r.n_zero_mcp_calls)]
         if unused:
-            per_arm = _series([f"\\{latex.macro_name('trials no MCP call', r.arm)}{{}} of "
-                               f"\\{latex.macro_name('trials MCP known', r.arm)}{{}} {_tt(r.arm)} trials" for r in unused])
+            per_arm = latex.series([f"\\{latex.macro_name('trials no MCP call', r.arm)}{{}} of "
+                               f"\\{latex.macro_name('trials MCP known', r.arm)}{{}} {latex.texttt(r.arm)} trials" for r in unused])
             lines.append(f"MCP tools were offered and never called in {per_arm}: the comparisons measure offering the "
                          "tools, not using them" + (", which the CACE (Table~\\ref{tab:cace}) estimates under its own "
                                                     "assumptions." if has_cace else "."))
     for r in collinear_endpoints(correlations).itertuples():
         key = _correlation_key(r)
-        lines.append(f"For {_tt(r.profile_b)} against {_tt(r.profile_a)}, {latex.escape_tex(r.label_x)} and "
+        lines.append(f"For {latex.texttt(r.profile_b)} against {latex.texttt(r.profile_a)}, {latex.escape_tex(r.label_x)} and "
                      f"{latex.escape_tex(r.label_y)} are nearly collinear (Pearson $r$ = \\{key}{{}} of the per-task "
                      f"log ratios over \\{key}Pairs{{}} tasks): their two primary tests restate one finding, not two.")
     prim = _primary(comparisons)
@@ -152,8 +143,8 @@ def conclusion_tex(*, simulated: bool, comparisons: pd.DataFrame | None, claim_f
         body = ("Of the \\NumPrimaryTests{} primary comparisons, \\NumPrimarySignificant{} held after the plan's "
                 "correction")
         if len(sig):
-            named = _series([f"{latex.escape_tex(_label(r))} of {_tt(r.profile_b)}" for r in sig.itertuples()])
-            body += f": {named} differed from the baseline {_tt(sig['profile_a'].iloc[0])}."
+            named = latex.series([f"{latex.escape_tex(_label(r))} of {latex.texttt(r.profile_b)}" for r in sig.itertuples()])
+            body += f": {named} differed from the baseline {latex.texttt(sig['profile_a'].iloc[0])}."
         else:
             body += "; the runs establish no difference from the baseline, which is not evidence that there is none."
     if simulated:

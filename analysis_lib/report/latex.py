@@ -19,7 +19,7 @@ import pandas as pd
 from ..fileio import atomic_write_text
 
 __all__ = ["Macro", "tex_header", "macro_name", "booktabs_table", "render_macros", "fmt_pct", "escape_tex", "write_tex",
-           "prose_markdown"]
+           "prose_markdown", "texttt", "series"]
 
 _DIGITS = "Zero One Two Three Four Five Six Seven Eight Nine".split()
 
@@ -57,6 +57,16 @@ _TEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", 
 def escape_tex(text: str) -> str:
     """Escape LaTeX special characters in plain text."""
     return "".join(_TEX_SPECIALS.get(c, c) for c in str(text))
+
+
+def texttt(name) -> str:
+    """A profile or other identifier in typewriter type, escaped."""
+    return f"\\texttt{{{escape_tex(str(name))}}}"
+
+
+def series(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``: a list as prose says it."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _missing(value) -> bool:

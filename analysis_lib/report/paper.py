@@ -424,14 +424,6 @@ def median_macros(inputs: PaperInputs) -> list[latex.Macro]:
     return out
 
 
-def _tt(name) -> str:
-    return f"\\texttt{{{latex.escape_tex(str(name))}}}"
-
-
-def _series(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def _comparison_clause(r, names: set[str]) -> str | None:
     """One profile's estimate with its interval and test, as the engine defines them (macros only)."""
     key = _key(r)
@@ -440,16 +432,16 @@ def _comparison_clause(r, names: set[str]) -> str | None:
     why = interval_note(r, CONFIDENCE_ALPHA, with_p=False) if r.tier == "primary" else None
     tail = f"; {latex.escape_tex(why)}" if why else ""
     if r.scale in fmt.POINT_SCALES:
-        text = (f"{_tt(r.profile_b)} differed by \\{key}Est{{}} ({latex.escape_tex(r.interval)} 95\\% CI \\{key}Low{{}} "
+        text = (f"{latex.texttt(r.profile_b)} differed by \\{key}Est{{}} ({latex.escape_tex(r.interval)} 95\\% CI \\{key}Low{{}} "
                 f"to \\{key}High{{}}; {latex.escape_tex(str(r.test).split(' (')[0])} \\{key}P{{}}, \\{key}PAdj{{}}")
         if key + "OddsRatio" in names:
             text += (f"; discordant-pair odds ratio \\{key}OddsRatio{{}}, exact 95\\% CI \\{key}OddsRatioLow{{}} to "
                      f"\\{key}OddsRatioHigh{{}}")
         return text + tail + ")"
     if r.scale == "cost_per_success":
-        return (f"\\{key}Est{{}} under {_tt(r.profile_b)} ({latex.escape_tex(r.interval)} 95\\% CI \\{key}Low{{}} to "
+        return (f"\\{key}Est{{}} under {latex.texttt(r.profile_b)} ({latex.escape_tex(r.interval)} 95\\% CI \\{key}Low{{}} to "
                 f"\\{key}High{{}}; described, not tested)")
-    text = f"\\{key}Est{{}} under {_tt(r.profile_b)} (95\\% CI \\{key}Low{{}} to \\{key}High{{}}"
+    text = f"\\{key}Est{{}} under {latex.texttt(r.profile_b)} (95\\% CI \\{key}Low{{}} to \\{key}High{{}}"
     if key + "P" in names:
         text += f"; Wilcoxon \\{key}P{{}}, \\{key}PAdj{{}}"
     text += f"; \\{key}Pairs{{}} tasks"
@@ -468,12 +460,12 @@ def _metric_sentence(inputs: PaperInputs, metric_id: str, names: set[str]) -> st
     if rows:
         tier = rows[0].tier
         clauses = [c for c in (_comparison_clause(r, names) for r in rows) if c]
-        base = _tt(rows[0].profile_a)
+        base = latex.texttt(rows[0].profile_a)
         if rows[0].scale in fmt.POINT_SCALES:
-            return f"Against {base}, the {tier} {latex.escape_tex(rows[0].label)} of " + _series(clauses) + "."
+            return f"Against {base}, the {tier} {latex.escape_tex(rows[0].label)} of " + latex.series(clauses) + "."
         subject = (f"For the typical task, {latex.escape_tex(label)}" if rows[0].scale in ("ratio", "difference")
                    else latex.escape_tex(label[0].upper() + label[1:]))
-        return f"{subject} ({tier}) changed against {base} by " + _series(clauses) + "."
+        return f"{subject} ({tier}) changed against {base} by " + latex.series(clauses) + "."
     profiles = [p for p in sorted(inputs.metrics["profile"].astype(str).unique())
                 if latex.macro_name("median", metric_id, p) in names]
     if not profiles:
@@ -481,7 +473,7 @@ def _metric_sentence(inputs: PaperInputs, metric_id: str, names: set[str]) -> st
     m = registry.metric(metric_id)
     unit = "" if m.unit in ("", "share", "flag") or m.unit in label else f" ({latex.escape_tex(m.unit)})"
     return (f"Median {latex.escape_tex(label)}{unit} per trial: "
-            + _series([f"\\{latex.macro_name('median', metric_id, p)}{{}} under {_tt(p)}" + _known(metric_id, p, names)
+            + latex.series([f"\\{latex.macro_name('median', metric_id, p)}{{}} under {latex.texttt(p)}" + _known(metric_id, p, names)
                        for p in profiles])
             + " (described, not tested).")
 
@@ -502,19 +494,19 @@ def _mcp_use_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
         shares = [latex.macro_name("share used", m.replace("__", " "), b, "vs", a) for m in g["metric"].unique()]
         share = next((k for k in shares if k in names), None)
         if share:
-            out.append(f"\\{share}{{}} of the {_tt(b)} trials")
+            out.append(f"\\{share}{{}} of the {latex.texttt(b)} trials")
         for r in g[g["estimand"] == "cace"].itertuples():
             m = r.metric
             k = latex.macro_name("cace", m.replace("__", " "), b, "vs", a)
             label = registry.metric(m).label if r.scale == "ratio" else r.label  # a % change: the label without its unit
             if k + "Est" in names:
-                cace.append(f"{latex.escape_tex(label)} of {_tt(b)} \\{k}Est{{}} "
+                cace.append(f"{latex.escape_tex(label)} of {latex.texttt(b)} \\{k}Est{{}} "
                             f"(95\\% CI \\{k}Low{{}} to \\{k}High{{}})")
-    lines = [f"An MCP tool was called in {_series(out)} (uptake: mean over tasks of the per-task share; "
+    lines = [f"An MCP tool was called in {latex.series(out)} (uptake: mean over tasks of the per-task share; "
              "Table~\\ref{tab:cace})."] if out else []
     if cace:
         lines.append("Among the trials that called them (CACE, a secondary estimand beside intention to treat), the "
-                     "effects were " + _series(cace) + ".")
+                     "effects were " + latex.series(cace) + ".")
     return lines
 
 
@@ -550,10 +542,10 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
         sentences = []
         if heading == "Success" and inputs.rates is not None:
             n = lambda *parts: "\\" + latex.macro_name(*parts) + "{}"  # noqa: E731
-            sentences.append("Pass rates per trial were " + _series(
-                [f"{n('pass rate', p)} under {_tt(p)} (95\\% CI {n('pass rate low', p)} to {n('pass rate high', p)})"
-                 for p in inputs.rates["profile"]]) + "; by majority vote of the repetitions, " + _series(
-                [f"{_tt(p)} resolved {n('tasks resolved', p)} of {n('tasks', p)} tasks ({n('resolve rate', p)})"
+            sentences.append("Pass rates per trial were " + latex.series(
+                [f"{n('pass rate', p)} under {latex.texttt(p)} (95\\% CI {n('pass rate low', p)} to {n('pass rate high', p)})"
+                 for p in inputs.rates["profile"]]) + "; by majority vote of the repetitions, " + latex.series(
+                [f"{latex.texttt(p)} resolved {n('tasks resolved', p)} of {n('tasks', p)} tasks ({n('resolve rate', p)})"
                  for p in inputs.rates["profile"]]) + ".")
         sentences += [s for s in (_metric_sentence(inputs, m, names) for m in ids) if s]
         if heading == "Efficiency" and comp is not None and any(
