@@ -47,8 +47,9 @@ lint: setup
 ## test: set up, lint, then run the whole test suite on every core (pytest-xdist), then nbval over the committed notebooks
 # TEST_WORKERS=0 runs the tests in one process. nbval stays in one: notebook 01 writes the results/ that 02-05 read.
 TEST_WORKERS ?= auto
+# --durations lists the slowest tests at the end, so the run's own log says where its time went.
 test: setup lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --durations=25
 	$(BIN)/python -m pytest $(NBVAL) notebooks/
 
 ## paper: run notebooks 00-05 with papermill (figures/, paper/snippets/), then pdflatex paper/main.tex
