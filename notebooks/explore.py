@@ -54,6 +54,7 @@ from analysis_lib.baseline import resolve_baseline
 from analysis_lib.ingest import provenance
 from analysis_lib.plan import load_plan
 from analysis_lib.report import explore
+from analysis_lib.report.live_output import live_output
 
 # %% [markdown]
 # The trials are read from the runs folder itself (every ingested format), so this notebook does
@@ -104,13 +105,13 @@ filter_controls = {"profiles": widgets.SelectMultiple(options=profiles, descript
                    "outcome": widgets.Dropdown(options=["any", "succeeded", "failed", "infra_error"], description="outcome")}
 
 
-def show_filtered(**selection):
-    display(HTML(explore.filter_html(metrics, show_cols, **selection)))
+def filtered_view(**selection):
+    return HTML(explore.filter_html(metrics, show_cols, **selection))
 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-filter_out = widgets.interactive_output(show_filtered, filter_controls)
+filter_out = live_output(filtered_view, filter_controls)
 
 # %%
 explore.show(widgets.VBox([widgets.HBox(list(filter_controls.values())), filter_out]),
@@ -131,13 +132,13 @@ timeline_controls = {"profile": widgets.Dropdown(options=profiles, value=profile
                                                      description="repetition")}
 
 
-def show_timeline(**selection):
-    display(HTML(explore.timeline_html(trials, simulated=simulated, **selection)))
+def timeline_view(**selection):
+    return HTML(explore.timeline_html(trials, simulated=simulated, **selection))
 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-timeline_out = widgets.interactive_output(show_timeline, timeline_controls)
+timeline_out = live_output(timeline_view, timeline_controls)
 
 # %%
 explore.show(widgets.VBox([widgets.HBox(list(timeline_controls.values())), timeline_out]),
@@ -155,13 +156,13 @@ side_controls = {"task_id": widgets.Dropdown(options=tasks, description="task"),
                  "profile_b": widgets.Dropdown(options=profiles, value=other, description="B")}
 
 
-def show_side_by_side(**selection):
-    display(HTML(explore.side_by_side_html(metrics, **selection)))
+def side_by_side_view(**selection):
+    return HTML(explore.side_by_side_html(metrics, **selection))
 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-side_out = widgets.interactive_output(show_side_by_side, side_controls)
+side_out = live_output(side_by_side_view, side_controls)
 
 # %%
 explore.show(widgets.VBox([widgets.HBox(list(side_controls.values())), side_out]),

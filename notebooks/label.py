@@ -49,6 +49,7 @@ from IPython.display import Markdown, display
 from analysis_lib import load_trials
 from analysis_lib.judge.labelling import LABEL_CLASSES, append_label, choices, draw_sample, labelling_report, make_items, read_label_csv
 from analysis_lib.report import notebook_params
+from analysis_lib.report.live_output import set_outputs
 
 notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
 root = Path(notebook_params.find_project_root(project_root))
@@ -71,24 +72,23 @@ state = {"i": 0}
 view = widgets.Output()
 
 def show(i):
-    view.clear_output()
-    with view:
-        if i >= len(items):
-            print("all trials labelled")
-            return
-        item = items[i]
-        pickers = {a: widgets.RadioButtons(options=choices(a, item.trial_id, seed), description=a, value=None) for a in item.analyses}
-        button = widgets.Button(description="save and next", disabled=not rater)
+    if i >= len(items):
+        set_outputs(view, Markdown("all trials labelled"))
+        return
+    item = items[i]
+    pickers = {a: widgets.RadioButtons(options=choices(a, item.trial_id, seed), description=a, value=None) for a in item.analyses}
+    button = widgets.Button(description="save and next", disabled=not rater)
 
-        def save(_):
-            for a, w in pickers.items():
-                if w.value:
-                    append_label(csv_path, item.trial_id, a, rater, w.value)
-            state["i"] += 1
-            show(state["i"])
+    def save(_):
+        for a, w in pickers.items():
+            if w.value:
+                append_label(csv_path, item.trial_id, a, rater, w.value)
+        state["i"] += 1
+        show(state["i"])
 
-        button.on_click(save)
-        display(Markdown(f"**Trial {i + 1} of {len(items)}**"), widgets.HTML("<pre style='white-space: pre-wrap'>" + item.text.replace("<", "&lt;") + "</pre>"),
+    button.on_click(save)
+    set_outputs(view, Markdown(f"**Trial {i + 1} of {len(items)}**"),
+                widgets.HTML("<pre style='white-space: pre-wrap'>" + item.text.replace("<", "&lt;") + "</pre>"),
                 *pickers.values(), button)
 
 show(0)

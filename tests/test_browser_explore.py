@@ -191,7 +191,7 @@ def test_explorer_in_chromium(lab):
         expect(explorer.locator(".pv-legend")).to_have_count(0)  # no grid, and the message once
         expect(explorer.get_by_text("A and B are both")).to_have_count(1)
         # The side-by-side table below (the last A/B pickers of the page) answers the same way, once.
-        side = page.locator(".jp-Cell").filter(has=dropdown("B", page).last)
+        side = page.locator(".jp-Cell").filter(has=dropdown("B", page)).last
         dropdown("B", page).last.locator("select").select_option(dropdown("A", page).last.locator("select").input_value())
         expect(side.get_by_text("A and B are both")).to_have_count(1, timeout=30_000)
         expect(page.get_by_text("A and B are both")).to_have_count(2)

@@ -65,7 +65,7 @@ def test_schedule_pair_is_read_from_the_runner_result(tmp_path):
 def test_explorer_widgets_follow_the_grid_and_the_profiles(sample):
     trials, metrics = sample
     app = explore.pair_explorer(trials, metrics, True, "text", "codecanvas")
-    (_dd_a, dd_b, dd_sort), grid_holder, (dd_task, dd_rep), _out = (
+    (_dd_a, dd_b, dd_sort), grid_holder, (dd_task, dd_rep), out = (
         app.children[0].children, app.children[1], app.children[2].children, app.children[3])
     legend, grid = grid_holder.children
     assert "repetition &times; arm" in legend.value and "B&minus;A" in legend.value
@@ -75,14 +75,46 @@ def test_explorer_widgets_follow_the_grid_and_the_profiles(sample):
     task, rep = target.tooltip.split(", ")[1], int(target.tooltip.split("repetition ")[1].split(":")[0])
     target.click()
     assert (dd_task.value, dd_rep.value) == (task, rep)
+    # The paired view below follows: the figure (a PNG in a kernel, its repr here), then the pair's header.
+    assert len(out.outputs) == 2 and out.outputs[0]["data"]["text/plain"].startswith("<Figure size")
+    assert f"{task}, repetition {rep}" in out.outputs[-1]["data"]["text/html"]
     assert list(dd_rep.options) == [("1", 1), ("2", 2), ("3", 3)]  # bounds from the data
     dd_sort.value = "task"
     first = grid_holder.children[1].children[8]
     assert first.value.endswith(">fix-async-retry-backoff</span>")
     dd_b.value = "text"  # same as A: no grid (the paired view alone says why), no tasks, no crash
     assert grid_holder.children == () and dd_task.value is None
+    assert [o["data"]["text/html"] for o in out.outputs] == [
+        "<p class='pv-message'><b>A and B are both 'text': pick two different profiles to compare.</b></p>"]
     dd_b.value = "codegraph"
     assert dd_task.value is not None
+
+
+def test_live_output_redraws_when_a_control_changes():
+    import ipywidgets as widgets
+    from IPython.display import HTML
+
+    from analysis_lib.report.live_output import live_output
+
+    controls = {"n": widgets.IntSlider(value=1), "word": widgets.Dropdown(options=["a", "b"], value="a")}
+    out = live_output(lambda n, word: HTML(f"<p>{word * n}</p>"), controls)
+    assert [o["data"]["text/html"] for o in out.outputs] == ["<p>a</p>"]
+    controls["n"].value, controls["word"].value = 3, "b"
+    assert [o["data"]["text/html"] for o in out.outputs] == ["<p>bbb</p>"]  # replaced, not appended
+
+
+def test_no_output_widget_is_drawn_by_capture():
+    """``with out:`` / ``interactive_output`` / ``Output.clear_output`` make papermill's executor answer on the
+    kernel's shell channel, and a run then stalls under load (:mod:`analysis_lib.report.live_output`)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    capture = re.compile(r"interactive_output\(|\binteract\(|\bwith (out|view|\w+_out)\b|\.clear_output\(")
+    sources = [*root.glob("notebooks/*.py"), *root.glob("analysis_lib/**/*.py")]
+    found = [f"{p.relative_to(root)}:{i}" for p in sources
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if capture.search(line) and not line.lstrip().startswith(("#", '"', "``"))]
+    assert len(sources) > 50 and found == []
 
 
 def test_metric_table_takes_labels_and_precision_from_the_registry():

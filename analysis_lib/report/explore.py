@@ -18,6 +18,7 @@ from ..trial import Trial
 from . import numbers as fmt
 from . import pair_view as pv
 from .figures import WIDTH_IN, set_style, title
+from .live_output import set_outputs
 from .tables import _as_bool
 
 __all__ = ["filter_trials", "step_timeline", "plot_step_timeline", "find_trial", "side_by_side", "integer_counts",
@@ -203,24 +204,23 @@ GRID_SORT_LABELS = {"B ahead first": "difference", "A ahead first": "-difference
 def _pair_output(out, trials: list[Trial], profile_a: str, profile_b: str, task_id: str | None,
                  repetition: int | None, simulated: bool) -> None:
     """Draw the paired view of the selection into an Output widget (or a one-line reason)."""
-    out.clear_output(wait=True)
-    with out:
-        message = same_profile_message(profile_a, profile_b)
-        if message is None and (task_id is None or repetition is None):
-            message = f"No task has trials of both {profile_a!r} and {profile_b!r}."
-        if message is None:
-            a, b = pv.find_pair(trials, profile_a, profile_b, task_id, repetition)
-            if a is None or b is None:
-                message = f"{task_id} repetition {repetition}: no trial of {profile_a if a is None else profile_b!r}."
-        if message is not None:
-            display(HTML(f"<p class='pv-message'><b>{message}</b></p>"))
-            return
-        view = pv.pair_view(a, b)
-        if len(view.lane_a) or len(view.lane_b):
-            fig = pv.plot_cumulative(view, simulated)
-            display(fig)
-            plt.close(fig)
-        display(HTML(pv.render_pair_html(view)))
+    message = same_profile_message(profile_a, profile_b)
+    if message is None and (task_id is None or repetition is None):
+        message = f"No task has trials of both {profile_a!r} and {profile_b!r}."
+    if message is None:
+        a, b = pv.find_pair(trials, profile_a, profile_b, task_id, repetition)
+        if a is None or b is None:
+            message = f"{task_id} repetition {repetition}: no trial of {profile_a if a is None else profile_b!r}."
+    if message is not None:
+        set_outputs(out, HTML(f"<p class='pv-message'><b>{message}</b></p>"))
+        return
+    view = pv.pair_view(a, b)
+    if len(view.lane_a) or len(view.lane_b):
+        fig = pv.plot_cumulative(view, simulated)
+        set_outputs(out, fig, HTML(pv.render_pair_html(view)))
+        plt.close(fig)
+    else:
+        set_outputs(out, HTML(pv.render_pair_html(view)))
 
 
 def _grid_box(metrics: pd.DataFrame, profile_a: str, profile_b: str, sort: str, on_pick) -> list:
