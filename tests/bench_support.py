@@ -61,7 +61,8 @@ usage = {"input_tokens": 12, "output_tokens": 40, "cache_read_input_tokens": 100
 if os.environ.get("FAKE_CLAUDE_MCP_TOKEN_SCALE"):
     # Tokens that differ by task and run (a stable jitter) and, with MCP, by this factor.
     import zlib
-    jitter = 1 + (zlib.crc32(f"{os.environ.get('BENCH_TASK_ID')}/{os.environ.get('BENCH_RUN')}/{mcp}".encode()) % 100) / 500
+    # (keyed on whether MCP is on, not on the config's path, which names the test's temporary folder)
+    jitter = 1 + (zlib.crc32(f"{os.environ.get('BENCH_TASK_ID')}/{os.environ.get('BENCH_RUN')}/{mcp is not None}".encode()) % 100) / 500
     f = jitter * (float(os.environ["FAKE_CLAUDE_MCP_TOKEN_SCALE"]) if mcp else 1.0)
     usage = {k: int(v * f) for k, v in usage.items()}
 first = ("mcp__codegraph__search_code", {"query": "main"}) if mcp else ("Read", {"file_path": os.path.join(cwd, "src/app.py")})

@@ -448,6 +448,10 @@ def test_spike_without_manifest_and_permission_denials(claude_bin, model, tmp_pa
     assert ok.returncode == 0, ok.stdout + ok.stderr
     rows = json.loads((tmp_path / "runs-ok" / "full_run.json").read_text())["trials"]
     assert {r["status"] for r in rows} == {"completed"} and not any("denied" in w for r in rows for w in r["warnings"])
+    # The MCP server's own log of calls. 2.1.197 may begin while the server is still starting (status "pending")
+    # and then never offer its tool on a busy machine, so the first spike's count is read, not assumed.
+    calls = tmp_path / "mcp-calls.jsonl"
+    calls_ok = calls.read_text().count("\n") if calls.exists() else 0
 
     denied = _bench([*common, "--runs-dir", "runs-denied", "--permission-mode", "default"], env, tmp_path)
     assert denied.returncode == 0, denied.stdout + denied.stderr
@@ -460,4 +464,4 @@ def test_spike_without_manifest_and_permission_denials(claude_bin, model, tmp_pa
     m = trial_metrics(trial)
     assert m["mcp_tool_calls"] == 0 and m["files_edited"] == 0  # the Edit was refused: nothing was edited
     assert m["mcp_used"] is False  # assigned to MCP, never used it
-    assert (tmp_path / "mcp-calls.jsonl").read_text().count("\n") == 1  # only the first spike's call ran
+    assert (calls.read_text().count("\n") if calls.exists() else 0) == calls_ok  # the denied call never reached the server
