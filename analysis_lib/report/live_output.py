@@ -3,9 +3,9 @@
 
 Both look the same in JupyterLab. Headless, they differ: nbclient (papermill's executor) stands in for the
 front end of every Output widget that captures, and answers each captured output on the kernel's shell channel
-while it waits on that channel for the cell's reply. Under load the reply's wake-up is then lost and the run
-waits forever (jupyter/nbclient#312; seen here on ``explore.ipynb`` with both cores busy). An Output whose
-``outputs`` are set is never captured, so nothing is answered and nothing can be lost.
+while it waits on that channel for the cell's reply. On a busy machine the reply's wake-up is then lost and the
+run waits forever for a cell that has finished (jupyter/nbclient#312). An Output whose ``outputs`` are set is
+never captured, so nothing is answered and nothing can be lost.
 """
 
 from __future__ import annotations
