@@ -215,12 +215,10 @@ def _pair_output(out, trials: list[Trial], profile_a: str, profile_b: str, task_
         set_outputs(out, HTML(f"<p class='pv-message'><b>{message}</b></p>"))
         return
     view = pv.pair_view(a, b)
-    if len(view.lane_a) or len(view.lane_b):
-        fig = pv.plot_cumulative(view, simulated)
-        set_outputs(out, fig, HTML(pv.render_pair_html(view)))
+    figs = [pv.plot_cumulative(view, simulated)] if len(view.lane_a) or len(view.lane_b) else []
+    set_outputs(out, *figs, HTML(pv.render_pair_html(view)))
+    for fig in figs:
         plt.close(fig)
-    else:
-        set_outputs(out, HTML(pv.render_pair_html(view)))
 
 
 def _grid_box(metrics: pd.DataFrame, profile_a: str, profile_b: str, sort: str, on_pick) -> list:
