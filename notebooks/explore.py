@@ -34,6 +34,7 @@ for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR
 project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
 runs_dir: str = "runs/sample"  # runs to analyse, relative to the project root
+study: str = ""  # study file (YAML) declaring the arms and how tasks pair (docs/studies.md); empty: the readers' default profiles
 plan_file: str = "params/analysis_plan.yaml"  # the analysis plan whose pairing.baseline is the default A
 baseline: str = ""  # profile A (empty: the plan's, else the runs' index.json, else the first in sort order)
 
@@ -62,7 +63,7 @@ from analysis_lib.report.live_output import live_output
 
 # %%
 runs = Path(project_root) / runs_dir
-trials, errors = load_trials(runs)
+trials, errors = load_trials(runs, design=Path(project_root) / study if study else None)
 metrics = explore.integer_counts(frames.trials_df(trials))
 simulated = provenance.is_simulated(runs)
 if simulated:

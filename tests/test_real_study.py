@@ -147,3 +147,17 @@ def test_the_paper_pipeline_runs_on_the_real_study(codescalebench, tmp_path):
     if shutil.which("pdflatex"):
         assert (paper_dir / "main.pdf").stat().st_size > 10_000
         assert "Overfull \\hbox" not in (paper_dir / "main.log").read_text(errors="replace")  # 7-digit token counts fit
+
+
+@pytest.mark.slow  # a papermill run of the explorer (about 20 s)
+def test_the_explorer_reads_the_study_file_and_opens_on_its_two_arms(codescalebench, tmp_path):
+    import papermill
+
+    out = tmp_path / "explore.ipynb"
+    papermill.execute_notebook(str(ROOT / "notebooks" / "explore.ipynb"), str(out), progress_bar=False,
+                               parameters={"project_root": str(ROOT), "runs_dir": str(codescalebench),
+                                           "study": str(STUDY), "output_dir": str(tmp_path / "results")},
+                               execution_timeout=300)
+    text = out.read_text(encoding="utf-8")
+    assert "18 trials, 2 profiles, 10 tasks, 0 unreadable; A (baseline): baseline" in text
+    assert "A-vs-B explorer (baseline vs mcp)" in text
