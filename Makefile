@@ -81,7 +81,7 @@ NB_TEXT_ONLY = $(filter-out $(patsubst %.ipynb,%.py,$(wildcard notebooks/*.ipynb
 .PHONY: notebooks-sync
 notebooks-sync: install
 	$(BIN)/jupytext --sync --quiet $(wildcard notebooks/*.ipynb) $(NB_TEXT_ONLY)
-	$(BIN)/python -m analysis_lib.notebook_pairs notebooks
+	$(BIN)/python -m analysis_lib.cli.notebook_pairs notebooks
 
 ## bench-pipeline: time per notebook of the paper pipeline
 bench-pipeline: install

@@ -28,35 +28,35 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"  # the one version source: pyproject.toml reads it
+from .core.version import __version__ as __version__
 
 # Public name -> the module that defines it.
 _API = {
     # Runs in, trials and tables out.
-    "simulate_runs": "analysis_lib.simulate",
+    "simulate_runs": "analysis_lib.simulate.runs",
     "load_trials": "analysis_lib.ingest.load",
-    "analyse": "analysis_lib.layer1",
-    "write_outputs": "analysis_lib.layer1",
-    "trials_df": "analysis_lib.frames",
-    "steps_df": "analysis_lib.frames",
-    "tool_calls_df": "analysis_lib.frames",
-    "tests_df": "analysis_lib.frames",
+    "analyse": "analysis_lib.study.layer1",
+    "write_outputs": "analysis_lib.study.layer1",
+    "trials_df": "analysis_lib.study.frames",
+    "steps_df": "analysis_lib.study.frames",
+    "tool_calls_df": "analysis_lib.study.frames",
+    "tests_df": "analysis_lib.study.frames",
     "codecanvas_table": "analysis_lib.codecanvas.metrics",
     # The study design: which trials form each arm, and the baseline.
-    "load_design": "analysis_lib.design",
-    "resolve_baseline": "analysis_lib.baseline",
+    "load_design": "analysis_lib.study.study_file",
+    "resolve_baseline": "analysis_lib.study.baseline",
     # The plan and the analysis it fixes.
-    "load_plan": "analysis_lib.plan",
-    "check_plan": "analysis_lib.plan",
-    "compare": "analysis_lib.comparisons",
-    "profile_pairs": "analysis_lib.comparisons",
+    "load_plan": "analysis_lib.study.plan",
+    "check_plan": "analysis_lib.study.plan",
+    "compare": "analysis_lib.inference.comparisons",
+    "profile_pairs": "analysis_lib.inference.comparisons",
     "analyse_comparisons": "analysis_lib.report.comparison_report",
     "write_comparisons": "analysis_lib.report.comparison_report",
     # The paper and the benchmark's RESULTS.md.
     "PaperInputs": "analysis_lib.report.paper",
     "write_paper_snippets": "analysis_lib.report.paper",
-    "run_pipeline": "analysis_lib.pipeline",
-    "write_results": "analysis_lib.results",
+    "run_pipeline": "analysis_lib.cli.pipeline",
+    "write_results": "analysis_lib.cli.results",
 }
 
 # The same names as _API (a test checks it), written out so that linters see what is exported.
@@ -85,19 +85,19 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time __getattr__ loads on first use
-    from .baseline import resolve_baseline
+    from .cli.pipeline import run_pipeline
+    from .cli.results import write_results
     from .codecanvas.metrics import codecanvas_table
-    from .comparisons import compare, profile_pairs
-    from .design import load_design
-    from .frames import steps_df, tests_df, tool_calls_df, trials_df
+    from .inference.comparisons import compare, profile_pairs
     from .ingest.load import load_trials
-    from .layer1 import analyse, write_outputs
-    from .pipeline import run_pipeline
-    from .plan import check_plan, load_plan
     from .report.comparison_report import analyse_comparisons, write_comparisons
     from .report.paper import PaperInputs, write_paper_snippets
-    from .results import write_results
-    from .simulate import simulate_runs
+    from .simulate.runs import simulate_runs
+    from .study.baseline import resolve_baseline
+    from .study.frames import steps_df, tests_df, tool_calls_df, trials_df
+    from .study.layer1 import analyse, write_outputs
+    from .study.plan import check_plan, load_plan
+    from .study.study_file import load_design
 
 
 def __getattr__(name: str) -> Any:

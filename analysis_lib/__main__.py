@@ -1,7 +1,7 @@
-"""``python -m analysis_lib``: see :mod:`analysis_lib.cli`."""
+"""``python -m analysis_lib``: see :mod:`analysis_lib.cli.main`."""
 
 import sys
 
-from .cli import main
+from .cli.main import main
 
 sys.exit(main())

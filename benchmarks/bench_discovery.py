@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis_lib.ingest.discover import discover  # noqa: E402
-from analysis_lib.trials_table import trials_table  # noqa: E402
+from analysis_lib.metrics.trials_table import trials_table  # noqa: E402
 
 
 def write_files(folder: Path, n: int, kb: int) -> int:

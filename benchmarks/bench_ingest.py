@@ -149,7 +149,7 @@ def peak_rss_mb(runs: Path, out: Path) -> tuple[float, float]:
     """Peak RSS (MB) of a fresh analysis process and of its largest worker."""
     code = (
         f"import resource, sys; sys.path.insert(0, {str(ROOT)!r})\n"
-        "from analysis_lib.layer1 import analyse\n"
+        "from analysis_lib.study.layer1 import analyse\n"
         f"analyse({str(runs)!r}, {str(out)!r}, cache=False)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
     )
@@ -219,7 +219,7 @@ def _measure(kind: str, runs: Path, cache: Path, n: int) -> list[float]:
         c0 = _cpu()
         t = time_plain_orjson(files)
         return [t, _cpu() - c0]
-    from analysis_lib.layer1 import analyse
+    from analysis_lib.study.layer1 import analyse
 
     # One-time costs (imports of pandas and Arrow, the plan's YAML, Arrow's thread pools, starting the
     # helper processes) are paid on a tiny folder first: they are the same for 10 trials or 10,000.
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
               f"(ratio {min(cold_cpu) / min(plain_cpu):.2f})")
         capacity = 2 * min(a for a, _ in spin) / min(b for _, b in spin)
         print(f"two busy processes here do {capacity:.2f}x the work of one (best of {args.repeat}; 2.00 = two whole cores)")
-        from analysis_lib.layer1 import analyse, write_outputs
+        from analysis_lib.study.layer1 import analyse, write_outputs
 
         res = analyse(runs, None, cache_dir=work / "cache")
         t0 = time.perf_counter()

@@ -26,10 +26,10 @@ os.environ.setdefault("LITELLM_LOG", "ERROR")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from analysis_lib.core.trial import Step, ToolCall, Trajectory, Trial  # noqa: E402
 from analysis_lib.judge.analyses import strategy_jobs  # noqa: E402
 from analysis_lib.judge.cache import ResponseCache  # noqa: E402
 from analysis_lib.judge.client import JudgeClient  # noqa: E402
-from analysis_lib.trial import Step, ToolCall, Trajectory, Trial  # noqa: E402
 
 ANSWER = json.dumps({"primary_strategy": "grep_and_fix", "strategy_quality": 0.6, "adaptation_events": []})
 WORDS = ["def", "return", "self", "import", "value", "error", "test", "module", "x", "\n"]

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
 
-from analysis_lib.pipeline import run_pipeline  # noqa: E402
+from analysis_lib.cli.pipeline import run_pipeline  # noqa: E402
 
 TARGET_SEC = 120.0
 

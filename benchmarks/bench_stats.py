@@ -1,7 +1,7 @@
 """Benchmark of the paired statistics (prints figures measured in this one run).
 
 1. 10,000 paired bootstrap resamples of the median difference on 500 pairs: ours
-   (:func:`analysis_lib.stats.bootstrap_paired`, one vectorised (n_boot, n) index matrix)
+   (:func:`analysis_lib.stats.bootstrap.bootstrap_paired`, one vectorised (n_boot, n) index matrix)
    against ``pingouin.compute_bootci(..., paired=True, method="per")`` on the same data; the
    ratio of times (target >= 10x) and whether the two percentile intervals agree within
    Monte-Carlo error (each endpoint inside the other's +-4 rank-SE band).
@@ -77,13 +77,13 @@ def _sample_metrics() -> tuple[pd.DataFrame, str, bool]:
     runs = ROOT / "runs" / "sample"
     if (runs / "index.json").exists():
         try:
-            from analysis_lib.layer1 import analyse
+            from analysis_lib.study.layer1 import analyse
         except ImportError:  # Layer 1 not in this checkout: fall through to the simulator
             pass
         else:
             result = analyse(runs, None, cache=False)
             return result.metrics, "runs/sample (ingested by Layer 1)", result.simulated
-    from analysis_lib.simulate import simulate_metrics
+    from analysis_lib.simulate.model import simulate_metrics
 
     return simulate_metrics(SEED), f"simulate_metrics(seed={SEED})", True
 

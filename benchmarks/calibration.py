@@ -36,9 +36,10 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis_lib import comparisons, stats  # noqa: E402
-from analysis_lib import plan as plan_mod  # noqa: E402
-from analysis_lib.simulate import Effects, simulate_metrics  # noqa: E402
+from analysis_lib import stats  # noqa: E402
+from analysis_lib.inference import comparisons  # noqa: E402
+from analysis_lib.simulate.model import Effects, simulate_metrics  # noqa: E402
+from analysis_lib.study import plan as plan_mod  # noqa: E402
 
 A, B = "text", "codegraph"
 ALPHA = 0.05

@@ -1,12 +1,12 @@
 """Calibration of the estimands beside intention to treat in simulation (prints figures measured in this one run).
 
-Imperfect studies (``analysis_lib.simulate.simulate_imperfect``: known non-compliance and known
+Imperfect studies (``analysis_lib.simulate.imperfect.simulate_imperfect``: known non-compliance and known
 infrastructure-failure mechanisms). CACE: the share of 95 % intervals of the effect among trials that use
-MCP (:mod:`analysis_lib.compliance`) that contain the true effect among compliers, for pass/fail and
+MCP (:mod:`analysis_lib.inference.beside_itt.compliance`) that contain the true effect among compliers, for pass/fail and
 tokens, at high and low compliance (delta method and Fieller's interval), beside the naive
 users-vs-baseline interval. Target: 95 +/- 2 %. Bounds: infrastructure failures concentrated in the MCP
 arm and on failing trials (not at random); how often the planned interval, the bounds
-(:mod:`analysis_lib.infra_bounds`) and their outer interval contain the true effect, and how often the
+(:mod:`analysis_lib.inference.beside_itt.bounds`) and their outer interval contain the true effect, and how often the
 bounds contain the study's own full-data estimate (100 % by construction).
 
 Run from the repository root: ``python benchmarks/imperfect_calibration.py [--studies 1000]``.
@@ -28,9 +28,12 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis_lib import comparisons, compliance, infra_bounds, stats  # noqa: E402
-from analysis_lib import plan as plan_mod  # noqa: E402
-from analysis_lib.simulate import Imperfections, imperfect_truth, simulate_imperfect  # noqa: E402
+from analysis_lib import stats  # noqa: E402
+from analysis_lib.inference import comparisons  # noqa: E402
+from analysis_lib.inference.beside_itt import bounds as infra_bounds  # noqa: E402
+from analysis_lib.inference.beside_itt import compliance  # noqa: E402
+from analysis_lib.simulate.imperfect import Imperfections, imperfect_truth, simulate_imperfect  # noqa: E402
+from analysis_lib.study import plan as plan_mod  # noqa: E402
 
 PLANS = {"majority (default plan)": ROOT / "params" / "analysis_plan.yaml"}
 

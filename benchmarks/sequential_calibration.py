@@ -27,9 +27,10 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis_lib import comparisons, stats  # noqa: E402
-from analysis_lib import plan as plan_mod  # noqa: E402
-from analysis_lib.simulate import Effects, simulate_metrics  # noqa: E402
+from analysis_lib import stats  # noqa: E402
+from analysis_lib.inference import comparisons  # noqa: E402
+from analysis_lib.simulate.model import Effects, simulate_metrics  # noqa: E402
+from analysis_lib.study import plan as plan_mod  # noqa: E402
 
 A, B = "text", "codegraph"
 PLANS = {"majority (default plan)": ROOT / "params" / "analysis_plan.yaml",
@@ -50,11 +51,11 @@ SEQ_TESTS = (("success", "paired_t", "all"), ("total_tokens", "wilcoxon_signed_r
 def planned_tasks(target: float = 0.8, alpha: float = 0.05) -> tuple[int, float, float]:
     """The fixed design's size: tasks for power ``target`` with the paired t on pass@1 at the sample's success effect.
 
-    The planner's own answer (:func:`analysis_lib.power.paired_t_power`) with the population's effect and
+    The planner's own answer (:func:`analysis_lib.inference.power.paired_t_power`) with the population's effect and
     spread of per-task pass-rate differences, read from one very large simulated study: the study the
     calibration runs is the one a planner would size for the success endpoint, the hardest one.
     """
-    from analysis_lib import power as power_mod
+    from analysis_lib.inference import power as power_mod
 
     big = simulate_metrics(7, 20_000, SEQ_REPS, (A, B), Effects())
     p = stats.pair_tasks(big, "success", A, B, binary=True, how="mean")
@@ -80,7 +81,7 @@ def sequential_plan(metric: str, test: str, repetitions: str, efficacy: str = "o
 
 def _sequential_study(job: tuple) -> dict:
     """One simulated study under the design: the look it stopped at, its decision, its spend, and the fixed test."""
-    from analysis_lib import sequential
+    from analysis_lib.inference import sequential
 
     seed, n_tasks, metric, test, reps, null = job
     plan = sequential_plan(metric, test, reps)
@@ -114,7 +115,7 @@ def sequential_calibration(studies: int, effect_studies: int | None = None, test
     """
     from multiprocessing import Pool
 
-    from analysis_lib import group_sequential as gs
+    from analysis_lib.stats import group_sequential as gs
 
     t0 = time.perf_counter()
     effect_studies = studies if effect_studies is None else effect_studies
@@ -174,10 +175,10 @@ def paired_t_boundaries(studies: int, seed0: int = 7_000_000) -> None:
     recursion's boundary, vectorised instead of through the comparison engine: a precise figure for the part the
     engine's table measures with fewer studies. Designs: the calibrated one and three others.
     """
-    from analysis_lib import group_sequential as gs
-    from analysis_lib.plan import Sequential
-    from analysis_lib.sequential import look_sizes
-    from analysis_lib.simulate import _draw
+    from analysis_lib.inference.sequential import look_sizes
+    from analysis_lib.simulate.model import _draw
+    from analysis_lib.stats import group_sequential as gs
+    from analysis_lib.study.plan import Sequential
 
     t0 = time.perf_counter()
     n_tasks = planned_tasks()[0]

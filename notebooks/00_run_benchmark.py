@@ -63,8 +63,8 @@ paths = outputs.output_paths(project_root, output_dir)
 
 # %%
 from analysis_lib.bench.runner import plan, run_full
-from analysis_lib.fileio import atomic_write_csv, atomic_write_json
-from analysis_lib.plan import load_plan
+from analysis_lib.core.fileio import atomic_write_csv, atomic_write_json
+from analysis_lib.study.plan import load_plan
 
 manifest_path = Path(project_root) / manifest
 analysis_plan = load_plan(Path(project_root) / plan_file)

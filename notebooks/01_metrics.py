@@ -17,7 +17,7 @@
 #
 # Every trial is measured deterministically from its own files: the ATIF trajectory (steps, tool
 # calls, token usage), the verifier's CTRF report and reward, and the harness result. The metrics
-# are defined once in `analysis_lib.metrics` (one metric id everywhere: function, column, test, TeX
+# are defined once in `analysis_lib.metrics.trial_metrics` (one metric id everywhere: function, column, test, TeX
 # macro comment). Unreadable inputs become rows of `errors.csv` and the rest goes on. A study file
 # (`study`) says which trials form each arm when the runs do not; the design audit then lists, arm by
 # arm, what the comparisons will rest on.

@@ -18,7 +18,7 @@
 # Each profile is compared with the baseline on the tasks both ran (a paired design; the task is the
 # unit, its repetitions combined first). What is tested, how, and with which correction is read from
 # the pre-registered analysis plan `params/analysis_plan.yaml`; the comparison engine
-# (`analysis_lib.comparisons`) gives every estimate with the interval of the same estimand and its
+# (`analysis_lib.inference.comparisons`) gives every estimate with the interval of the same estimand and its
 # test. Inverted intervals (Hodges-Lehmann, sign-flip, the exact odds ratio) exclude 0 exactly when
 # their test's unadjusted p < 0.05; Tango's score interval beside McNemar's exact test can disagree
 # with it near 0, and the table's note says where it does. Every number below, and every number of
@@ -52,11 +52,11 @@ paths = outputs.output_paths(project_root, output_dir)
 import matplotlib.pyplot as plt
 
 from analysis_lib import check_plan, load_plan, write_comparisons
-from analysis_lib.plan import plan_hash
+from analysis_lib.study.plan import plan_hash
 from analysis_lib.report import figures, tables
 from analysis_lib.report.audit import data_banner, read_audit
 from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table
-from analysis_lib.subgroups import read_task_groups
+from analysis_lib.inference.subgroups import read_task_groups
 
 # %%
 info = outputs.read_run_info(paths)
@@ -67,7 +67,7 @@ if banner:
 metrics = pd.read_csv(paths.metrics_detail)
 profiles = sorted(metrics["profile"].unique())
 plan = load_plan(Path(project_root) / plan_file)
-# The baseline notebook 01 chose by the one rule (analysis_lib.baseline.resolve_baseline), with the same plan.
+# The baseline notebook 01 chose by the one rule (analysis_lib.study.baseline.resolve_baseline), with the same plan.
 base = info["baseline"]
 audit = read_audit(paths.analytics)
 problems = audit[1][audit[1]["severity"] == "problem"] if audit is not None else []
@@ -111,10 +111,10 @@ display(Markdown("\n".join(mcnemar_lines(comparisons))))
 # adjusted estimates to the paper. A fixed design shows nothing here.
 
 # %%
-from analysis_lib.fileio import read_json
+from analysis_lib.core.fileio import read_json
 from analysis_lib.report import sequential as seq_report
-from analysis_lib.sequential import analyse_run
-from analysis_lib.trial import InputError
+from analysis_lib.inference.sequential import analyse_run
+from analysis_lib.core.trial import InputError
 
 run_record_file = Path(project_root) / info["runs_dir"] / "full_run.json"
 run_sequential = None
@@ -194,7 +194,7 @@ for metric in ("total_tokens", "total_cost_usd"):
 # %% [markdown]
 # ## Tool-usage mix
 #
-# Each tool call is categorised once by the project's taxonomy (`analysis_lib.tools.categorize`:
+# Each tool call is categorised once by the project's taxonomy (`analysis_lib.core.tools.categorize`:
 # read, search, edit, execute, MCP, other); shares are within each profile.
 
 # %%

@@ -79,13 +79,14 @@ else:
     import argparse
     import random
 
-    from analysis_lib import load_trials
+    from analysis_lib import load_design
+    from analysis_lib.study.placement import load_placed_trials
     from analysis_lib.judge.run import run_layer2
 
     metrics = pd.read_csv(paths.metrics_detail)
     # The arms of notebook 01's study file, when it had one.
-    trials, _ = load_trials(Path(project_root) / runs_dir,
-                            design=Path(project_root) / info["study"] if info.get("study") else None)
+    trials, _ = load_placed_trials(Path(project_root) / runs_dir,
+                                   load_design(Path(project_root) / info["study"]) if info.get("study") else None)
     # Judge the trials notebook 01 measured (same selection), at most llm_limit of them.
     keys = set(zip(metrics["profile"], metrics["task_id"], metrics["repetition"]))
     trials = [t for t in trials if (t.profile, t.task_id, t.repetition) in keys]

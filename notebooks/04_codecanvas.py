@@ -62,12 +62,14 @@ if simulated:
 # written to `codecanvas/codecanvas_table.csv` for the paper notebook.
 
 # %%
-from analysis_lib import codecanvas_table, load_trials
+from analysis_lib import codecanvas_table, load_design
+from analysis_lib.study.placement import load_placed_trials
 from analysis_lib.codecanvas import write_codecanvas_outputs
-from analysis_lib.fileio import atomic_write_csv
+from analysis_lib.core.fileio import atomic_write_csv
 
 info = outputs.read_run_info(paths)  # the arms of notebook 01's study file, when it had one
-trials, _ = load_trials(Path(project_root) / runs_dir, design=Path(project_root) / info["study"] if info.get("study") else None)
+trials, _ = load_placed_trials(Path(project_root) / runs_dir,
+                               load_design(Path(project_root) / info["study"]) if info.get("study") else None)
 table = codecanvas_table(trials)
 paths.codecanvas.mkdir(parents=True, exist_ok=True)
 atomic_write_csv(paths.codecanvas / "codecanvas_table.csv", table)

@@ -50,10 +50,12 @@ project_root = notebook_params.find_project_root(project_root)
 paths = outputs.output_paths(project_root, output_dir)
 import ipywidgets as widgets
 
-from analysis_lib import frames, load_trials
-from analysis_lib.baseline import resolve_baseline
+from analysis_lib.study import frames
+from analysis_lib import load_design
+from analysis_lib.study.placement import load_placed_trials
+from analysis_lib.study.baseline import resolve_baseline
 from analysis_lib.ingest import provenance
-from analysis_lib.plan import load_plan
+from analysis_lib.study.plan import load_plan
 from analysis_lib.report import explore
 from analysis_lib.report.live_output import live_output
 
@@ -63,14 +65,14 @@ from analysis_lib.report.live_output import live_output
 
 # %%
 runs = Path(project_root) / runs_dir
-trials, errors = load_trials(runs, design=Path(project_root) / study if study else None)
+trials, errors = load_placed_trials(runs, load_design(Path(project_root) / study) if study else None)
 metrics = explore.integer_counts(frames.trials_df(trials))
 simulated = provenance.is_simulated(runs)
 if simulated:
     display(Markdown("> **SIMULATED DATA**: these runs come from the seeded simulator; the numbers are not findings."))
 profiles = sorted(metrics["profile"].unique())
 tasks = sorted(metrics["task_id"].unique())
-# Profile A by the one baseline rule of the command line and the paper (analysis_lib.baseline).
+# Profile A by the one baseline rule of the command line and the paper (analysis_lib.study.baseline).
 baseline = resolve_baseline(profiles, explicit=baseline or None, plan=load_plan(Path(project_root) / plan_file),
                             runs_dir=runs).name
 other = next((p for p in profiles if p != baseline), baseline)

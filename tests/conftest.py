@@ -91,12 +91,12 @@ class CliRun:
 
 @pytest.fixture
 def run_cli(capsys, monkeypatch):
-    """``python -m analysis_lib ARGS`` in this process: the same entry point (``analysis_lib.cli.main``)
+    """``python -m analysis_lib ARGS`` in this process: the same entry point (``analysis_lib.cli.main.main``)
     without a fresh interpreter's imports (1-2 s each). ``cwd`` and ``env`` last until the test ends.
 
     Each command keeps one real subprocess test; the option tests use this.
     """
-    from analysis_lib.cli import main
+    from analysis_lib.cli.main import main
 
     def run(*args: object, cwd: Path | None = None, env: dict[str, str] | None = None) -> CliRun:
         if cwd is not None:

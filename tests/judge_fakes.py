@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from analysis_lib.trial import Step, ToolCall, Trajectory, Trial
+from analysis_lib.core.trial import Step, ToolCall, Trajectory, Trial
 
 PROFILES = ("text", "codegraph")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from builders import agent_step, trajectory
 
+from analysis_lib.core.trial import InputError
 from analysis_lib.ingest.atif import is_atif, parse_trajectory, read_trajectory
-from analysis_lib.metrics import trajectory_tokens
-from analysis_lib.trial import InputError
+from analysis_lib.metrics.trial_metrics import trajectory_tokens
 
 
 def _atif_files(real: Path) -> list[Path]:
@@ -140,8 +140,8 @@ def test_equal_usage_of_other_producers_is_not_merged():
 
 def test_usage_dedupe_copied_context_and_errored_results_reach_the_metrics():
     """Hand-checked: split Claude Code calls and repeated message ids counted once, copied context left out."""
-    from analysis_lib.metrics import trial_metrics
-    from analysis_lib.trial import Trial
+    from analysis_lib.core.trial import Trial
+    from analysis_lib.metrics.trial_metrics import trial_metrics
 
     steps = [
         agent_step(

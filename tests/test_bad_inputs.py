@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from builders import agent_step, small_runs, trajectory, write_trial
 
-from analysis_lib.fileio import atomic_write_text, read_json
-from analysis_lib.trial import InputError
+from analysis_lib.core.fileio import atomic_write_text, read_json
+from analysis_lib.core.trial import InputError
 
 GOOD_TRIALS = 6  # small_runs: 2 profiles x 3 tasks
 

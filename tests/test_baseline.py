@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis_lib import pipeline
-from analysis_lib.baseline import resolve_baseline
+from analysis_lib.cli import pipeline
 from analysis_lib.ingest.provenance import declared_baseline
-from analysis_lib.plan import load_plan
+from analysis_lib.study.baseline import resolve_baseline
+from analysis_lib.study.plan import load_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,8 +42,8 @@ def test_the_rule_in_order(tmp_path):
 @pytest.mark.slow  # the command line, RESULTS.md and four notebooks on the 216 sample trials (about 2 min)
 def test_plan_and_index_disagree_and_every_output_names_the_plans_baseline(tmp_path, run_cli, monkeypatch):
     """The plan says codecanvas, the runs' index.json says text: the plan wins everywhere, never half the outputs."""
-    from analysis_lib.results import cli as results_cli
-    from analysis_lib.simulate import write_full_run
+    from analysis_lib.cli.results import cli as results_cli
+    from analysis_lib.simulate.full_run import write_full_run
 
     runs = Path(shutil.copytree(ROOT / "runs" / "sample", tmp_path / "runs"))
     assert declared_baseline(runs) == "text"

@@ -12,7 +12,7 @@ from bench_support import manifest_obj, setup_bench, use_bench, write_manifest
 
 from analysis_lib.bench.runner import run_full
 from analysis_lib.ingest.load import load_trials
-from analysis_lib.metrics import trial_metrics
+from analysis_lib.metrics.trial_metrics import trial_metrics
 
 pytestmark = pytest.mark.slow  # every test reads one scripted full run of real agent processes (~4 s to make)
 
@@ -99,7 +99,7 @@ def test_notebooks_run_on_bench_output(bench_run, tmp_path):
 
     import yaml
 
-    from analysis_lib.pipeline import run_pipeline
+    from analysis_lib.cli.pipeline import run_pipeline
 
     runs, _ = bench_run
 

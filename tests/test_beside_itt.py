@@ -7,13 +7,15 @@ import re
 import pandas as pd
 import pytest
 
-from analysis_lib import plan as P
-from analysis_lib.beside_itt import FILES
+from analysis_lib.cli.results import write_results
+from analysis_lib.inference.beside_itt.estimands import FILES
 from analysis_lib.report import numbers as fmt
 from analysis_lib.report import paper
 from analysis_lib.report.beside_itt import read_beside
-from analysis_lib.results import write_results
-from analysis_lib.simulate import Effects, simulate_runs, write_full_run
+from analysis_lib.simulate.full_run import write_full_run
+from analysis_lib.simulate.model import Effects
+from analysis_lib.simulate.runs import simulate_runs
+from analysis_lib.study import plan as P
 
 
 def _plan_file(tmp_path, **beside) -> str:

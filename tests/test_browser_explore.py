@@ -89,8 +89,8 @@ def lab(tmp_path, sample_runs):
 
 def _raw_metric_ids(text: str) -> list[str]:
     """Metric ids (the registry's that differ from their label, and the CodeCanvas columns) shown as words in ``text``."""
-    from analysis_lib import registry
     from analysis_lib.codecanvas.metrics import METRIC_COLUMNS
+    from analysis_lib.core import registry
 
     ids = [m.id for m in list(registry.METRICS.values()) + list(registry.DERIVED.values()) if m.id != m.label]
     return [i for i in [*ids, *METRIC_COLUMNS] if re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", text)]

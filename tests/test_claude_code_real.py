@@ -28,7 +28,7 @@ from install_lock import exclusive
 from analysis_lib.ingest.atif import parse_trajectory
 from analysis_lib.ingest.claude_code import stream_json_to_atif
 from analysis_lib.ingest.load import load_trials
-from analysis_lib.metrics import trial_metrics
+from analysis_lib.metrics.trial_metrics import trial_metrics
 
 pytestmark = pytest.mark.slow  # 8 to 30 s each: real CLI processes, and a time limit that must pass
 

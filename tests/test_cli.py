@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from builders import small_runs
 
-from analysis_lib.layer1 import analyse
+from analysis_lib.study.layer1 import analyse
 
 FILES = ["metrics_detail.csv", "metrics_summary.csv", "aggregate_metrics.json", "errors.csv",
          # the design audit: per arm, and its findings

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from analysis_lib import codecanvas as cc
-from analysis_lib.trial import IngestError, InputError, Step, ToolCall, Trajectory, Trial
-from analysis_lib.trial import TestResult as _TestResult
+from analysis_lib.core.trial import IngestError, InputError, Step, ToolCall, Trajectory, Trial
+from analysis_lib.core.trial import TestResult as _TestResult
 
 # ---------------------------------------------------------------------------------------------
 # builders
@@ -470,7 +470,7 @@ def test_sample_runs(sample_runs, tmp_path):
 def test_layer1_metrics_carry_the_codecanvas_columns(sample_runs, tmp_path):
     """The metrics job joins the columns by trial; the comparison renders from its frame alone."""
     from analysis_lib.ingest.load import load_trials
-    from analysis_lib.layer1 import analyse
+    from analysis_lib.study.layer1 import analyse
 
     sample = sample_runs
     result = analyse(sample, None, cache=False, workers=1)

@@ -13,10 +13,10 @@ from PIL import Image
 from test_codecanvas import HAND_CALLS, HAND_STATE, HAND_TESTS, _trial
 
 from analysis_lib import codecanvas as cc
+from analysis_lib.core.trial import InputError
 from analysis_lib.judge import vision
 from analysis_lib.judge.cache import ResponseCache
 from analysis_lib.judge.client import JudgeClient
-from analysis_lib.trial import InputError
 
 API_KEY = "sk-test-secret-0123456789"
 
@@ -244,7 +244,7 @@ def test_cli_writes_outputs_with_vision_and_survives_a_broken_state(sample_runs,
 
 def test_budget_stop_applies_to_vision_calls(canvas_trial, tmp_path):
     from analysis_lib.judge.client import Ledger
-    from analysis_lib.pricing import cost_usd
+    from analysis_lib.metrics.pricing import cost_usd
 
     model = "openai/gpt-4o-mini"
     one_call = cost_usd(model, 100, 20)  # the loopback server reports 100 prompt + 20 completion tokens

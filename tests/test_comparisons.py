@@ -16,12 +16,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib import comparisons as C
-from analysis_lib import plan as P
-from analysis_lib.rates import profile_rates
+from analysis_lib.inference import comparisons as C
+from analysis_lib.inference.rates import profile_rates
 from analysis_lib.report import figures, paper
 from analysis_lib.report.comparison_report import write_comparisons
-from analysis_lib.simulate import Effects, simulate_metrics
+from analysis_lib.simulate.model import Effects, simulate_metrics
+from analysis_lib.study import plan as P
 
 MINUS = "\u2212"
 
@@ -163,7 +163,7 @@ def test_every_rendered_estimate_lies_in_its_interval_and_agrees_with_its_test(t
 
 def test_the_sample_quotes_one_value_per_quantity(sample_runs, tmp_path):
     """The comparison report, the macros and the forest data give the same token change for each pair."""
-    from analysis_lib.layer1 import analyse
+    from analysis_lib.study.layer1 import analyse
 
     res = analyse(sample_runs, None, cache=False, workers=1)
     study = write_comparisons(res.metrics, tmp_path, plan_check=_check(_plan(1000)), baseline="text", simulated=True)

@@ -17,11 +17,11 @@ import pytest
 from scipy import optimize
 from scipy import stats as sps
 
-from analysis_lib import compliance as CO
-from analysis_lib import plan as P
-from analysis_lib.comparisons import compare, usable_trials
-from analysis_lib.design import used_mcp
-from analysis_lib.simulate import Imperfections, imperfect_truth, simulate_imperfect
+from analysis_lib.core.success import used_mcp
+from analysis_lib.inference.beside_itt import compliance as CO
+from analysis_lib.inference.comparisons import compare, usable_trials
+from analysis_lib.simulate.imperfect import Imperfections, imperfect_truth, simulate_imperfect
+from analysis_lib.study import plan as P
 
 
 def _paired_iv_data(seed: int, n_tasks: int = 30):

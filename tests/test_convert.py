@@ -12,10 +12,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from analysis_lib.core.trial import InputError
 from analysis_lib.ingest.claude_code import claude_export_to_atif, stream_json_to_atif, transcript_to_atif
 from analysis_lib.ingest.codex import rollout_to_atif
 from analysis_lib.ingest.convert import convert_file, detect_transcript_kind
-from analysis_lib.trial import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAM_SAMPLE = ROOT / "tests" / "data" / "claude_stream_json_sample.jsonl"
@@ -159,7 +159,7 @@ def test_subagent_files_beside_their_session_are_linked_as_in_the_nested_layout(
     import shutil
 
     from analysis_lib.ingest.discover import discover
-    from analysis_lib.trials_table import trials_table
+    from analysis_lib.metrics.trials_table import trials_table
 
     src = real_fixtures / MAIN_SESSION
     nested, flat = tmp_path / "nested", tmp_path / "flat"
@@ -192,7 +192,7 @@ def _cc_line(kind: str, uuid: str, parent: str | None, content, **extra) -> dict
 def test_a_claude_code_2_0_subagent_file_is_not_a_trial_of_its_own(tmp_path):
     """The smallest 2.0 session (no such real fixture exists): a Task call whose result names agent ab12cd3, and
     ``agent-ab12cd3.jsonl`` beside the session with the subagent's sidechain lines (documented layout: FORMATS.md §7)."""
-    from analysis_lib.trials_table import trials_table
+    from analysis_lib.metrics.trials_table import trials_table
 
     usage = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 0}
     session = [

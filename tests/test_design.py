@@ -10,11 +10,13 @@ import pytest
 from builders import agent_step, harbor_trial, small_runs, trajectory
 
 from analysis_lib import analyse
-from analysis_lib.baseline import resolve_baseline
-from analysis_lib.design import DesignError, assign, glob_regex, load_design, parse_design, reward_succeeds
+from analysis_lib.core.success import reward_succeeds
 from analysis_lib.ingest.atif import parse_trajectory
-from analysis_lib.plan import load_plan
-from analysis_lib.tokens import trajectory_tokens
+from analysis_lib.metrics.tokens import trajectory_tokens
+from analysis_lib.study.baseline import resolve_baseline
+from analysis_lib.study.placement import assign
+from analysis_lib.study.plan import load_plan
+from analysis_lib.study.study_file import DesignError, glob_regex, load_design, parse_design
 
 
 def _study(tmp_path: Path, text: str) -> Path:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis_lib import trials_table as tt
 from analysis_lib.ingest import discover as disc
 from analysis_lib.ingest import load
+from analysis_lib.metrics import trials_table as tt
 
 PATCH = "x" * 2_000_000  # a 2 MB patch in the trajectory: what a full parse would have to read
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from analysis_lib import divergence as DV
-from analysis_lib.comparisons import usable_trials
+from analysis_lib.core.trial import Step, ToolCall, Trajectory
+from analysis_lib.inference.beside_itt import divergence as DV
+from analysis_lib.inference.comparisons import usable_trials
 from analysis_lib.ingest.atif import read_trajectory
 from analysis_lib.ingest.load import load_trials
-from analysis_lib.layer1 import analyse
-from analysis_lib.trial import Step, ToolCall, Trajectory
-from analysis_lib.trials_table import relative_to_runs
+from analysis_lib.metrics.trials_table import relative_to_runs
+from analysis_lib.study.layer1 import analyse
 
 
 def _traj(*calls: tuple[str, dict]) -> Trajectory:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from analysis_lib import registry
+from analysis_lib.core import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 

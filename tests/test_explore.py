@@ -9,10 +9,10 @@ import re
 import pandas as pd
 import pytest
 
-from analysis_lib import frames
+from analysis_lib.core.trial import Trial
 from analysis_lib.ingest.load import load_trials
 from analysis_lib.report import explore, pair_view
-from analysis_lib.trial import Trial
+from analysis_lib.study import frames
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_no_output_widget_is_drawn_by_capture():
 
 
 def test_metric_table_takes_labels_and_precision_from_the_registry():
-    from analysis_lib import registry
+    from analysis_lib.core import registry
 
     df = pd.DataFrame({"profile": ["a"], "task_id": ["t"], "success": [True], "total_cost_usd": [0.12345],
                        "elapsed_sec": [95.584], "total_tokens": [62986.0]})
@@ -150,8 +150,8 @@ def _raw_ids(text: str) -> list[str]:
     ``text``."""
     import re
 
-    from analysis_lib import registry
     from analysis_lib.codecanvas.metrics import METRIC_COLUMNS
+    from analysis_lib.core import registry
 
     ids = [m.id for m in list(registry.METRICS.values()) + list(registry.DERIVED.values()) if m.id != m.label]
     ids += list(METRIC_COLUMNS)

@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib import registry
-from analysis_lib.comparisons import RATE_DIFFERENCE_UNIT
-from analysis_lib.plan import load_plan
+from analysis_lib.core import registry
+from analysis_lib.inference.comparisons import RATE_DIFFERENCE_UNIT
 from analysis_lib.report import figures, tables
 from analysis_lib.report.comparison_report import analyse_comparisons
 from analysis_lib.report.paper import FIGURE_CAPTIONS
-from analysis_lib.simulate import simulate_metrics
+from analysis_lib.simulate.model import simulate_metrics
+from analysis_lib.study.plan import load_plan
 
 # The profile names of the sample runs: "codecanvas" and "codegraph" side by side once ran into each other.
 PROFILES = {"text": "text", "codegraph": "codegraph", "codecanvas": "codecanvas"}

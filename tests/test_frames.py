@@ -8,9 +8,9 @@ import os
 import pandas as pd
 import pytest
 
-from analysis_lib import frames
-from analysis_lib.frames import steps_df, tool_calls_df, trials_df
 from analysis_lib.ingest.load import load_trials
+from analysis_lib.study import frames
+from analysis_lib.study.frames import steps_df, tool_calls_df, trials_df
 
 
 def test_frames_on_sample_runs(sample_runs):
@@ -40,8 +40,8 @@ def test_frames_on_sample_runs(sample_runs):
 
 def _same_table(runs, out):
     """trials_df of a runs folder is the frame analyse returns and writes as metrics_detail.csv."""
-    from analysis_lib.fileio import atomic_write_csv
-    from analysis_lib.layer1 import analyse
+    from analysis_lib.core.fileio import atomic_write_csv
+    from analysis_lib.study.layer1 import analyse
 
     res = analyse(runs, out, cache=False)
     df = trials_df(runs)

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 from scipy.optimize import brentq
 
-from analysis_lib import group_sequential as gs
+from analysis_lib.stats import group_sequential as gs
 
 
 def test_spending_boundaries_match_rpact():
@@ -126,7 +126,7 @@ def test_stagewise_estimate_is_median_unbiased_in_simulation():
         s2 = s1 + rng.normal(theta * (info[1] - info[0]), np.sqrt(info[1] - info[0]))
         z1, z2 = s1 / np.sqrt(info[0]), s2 / np.sqrt(info[1])
         sw = gs.stagewise([z1], info[:1], [], 0.95) if abs(z1) >= c[0] else gs.stagewise([z1, z2], info, [c[0]], 0.95)
-        if z1 <= -c[0]:  # stopped low: the ordering looks down (as analysis_lib.sequential does)
+        if z1 <= -c[0]:  # stopped low: the ordering looks down (as analysis_lib.inference.sequential does)
             sw = {k: -v for k, v in gs.stagewise([-z1], info[:1], [], 0.95).items()}
             sw["ci_low"], sw["ci_high"] = sw["ci_high"], sw["ci_low"]
         below += sw["estimate"] <= theta

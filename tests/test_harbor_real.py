@@ -131,7 +131,7 @@ def test_harbors_dry_run_accepts_the_task_and_the_adapters_command(harbor, tmp_p
 
 def test_the_runner_drives_real_harbor_trials_and_keeps_what_harbor_wrote(harbor, host_namespaces, tmp_path):
     from analysis_lib.bench.runner import run_full
-    from analysis_lib.trials_table import trials_table
+    from analysis_lib.metrics.trials_table import trials_table
 
     harbor_task(tmp_path / "tasks" / "hello-world")
     settings = {"harbor_bin": harbor, "agent": AGENT}
@@ -172,7 +172,7 @@ def test_the_runner_drives_real_harbor_trials_and_keeps_what_harbor_wrote(harbor
 
 
 def test_the_analysis_reads_a_job_folder_harbor_wrote(harbor, host_namespaces, tmp_path):
-    from analysis_lib.trials_table import trials_table
+    from analysis_lib.metrics.trials_table import trials_table
 
     task = harbor_task(tmp_path / "hello-world")
     jobs = tmp_path / "jobs"

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis_lib import comparisons, hypotheses
-from analysis_lib import plan as P
+from analysis_lib.inference import comparisons, hypotheses
+from analysis_lib.study import plan as P
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL_REPS = ROOT / "params" / "analysis_plan_all_repetitions.yaml"

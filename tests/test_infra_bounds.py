@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib import infra_bounds as IB
-from analysis_lib import plan as P
 from analysis_lib import stats
-from analysis_lib.comparisons import compare
-from analysis_lib.simulate import Imperfections, simulate_imperfect
+from analysis_lib.inference.beside_itt import bounds as IB
+from analysis_lib.inference.comparisons import compare
+from analysis_lib.simulate.imperfect import Imperfections, simulate_imperfect
+from analysis_lib.study import plan as P
 
 
 def _plan(metrics: list[dict] | None = None) -> P.AnalysisPlan:

@@ -17,8 +17,8 @@ from analysis_lib.ingest import mini_swe_agent
 from analysis_lib.ingest.atif import parse_trajectory
 from analysis_lib.ingest.discover import discover
 from analysis_lib.ingest.tb1 import read_tb1_run
-from analysis_lib.metrics import trial_metrics
-from analysis_lib.trials_table import trials_table
+from analysis_lib.metrics.trial_metrics import trial_metrics
+from analysis_lib.metrics.trials_table import trials_table
 
 # --------------------------------------------------------------------------- Terminal-Bench 1
 
@@ -116,7 +116,7 @@ def _tb1_pass_at_k(recs: list[dict], k: int) -> float:
 def test_tb1_rates_match_tb1s_own_numbers(tmp_path: Path) -> None:
     """80 tasks x 5 attempts named <task>.<k>-of-5, null verdicts without timestamps, attempt 5 only in a
     timestamped second results file: pass rate and pass@5 equal TB1's accuracy and pass@5."""
-    from analysis_lib.stats import pass_at_k
+    from analysis_lib.stats.proportions import pass_at_k
 
     modes = ["unset", "agent_timeout", "test_timeout", "parse_error", "unknown_agent_error"]
     recs = []
@@ -727,7 +727,7 @@ def test_failed_read_of_a_directory_is_not_a_file_read(tmp_path: Path) -> None:
 def test_subagent_calls_priced_at_their_own_models_rate(tmp_path: Path) -> None:
     """A haiku subagent of a sonnet session: its tokens at haiku's price, the rest at sonnet's; and a
     Vertex id is priced through the model's one name."""
-    from analysis_lib import pricing
+    from analysis_lib.metrics import pricing
 
     # litellm (pinned) ships the offline price map: both models must be in it.
     assert pricing.model_prices("claude-sonnet-4-5-20250929") is not None and pricing.model_prices("claude-haiku-4-5-20251001") is not None
@@ -805,7 +805,7 @@ def test_analysis_leaves_every_real_fixture_byte_identical(real_fixtures: Path, 
 
 def test_tb1_runs_of_one_profile_numbered_apart(tmp_path: Path) -> None:
     """A leaderboard submission of run1/, run2/ ... each holding <task>.1-of-1 trials: one repetition per run."""
-    from analysis_lib.layer1 import analyse
+    from analysis_lib.study.layer1 import analyse
 
     runs = [
         ("run1_2025-08-10__05-27-18", "2025-08-10T05:30:00+00:00", False),
@@ -828,7 +828,7 @@ def test_tb1_runs_of_one_profile_numbered_apart(tmp_path: Path) -> None:
 
 
 def test_ingest_imports_nothing_above_it() -> None:
-    """Ingest reads sources into trials; metrics, CodeCanvas, frames and the layers above build on it, not in it."""
+    """Ingest reads sources into trials; metrics, CodeCanvas, the study and the layers above build on it, not in it."""
     import subprocess
     import sys
 
@@ -840,4 +840,4 @@ def test_ingest_imports_nothing_above_it() -> None:
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
     loaded = {m.split(".")[1] for m in eval(out)}  # noqa: S307 (our own printed list)
-    assert loaded <= {"ingest", "trial", "design", "fileio", "tools"}, loaded
+    assert loaded <= {"ingest", "core"}, loaded

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
+from analysis_lib.core.trial import InputError
 from analysis_lib.ingest.ctrf import parse_ctrf, read_ctrf
 from analysis_lib.ingest.discover import discover
 from analysis_lib.ingest.harbor import read_reward_json, reward_from_mapping
 from analysis_lib.ingest.load import load_trials
 from analysis_lib.ingest.read import read_source
-from analysis_lib.metrics import trial_metrics
-from analysis_lib.trial import InputError
+from analysis_lib.metrics.trial_metrics import trial_metrics
 
 
 def _one(path):

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from analysis_lib.core.trial import Trial
 from analysis_lib.ingest.inspect_log import is_inspect_log, read_inspect_log, score_to_reward
 from analysis_lib.ingest.mcpbr import is_mcpbr_results, read_mcpbr_results
 from analysis_lib.ingest.tb1 import is_tb1_run, read_tb1_run
-from analysis_lib.trial import Trial
 
 # The Layer 1 metric ids an importer may carry (the metrics_detail.csv contract).
 CARRIED_IDS = {
@@ -575,7 +575,7 @@ def test_missing_inputs_are_one_error_each(tmp_path: Path) -> None:
 @pytest.mark.real_fixtures
 def test_inspect_layer1_elapsed_is_total_time(real_fixtures: Path) -> None:
     """Through the Layer 1 metrics, elapsed_sec is Inspect's total_time (2.113 s by eye), not the event span (2.115 s)."""
-    from analysis_lib.metrics import trial_metrics
+    from analysis_lib.metrics.trial_metrics import trial_metrics
 
     (t,), _ = read_inspect_log(real_fixtures / INSPECT_DIR / "log_read_sample.json")
     m = trial_metrics(t)
@@ -586,7 +586,7 @@ def test_inspect_layer1_elapsed_is_total_time(real_fixtures: Path) -> None:
 @pytest.mark.real_fixtures
 def test_layer1_rows_of_legacy_trials(real_fixtures: Path, tmp_path: Path) -> None:
     """The carried values reach metrics_detail columns, and infrastructure errors are told from failures."""
-    from analysis_lib.metrics import trial_metrics
+    from analysis_lib.metrics.trial_metrics import trial_metrics
 
     trials, _ = read_tb1_run(real_fixtures / TB1_MINI)
     rows = {t.task_id: trial_metrics(t) for t in trials}

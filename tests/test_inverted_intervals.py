@@ -7,7 +7,7 @@ study the property is: the interval excludes 0 (1 for the odds ratio) exactly wh
 p < 0.05, and its ends are the last shifts the test accepts (closed at the jumps of the p-value; an end
 the Wilcoxon approximation rejects is reported open). The references are the tests themselves, run
 directly on the shifted data: ``scipy.stats.permutation_test`` for the sign-flip p-value, and
-:func:`analysis_lib.stats.wilcoxon` (checked against R and scipy in test_stats.py) for the signed ranks.
+:func:`analysis_lib.stats.nonparametric.wilcoxon` (checked against R and scipy in test_stats.py) for the signed ranks.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from analysis_lib import comparisons, stats
-from analysis_lib.plan import load_plan
-from analysis_lib.simulate import Effects, simulate_metrics
+from analysis_lib import stats
+from analysis_lib.inference import comparisons
+from analysis_lib.simulate.model import Effects, simulate_metrics
+from analysis_lib.study.plan import load_plan
 
 ALPHA = 0.05
 

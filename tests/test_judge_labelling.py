@@ -147,7 +147,7 @@ def test_label_command_reports_agreement_and_refuses_bad_arguments(tmp_path, run
 
 
 def test_every_argument_of_label_has_help(tmp_path):
-    from analysis_lib.label_cli import build_parser
+    from analysis_lib.cli.label import build_parser
 
     undocumented = [a.dest for a in build_parser()._actions if not a.help]
     assert undocumented == []

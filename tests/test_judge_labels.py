@@ -13,7 +13,8 @@ import json
 import pytest
 from judge_fakes import FAILURE, answer_for
 
-from analysis_lib.fileio import read_json
+from analysis_lib.core.fileio import read_json
+from analysis_lib.core.trial import InputError
 from analysis_lib.judge.analyses import trial_id
 from analysis_lib.judge.labels import (
     TRAIL_TO_ROOT_CAUSE,
@@ -25,7 +26,6 @@ from analysis_lib.judge.labels import (
 )
 from analysis_lib.judge.run import run_layer2
 from analysis_lib.judge.schemas import FailureAnalysis
-from analysis_lib.trial import InputError
 
 pytestmark = pytest.mark.real_fixtures
 

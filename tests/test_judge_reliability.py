@@ -16,6 +16,7 @@ import pytest
 from judge_fakes import FAILURE, answer_for, make_trial
 from side_envs import locked_env, run_json
 
+from analysis_lib.core.trial import Step, ToolCall
 from analysis_lib.judge.agreement import (
     bootstrap_ci,
     cohen_kappa,
@@ -29,7 +30,6 @@ from analysis_lib.judge.blind import Blinder, split_tool, vocabulary
 from analysis_lib.judge.cache import default_cache_dir
 from analysis_lib.judge.class_order import CLASSES, class_order
 from analysis_lib.judge.run import run_layer2
-from analysis_lib.trial import Step, ToolCall
 
 
 def options(url: str, **kw) -> argparse.Namespace:
@@ -296,7 +296,7 @@ def test_human_labels_give_a_contrast_table_beside_the_agreement_table(llm_serve
 
 
 def test_cli_flags_reach_the_options_and_bad_unblind_names_are_refused():
-    from analysis_lib.cli import build_parser
+    from analysis_lib.cli.main import build_parser
     from analysis_lib.judge.run import Layer2Options, plan_jobs
 
     ns = build_parser().parse_args(

@@ -15,7 +15,7 @@ from analysis_lib.judge.cache import ResponseCache
 from analysis_lib.judge.client import JudgeClient
 from analysis_lib.judge.run import layer2_frames, load_layer2_outputs, records_df, run_layer2
 from analysis_lib.judge.schemas import StrategyAnalysis
-from analysis_lib.pricing import register_price
+from analysis_lib.metrics.pricing import register_price
 
 STABLE_OUTPUTS = [
     "strategy_analysis.json", "failure_analyses.json", "mcp_utilization.json",

@@ -13,7 +13,7 @@ from analysis_lib.judge.cache import ResponseCache, cache_key
 from analysis_lib.judge.condense import condense, naive_dump
 from analysis_lib.judge.schemas import FailureAnalysis, StrategyAnalysis, comparative_model
 from analysis_lib.judge.templates import load_template, parse_template
-from analysis_lib.pricing import cost_usd, model_prices
+from analysis_lib.metrics.pricing import cost_usd, model_prices
 
 # -- agreement ------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
 
-from analysis_lib import mediation as MD
+from analysis_lib.inference.beside_itt import mediation as MD
 
 
 def _data(seed: int = 3, n_tasks: int = 20, reps: int = 3) -> pd.DataFrame:

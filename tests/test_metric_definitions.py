@@ -1,6 +1,6 @@
 """One test per metric id of the registry, each against values computed by hand on small trials.
 
-The tests are generated from ``analysis_lib.registry.METRICS``: a metric without a hand-computed
+The tests are generated from ``analysis_lib.core.registry.METRICS``: a metric without a hand-computed
 case in :data:`EXPECTED` fails, so adding a metric is one registry entry and its case here. The
 trials (built below, each traced in its comment) cover a plain session, subagents (ordered by
 time, and without times), errors, MCP tools (used, discovered, refused), a shell-only agent, a
@@ -19,10 +19,10 @@ import math
 import pytest
 from builders import agent_step, trajectory
 
-from analysis_lib import registry
+from analysis_lib.core import registry
+from analysis_lib.core.trial import TestResult, Trial
 from analysis_lib.ingest.atif import parse_trajectory
-from analysis_lib.metrics import trial_metrics
-from analysis_lib.trial import TestResult, Trial
+from analysis_lib.metrics.trial_metrics import trial_metrics
 
 SONNET, HAIKU = "claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001"
 

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 from builders import agent_step, trajectory
 
+from analysis_lib.core.trial import Timing, Trial
 from analysis_lib.ingest.atif import parse_trajectory
-from analysis_lib.metrics import MetricsConfig, trial_metrics
-from analysis_lib.trial import Timing, Trial
+from analysis_lib.metrics.trial_metrics import MetricsConfig, trial_metrics
 
 
 def _trial(traj_doc=None, *, reward=1.0, tests=None, timing=None, exception=None, metadata=None, carried=None):
@@ -206,7 +206,7 @@ def test_first_edit_and_duplicate_reads_edge_cases():
 
 
 def test_mcp_tool_columns_are_zero_for_trials_that_did_not_call_them():
-    from analysis_lib.metrics import mcp_column, metrics_frame
+    from analysis_lib.metrics.trial_metrics import mcp_column, metrics_frame
 
     assert mcp_column("mcp__code-graph__Search.Code") == "mcp_calls__code_graph__search_code"
     with_mcp = trial_metrics(_trial(_explore_doc()))
@@ -235,7 +235,7 @@ def test_missing_token_counts_stay_empty_never_zero():
 
 
 def _call_names(doc):
-    from analysis_lib.metrics import call_order
+    from analysis_lib.metrics.trial_metrics import call_order
 
     return [(c.name, pos) for c, pos, _ in call_order(parse_trajectory(doc))]
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Loaded by every Python process of the perturbed run (kernel included) through PYTHONPATH:
 # total_tokens redefined to leave out cached tokens, as a plausible "small" change of definition.
 SITECUSTOMIZE = '''
-import analysis_lib.metrics as _m
+import analysis_lib.metrics.trial_metrics as _m
 
 _original = _m.trial_metrics
 

@@ -9,7 +9,7 @@ import papermill
 import pytest
 from judge_fakes import answer_for
 
-from analysis_lib import pipeline
+from analysis_lib.cli import pipeline
 from analysis_lib.report import outputs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,7 +18,7 @@ SECRET = "sk-test-do-not-leak-0123456789"
 
 @pytest.mark.slow
 def test_llm_notebook_runs_the_judges_and_keeps_the_key_out(tmp_path, sample_runs, llm_server, monkeypatch):
-    from analysis_lib.layer1 import analyse
+    from analysis_lib.study.layer1 import analyse
 
     llm_server.default = answer_for  # a schema-valid answer for whatever analysis is asked
     out = tmp_path / "out"

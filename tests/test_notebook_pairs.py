@@ -15,8 +15,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from analysis_lib import notebook_pairs, pipeline
-from analysis_lib.notebook_pairs import KERNELSPEC, pair_problems
+from analysis_lib.cli import notebook_pairs, pipeline
+from analysis_lib.cli.notebook_pairs import KERNELSPEC, pair_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

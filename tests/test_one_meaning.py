@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis_lib import comparisons as C
 from analysis_lib import stats
-from analysis_lib.plan import load_plan
+from analysis_lib.inference import comparisons as C
 from analysis_lib.report import figures, latex, paper
 from analysis_lib.report import numbers as fmt
 from analysis_lib.report.comparison_report import analyse_comparisons, tier_table, tier_title
-from analysis_lib.simulate import simulate_metrics
+from analysis_lib.simulate.model import simulate_metrics
+from analysis_lib.study.plan import load_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANS = {"majority": ROOT / "params" / "analysis_plan.yaml", "all": ROOT / "params" / "analysis_plan_all_repetitions.yaml"}

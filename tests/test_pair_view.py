@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from analysis_lib import frames
+from analysis_lib.core.trial import Step, ToolCall, Trajectory, Trial
 from analysis_lib.ingest.load import load_trials
 from analysis_lib.report import pair_view as pv
-from analysis_lib.trial import Step, ToolCall, Trajectory, Trial
+from analysis_lib.study import frames
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from ci_rule import skip_or_fail_in_ci
 
-from analysis_lib import pipeline
+from analysis_lib.cli import pipeline
 from analysis_lib.report import figures, paper
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,8 +24,8 @@ def _require_pdflatex() -> None:
 @pytest.mark.slow
 def test_main_tex_compiles_with_generated_snippets(tmp_path, sample_runs):
     _require_pdflatex()
-    from analysis_lib.layer1 import analyse
     from analysis_lib.report.comparison_report import write_comparisons
+    from analysis_lib.study.layer1 import analyse
 
     result = analyse(sample_runs, tmp_path / "analytics", workers=1, cache=False)
     metrics = pd.read_csv(tmp_path / "analytics" / "metrics_detail.csv")
@@ -51,10 +51,10 @@ def test_main_tex_compiles_with_generated_snippets(tmp_path, sample_runs):
 
 def test_every_shipped_plan_gives_unique_macro_names():
     """The all-repetitions plan restates success with two sensitivity tests; each gets macros of its own."""
-    from analysis_lib.plan import load_plan
     from analysis_lib.report.comparison_report import analyse_comparisons
     from analysis_lib.report.latex import render_macros
-    from analysis_lib.simulate import simulate_metrics
+    from analysis_lib.simulate.model import simulate_metrics
+    from analysis_lib.study.plan import load_plan
 
     metrics = simulate_metrics(seed=4, n_tasks=12, repetitions=3)
     for plan_file in sorted((ROOT / "params").glob("analysis_plan*.yaml")):
@@ -77,7 +77,7 @@ def test_compile_error_names_the_file_and_the_tex_error(tmp_path):
 def test_the_codecanvas_table_names_its_metrics_not_their_column_ids(tmp_path):
     """Readers see "Informed editing score", not ``informed_editing_score`` (the CSV keeps the ids)."""
     from analysis_lib.codecanvas.outputs import BOARD_METRICS, COMPARISON_METRICS
-    from analysis_lib.simulate import simulate_metrics
+    from analysis_lib.simulate.model import simulate_metrics
 
     metrics = simulate_metrics(seed=2, n_tasks=4, repetitions=2)
     cc = pd.DataFrame({"profile": ["codecanvas"] * 4, "task_id": list("abcd"), "trial_path": list("wxyz"),

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from builders import small_runs
 
-from analysis_lib import trials_table
-from analysis_lib.layer1 import analyse
+from analysis_lib.metrics import trials_table
+from analysis_lib.study.layer1 import analyse
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 from builders import small_runs
 from nbformat.v4 import new_code_cell, new_notebook
 
-from analysis_lib import pipeline
+from analysis_lib.cli import pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

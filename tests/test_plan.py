@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import yaml
 
-from analysis_lib import comparisons, stats
-from analysis_lib import plan as P
+from analysis_lib import stats
+from analysis_lib.inference import comparisons
 from analysis_lib.report.comparison_report import write_comparisons
-from analysis_lib.simulate import simulate_metrics
+from analysis_lib.simulate.model import simulate_metrics
+from analysis_lib.study import plan as P
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "params" / "analysis_plan.yaml"
@@ -41,7 +42,7 @@ def test_default_plan_declares_the_three_tiers_of_the_methodology():
     assert (plan.tiers.primary.correction, plan.tiers.secondary.correction) == ("holm", "fdr_bh")
     assert plan.alpha == 0.05 and plan.bootstrap.n_resamples == 10_000 and plan.pairing.unit == "task"
     # Metric ids are the metrics_detail.csv columns themselves (the registry's ids).
-    from analysis_lib.metrics import metrics_frame
+    from analysis_lib.metrics.trial_metrics import metrics_frame
 
     columns = set(metrics_frame([]).columns)
     for tier in P.TIERS:
@@ -122,15 +123,15 @@ def test_benjamini_hochberg_matches_statsmodels_and_a_hand_computed_case():
 
     # By hand: sorted p = 0.01, 0.03, 0.04 (m = 3): 0.01*3/1 = 0.03, 0.03*3/2 = 0.045, 0.04*3/3 = 0.04;
     # step-up minimum from the top: 0.04, 0.04, 0.03.
-    np.testing.assert_allclose(P.adjust_p([0.01, 0.04, 0.03], "fdr_bh"), [0.03, 0.04, 0.04])
+    np.testing.assert_allclose(stats.adjust_p([0.01, 0.04, 0.03], "fdr_bh"), [0.03, 0.04, 0.04])
     rng = np.random.default_rng(1)
     p = rng.uniform(size=9) ** 2
-    np.testing.assert_allclose(P.adjust_p(p, "fdr_bh"), multipletests(p, method="fdr_bh")[1], rtol=0, atol=1e-15)
-    np.testing.assert_allclose(P.adjust_p(p, "holm"), stats.holm(p))
-    out = P.adjust_p([0.02, np.nan, 0.01], "fdr_bh")
+    np.testing.assert_allclose(stats.adjust_p(p, "fdr_bh"), multipletests(p, method="fdr_bh")[1], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(stats.adjust_p(p, "holm"), stats.holm(p))
+    out = stats.adjust_p([0.02, np.nan, 0.01], "fdr_bh")
     assert np.isnan(out[1]) and out[0] == pytest.approx(0.02) and out[2] == pytest.approx(0.02)
     with pytest.raises(ValueError, match="correction must be"):
-        P.adjust_p([0.1], "bonferroni")
+        stats.adjust_p([0.1], "bonferroni")
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +259,7 @@ def test_committed_sample_is_preregistered_with_the_current_plan(sample_runs):
 def test_layer1_and_comparisons_carry_the_hash_and_flag_a_changed_plan(tmp_path):
     from builders import small_runs
 
-    from analysis_lib.layer1 import analyse
+    from analysis_lib.study.layer1 import analyse
 
     runs = small_runs(tmp_path / "runs", n_tasks=4)
     d = _plan_dict()
@@ -313,8 +314,8 @@ def test_repetitions_choose_the_aggregates_and_the_tests_that_fit_them():
 
 @pytest.mark.slow  # the whole plan over the sample runs: ~4 s
 def test_the_all_repetitions_plan_runs_with_sensitivity_rows_beside_the_planned_ones(sample_runs):
-    from analysis_lib.layer1 import analyse
     from analysis_lib.report.comparison_report import methods_lines, tier_table
+    from analysis_lib.study.layer1 import analyse
 
     m = analyse(sample_runs, None, cache=False, workers=1).metrics
     plan = P.load_plan(ALL_REPS)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from analysis_lib import power
+from analysis_lib.inference import power
 
 
 def _enumerated_mcnemar_power(n: int, p10: float, p01: float, alpha: float = 0.05) -> float:
@@ -65,7 +65,7 @@ def test_sensitivity_spans_the_pilots_interval_for_both_analyses():
 
 
 def test_the_planner_plans_at_the_level_the_plan_tests_its_claim_at():
-    from analysis_lib import plan as P
+    from analysis_lib.study import plan as P
 
     default = P.load_plan("params/analysis_plan.yaml")
     level = power.claim_level(default, 2)
@@ -85,9 +85,9 @@ def test_the_planner_plans_at_the_level_the_plan_tests_its_claim_at():
 
 
 def test_planning_runs_on_request_and_shows_both_answers(tmp_path):
-    from analysis_lib import plan as P
     from analysis_lib.report.comparison_report import write_comparisons
-    from analysis_lib.simulate import simulate_metrics
+    from analysis_lib.simulate.model import simulate_metrics
+    from analysis_lib.study import plan as P
 
     m = simulate_metrics(3, 20, 3, ("text", "codegraph"))
     d = P.load_plan().model_dump(mode="json")

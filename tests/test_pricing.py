@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from analysis_lib.bench.adapters import _estimate_cost
+from analysis_lib.core.trial import Trial
 from analysis_lib.ingest.atif import parse_trajectory
-from analysis_lib.metrics import trial_metrics
-from analysis_lib.pricing import estimate_cost
-from analysis_lib.trial import Trial
+from analysis_lib.metrics.pricing import estimate_cost
+from analysis_lib.metrics.trial_metrics import trial_metrics
 
 SONNET, HAIKU = "claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001"
 

@@ -120,7 +120,7 @@ def test_the_audit_lists_the_slices_real_problems(study_result):
 @pytest.mark.slow
 def test_the_paper_pipeline_runs_on_the_real_study(codescalebench, tmp_path):
     """``make paper PARAMS=params/codescalebench.yaml``: notebooks 00-05 and real TeX, in a copy of the project."""
-    from analysis_lib import pipeline
+    from analysis_lib.cli import pipeline
 
     if os.environ.get("CI") == "true":
         assert shutil.which("pdflatex"), "CI=true but pdflatex is missing: .ci/run installs TeX"

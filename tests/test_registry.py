@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis_lib import registry
+from analysis_lib.core import registry
+from analysis_lib.core.trial import Trial
 from analysis_lib.ingest.atif import parse_trajectory
-from analysis_lib.metrics import metrics_frame, trial_metrics
-from analysis_lib.trial import Trial
+from analysis_lib.metrics.trial_metrics import metrics_frame, trial_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib import repetitions
+from analysis_lib.inference import repetitions
 
 
 def test_anova_components_equal_reml_on_a_balanced_design():
@@ -83,8 +83,8 @@ def test_the_usual_number_of_repetitions_is_the_mode_of_attempted_trials_per_tas
 def test_pass_at_k_the_spend_projection_and_the_paper_read_one_usual_number_of_repetitions():
     from pathlib import Path
 
-    from analysis_lib.plan import load_plan
     from analysis_lib.report import comparison_report, paper
+    from analysis_lib.study.plan import load_plan
 
     trials = _uneven_repetitions()
     table = repetitions.pass_at_k_table(trials, [("a", "b")], n_boot=50)

@@ -27,7 +27,7 @@ def _metrics() -> pd.DataFrame:
 
 def _comparisons() -> pd.DataFrame:
     """Two rows as the comparison engine writes them (only the columns the report reads are set)."""
-    from analysis_lib.comparisons import COLUMNS
+    from analysis_lib.inference.comparisons import COLUMNS
 
     rows = [
         dict(tier="primary", metric="success", label="resolve rate (task majority)", unit="pp", scale="rate",
@@ -91,7 +91,7 @@ def test_macro_names_are_letters_only():
 
 
 def test_macros_file_has_header_metric_ids_and_sources():
-    from analysis_lib.rates import profile_rates
+    from analysis_lib.inference.rates import profile_rates
 
     inputs = paper.PaperInputs(_metrics(), _comparisons(), profile_rates(_metrics(), n_boot=200), simulated=True,
                                baseline="a", sources={"metrics": "results/x/metrics_detail.csv",
@@ -129,7 +129,7 @@ def test_booktabs_table_escapes_and_uses_rules():
 
 
 def test_figures_are_byte_reproducible_and_marked_simulated(tmp_path):
-    from analysis_lib.rates import profile_rates
+    from analysis_lib.inference.rates import profile_rates
 
     rates = profile_rates(_metrics(), n_boot=200)
     out = []
@@ -154,7 +154,7 @@ def test_forest_rows_draw_the_engine_numbers_unchanged():
 
 
 def test_paper_snippets_quote_macros_not_numbers(tmp_path):
-    from analysis_lib.rates import profile_rates
+    from analysis_lib.inference.rates import profile_rates
 
     inputs = paper.PaperInputs(_metrics(), _comparisons(), profile_rates(_metrics(), n_boot=200), simulated=True,
                                baseline="a", plan=paper.PlanRecord("f" * 64, "plan", "2026-01-01T00:00:00Z"))
@@ -174,7 +174,7 @@ def test_paper_snippets_quote_macros_not_numbers(tmp_path):
 
 
 def test_the_prose_states_which_family_carries_the_claim_and_follows_it(tmp_path):
-    from analysis_lib.hypotheses import COLUMNS as HYP_COLUMNS
+    from analysis_lib.inference.hypotheses import COLUMNS as HYP_COLUMNS
 
     hyp = pd.DataFrame([{"profile_a": "a", "profile_b": "b", "step": 1, "metric": "success", "label": "pass@1",
                          "claim": "noninferior", "margin": 5.0, "margin_low": -5.0, "margin_high": 5.0, "unit": "pp",
@@ -207,8 +207,8 @@ def test_llm_snippets_are_quoted_in_markdown_with_demoted_headings(tmp_path):
 
 
 def test_explore_helpers():
+    from analysis_lib.core.trial import Step, ToolCall, Trajectory, Trial
     from analysis_lib.report import explore
-    from analysis_lib.trial import Step, ToolCall, Trajectory, Trial
 
     m = _metrics()
     assert len(explore.filter_trials(m, ["b"], (), "infra_error")) == 1
@@ -248,7 +248,7 @@ def _arms(infra: tuple[int, int] = (0, 2), no_call: int = 3) -> pd.DataFrame:
 
 
 def _correlations(r: float) -> pd.DataFrame:
-    from analysis_lib.comparisons import COLLINEAR_R, CORRELATION_COLUMNS
+    from analysis_lib.inference.comparisons import COLLINEAR_R, CORRELATION_COLUMNS
 
     return pd.DataFrame([{"profile_a": "a", "profile_b": "b", "metric_x": "total_tokens", "metric_y": "total_cost_usd",
                           "label_x": "total tokens", "label_y": "cost per trial (USD)", "n_pairs": 2, "r": r,
@@ -256,7 +256,7 @@ def _correlations(r: float) -> pd.DataFrame:
 
 
 def test_results_read_as_one_short_paragraph_per_research_question(tmp_path):
-    from analysis_lib.rates import profile_rates
+    from analysis_lib.inference.rates import profile_rates
 
     inputs = paper.PaperInputs(_metrics(), _comparisons(), profile_rates(_metrics(), n_boot=200), simulated=True,
                                baseline="a", plan=paper.PlanRecord("f" * 64, "plan", "2026-01-01T00:00:00Z"))

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from analysis_lib import plan as P
-from analysis_lib.results import cli, evaluation_table, write_results
-from analysis_lib.simulate import Effects, simulate_runs, write_full_run
+from analysis_lib.cli.results import cli, evaluation_table, write_results
+from analysis_lib.simulate.full_run import write_full_run
+from analysis_lib.simulate.model import Effects
+from analysis_lib.simulate.runs import simulate_runs
+from analysis_lib.study import plan as P
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "params" / "analysis_plan.yaml"
@@ -137,7 +139,7 @@ def test_bad_inputs_give_one_clear_line(tmp_path, capsys):
 
 
 def test_simulate_cli_writes_a_full_run_that_results_reads(tmp_path):
-    from analysis_lib import simulate as sim
+    from analysis_lib.simulate import cli as sim
 
     full = tmp_path / "results" / "full_run.json"
     assert sim.cli(["--seed", "2", "--out", str(tmp_path / "runs"), "--tasks", "4", "--repetitions", "1",
@@ -184,7 +186,7 @@ def test_real_runner_output_with_scripted_agents(tmp_path, monkeypatch, capsys):
 
 
 def test_fixed_sequence_and_repository_subgroups_appear_as_declared(effect_run, tmp_path):
-    from analysis_lib.results import manifest_task_groups
+    from analysis_lib.cli.results import manifest_task_groups
 
     out = tmp_path / "RESULTS.md"
     plan = PLAN.parent / "analysis_plan_all_repetitions.yaml"

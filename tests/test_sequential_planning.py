@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from statsmodels.stats.power import normal_power
 
-from analysis_lib import group_sequential as gs
-from analysis_lib import sequential
-from analysis_lib.plan import Sequential
+from analysis_lib.inference import sequential
+from analysis_lib.stats import group_sequential as gs
+from analysis_lib.study.plan import Sequential
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,9 +82,9 @@ def pilot_study():
     """A simulated pilot (SIMULATED: 24 tasks x 3 repetitions) and the shipped sequential plan, bootstrap kept small."""
     import yaml
 
-    from analysis_lib.comparisons import usable_trials
-    from analysis_lib.plan import parse_plan
-    from analysis_lib.simulate import simulate_metrics
+    from analysis_lib.inference.comparisons import usable_trials
+    from analysis_lib.simulate.model import simulate_metrics
+    from analysis_lib.study.plan import parse_plan
 
     d = yaml.safe_load((ROOT / "params" / "analysis_plan_sequential.yaml").read_text())
     d["bootstrap"]["n_resamples"] = 200
@@ -94,9 +94,10 @@ def pilot_study():
 
 @pytest.mark.slow  # the planner's exact McNemar search, its token simulation and two group-sequential designs per row: ~6 s
 def test_comparison_report_plans_the_sequential_design_from_the_pilot(pilot_study):
-    from analysis_lib import power, stats
-    from analysis_lib.plan import PlanCheck, plan_hash
+    from analysis_lib import stats
+    from analysis_lib.inference import power
     from analysis_lib.report.comparison_report import analyse_comparisons, comparison_report, sequential_planning
+    from analysis_lib.study.plan import PlanCheck, plan_hash
 
     metrics, trials, plan = pilot_study
     pairs = [("text", "codegraph")]

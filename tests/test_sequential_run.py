@@ -71,7 +71,7 @@ def test_sequential_run_stops_at_the_boundary_and_reports_adjusted_estimates(ben
                      quiet=True)
     assert again["status"] == "sequential_stop" and len(read_log(bench["tmp"] / "claude.log")) == 16
 
-    from analysis_lib.results import write_results
+    from analysis_lib.cli.results import write_results
 
     out = bench["tmp"] / "report" / "RESULTS.md"
     r = write_results(bench["tmp"] / "full_run.json", out, plan_path=bench["plan"])
@@ -88,12 +88,12 @@ def test_sequential_run_stops_at_the_boundary_and_reports_adjusted_estimates(ben
 
     # the paper: notebook 02's path (the looks recomputed from the trial folders, the estimates adjusted) and
     # notebook 05's (macros, the results paragraph, the Markdown) state the design, the stop and the same numbers
-    from analysis_lib.comparisons import profile_pairs
-    from analysis_lib.layer1 import analyse
-    from analysis_lib.plan import load_plan
+    from analysis_lib.inference.comparisons import profile_pairs
+    from analysis_lib.inference.sequential import analyse_run
     from analysis_lib.report import paper
     from analysis_lib.report import sequential as seq_report
-    from analysis_lib.sequential import analyse_run
+    from analysis_lib.study.layer1 import analyse
+    from analysis_lib.study.plan import load_plan
 
     plan = load_plan(bench["plan"])
     metrics = analyse(runs, None, cache=False, workers=1).metrics
@@ -105,7 +105,7 @@ def test_sequential_run_stops_at_the_boundary_and_reports_adjusted_estimates(ben
     record, adjusted = seq_report.read_outputs(out_dir)
     pd.testing.assert_frame_equal(adjusted.set_index("metric")[["mue", "rci_low", "rci_high"]],
                                   r.sequential.set_index("metric")[["mue", "rci_low", "rci_high"]], check_dtype=False)
-    from analysis_lib.comparisons import compare
+    from analysis_lib.inference.comparisons import compare
 
     comparisons = compare(metrics, plan, [("text", "codegraph")])
     inputs = paper.PaperInputs(metrics=metrics, comparisons=comparisons, baseline="text", sequential=record,
@@ -140,7 +140,7 @@ def test_futility_bound_stops_a_run_where_mcp_does_not_help(bench, monkeypatch):
     # Look 1 (4 of 12 tasks): success differs on no task (Z = 0); every task used more tokens with MCP, so the
     # exact Wilcoxon p is 2/2^4 in the harmful direction (Z < 0). Each hypothesis, at its Holm share 0.05/2, holds
     # its Z against the Pocock-type beta-spending bound of look 1 of the whole three-look design.
-    from analysis_lib import group_sequential as gs
+    from analysis_lib.stats import group_sequential as gs
 
     want = gs.design([1 / 3, 2 / 3, 1.0], 0.025, "pocock", "pocock", beta=0.2).futility[0]
     assert 0.5 < want < 1.0  # an interim bound, well below the efficacy bound (about 2.53)
@@ -152,7 +152,7 @@ def test_futility_bound_stops_a_run_where_mcp_does_not_help(bench, monkeypatch):
     assert res["summary"]["finished"] == 8 and res["summary"]["skipped_sequential"] == 16
     assert len(read_log(bench["tmp"] / "claude.log")) == 8
 
-    from analysis_lib.results import write_results
+    from analysis_lib.cli.results import write_results
 
     out = bench["tmp"] / "report" / "RESULTS.md"
     r = write_results(bench["tmp"] / "full_run.json", out, plan_path=bench["plan"])
@@ -188,7 +188,7 @@ def test_dry_run_prints_the_looks_and_boundaries(run_cli, tmp_path):
 
 
 def test_plan_sequential_section_is_validated():
-    from analysis_lib.plan import PlanError, parse_plan
+    from analysis_lib.study.plan import PlanError, parse_plan
 
     d = yaml.safe_load((ROOT / "params" / "analysis_plan_sequential.yaml").read_text())
     assert parse_plan(d).sequential.fractions() == [0.25, 0.5, 0.75, 1.0]
@@ -205,9 +205,9 @@ def test_plan_sequential_section_is_validated():
 
 
 def test_replay_of_a_finished_study_shows_the_stop_and_the_spend_saved():
-    from analysis_lib import sequential
-    from analysis_lib.plan import parse_plan
-    from analysis_lib.simulate import Effects, simulate_metrics
+    from analysis_lib.inference import sequential
+    from analysis_lib.simulate.model import Effects, simulate_metrics
+    from analysis_lib.study.plan import parse_plan
 
     d = yaml.safe_load((ROOT / "params" / "analysis_plan_sequential.yaml").read_text())
     d["tiers"]["primary"]["metrics"] = [{"id": "total_tokens", "test": "wilcoxon_signed_rank"}]
@@ -228,7 +228,7 @@ def test_replay_command_on_a_finished_run_in_time_order(run_cli, tmp_path):
     the stop, the spend saved and the decisions against the full run; the runs folder is only read."""
     import pandas as pd
 
-    from analysis_lib.layer1 import analyse
+    from analysis_lib.study.layer1 import analyse
 
     d = yaml.safe_load((ROOT / "params" / "analysis_plan_sequential.yaml").read_text())
     d["tiers"]["primary"]["metrics"] = [{"id": "total_tokens", "test": "wilcoxon_signed_rank"}]

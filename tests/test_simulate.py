@@ -16,7 +16,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis_lib.simulate import Effects, cli, round_floats, simulate_metrics, simulate_runs, task_ids, true_effects
+from analysis_lib.simulate.cli import cli
+from analysis_lib.simulate.model import Effects, round_floats, simulate_metrics, task_ids, true_effects
+from analysis_lib.simulate.runs import simulate_runs
 
 CONTRACT = ["profile", "task_id", "repetition", "success", "total_tokens", "total_cost_usd", "elapsed_sec",
             "tool_calls_count", "exploration_breadth"]
@@ -378,7 +380,7 @@ def test_sample_size_bounded(sample_runs):
 def test_files_give_the_latent_metrics(small_runs):
     """The Layer 1 metrics computed from the written files equal simulate_metrics for the same arguments."""
     from analysis_lib.ingest.load import load_trials
-    from analysis_lib.metrics import trial_metrics
+    from analysis_lib.metrics.trial_metrics import trial_metrics
 
     trials, errors = load_trials(small_runs)
     assert not errors and len(trials) == 3 * 6 * 2
@@ -426,7 +428,7 @@ def test_cli_subprocess_via_registry(tmp_path):
 
 def test_breadth_never_exceeds_the_files_of_the_task_repository():
     """Long trials drew a breadth above the 40 files a fake repository holds, and writing them failed."""
-    from analysis_lib.simulate import REPO_MODULES
+    from analysis_lib.simulate.model import REPO_MODULES
 
     df = simulate_metrics(seed=1, n_tasks=200, repetitions=3)
     assert df["exploration_breadth"].max() == 2 * REPO_MODULES  # the cap is reached, and holds

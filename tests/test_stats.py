@@ -18,6 +18,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint, proportion_effectsize
 
 from analysis_lib import stats
+from analysis_lib.stats import bootstrap, sample_size
 
 # R, ?wilcox.test: Hollander & Wolfe (1973), p. 29, depression scale before (x) and after (y).
 HW_X = [1.83, 0.50, 1.62, 2.48, 1.68, 1.88, 1.55, 3.06, 1.30]
@@ -181,7 +182,7 @@ def test_vectorised_wilcoxon_rows_equal_the_scalar_test():
     allzero = np.zeros((1, 5))
     for d in (ints, cont, allzero):
         ref = [stats.wilcoxon(row)["p_val"].iloc[0] for row in d]
-        np.testing.assert_allclose(stats._wilcoxon_p_rows(d), ref, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(sample_size._wilcoxon_p_rows(d), ref, rtol=1e-12, atol=1e-15)
 
 
 def test_wilcoxon_rejects_unknown_options():
@@ -235,7 +236,7 @@ def test_resampled_medians_equal_numpy_median_with_ties(n):
     rng = np.random.default_rng(n)
     v = rng.integers(0, 5, size=n).astype(float)  # many ties
     idx = rng.integers(0, n, size=(300, n)).astype(np.int16)
-    np.testing.assert_array_equal(stats._resampled_medians(v, idx), np.median(v[idx], axis=1))
+    np.testing.assert_array_equal(bootstrap._resampled_medians(v, idx), np.median(v[idx], axis=1))
 
 
 def test_bootstrap_mean_diff_of_outcomes_is_rate_difference():

@@ -5,6 +5,7 @@ here as a doctest."""
 from __future__ import annotations
 
 import doctest
+import sys
 
 import pytest
 
@@ -14,7 +15,8 @@ FINDER = doctest.DocTestFinder()
 
 
 def _example(name: str) -> doctest.DocTest:
-    found = [t for t in FINDER.find(getattr(stats, name), name, globs=vars(stats).copy()) if t.examples]
+    obj = getattr(stats, name)
+    found = [t for t in FINDER.find(obj, name, globs=vars(sys.modules[obj.__module__]).copy()) if t.examples]
     assert found, f"stats.{name} has no runnable example in its docstring"
     return found[0]
 

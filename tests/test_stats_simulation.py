@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from analysis_lib import stats
-from analysis_lib.simulate import Effects, simulate_metrics, true_effects
+from analysis_lib.stats import nonparametric
+from analysis_lib.simulate.model import Effects, simulate_metrics, true_effects
 
 ALPHA = 0.05
 A, B = "text", "codegraph"
@@ -62,8 +63,8 @@ def test_type_one_error_of_mcnemar_and_wilcoxon_under_no_effect():
     ca, cb = _per_task(seeds, null, "tool_calls_count")  # integer counts: ties and zeros
     mcnemar = np.mean([stats.mcnemar_from_table(stats.mcnemar_table(a > 0.5, b > 0.5).to_numpy())["p_val"].iloc[0] < ALPHA
                        for a, b in zip(sa, sb, strict=True)])
-    wil_tokens = np.mean([stats._wilcoxon_core(b - a)["p_val"] < ALPHA for a, b in zip(ta, tb, strict=True)])
-    wil_calls = np.mean([stats._wilcoxon_core(b - a)["p_val"] < ALPHA for a, b in zip(ca, cb, strict=True)])
+    wil_tokens = np.mean([nonparametric._wilcoxon_core(b - a)["p_val"] < ALPHA for a, b in zip(ta, tb, strict=True)])
+    wil_calls = np.mean([nonparametric._wilcoxon_core(b - a)["p_val"] < ALPHA for a, b in zip(ca, cb, strict=True)])
     for rate in (mcnemar, wil_tokens, wil_calls):
         assert _mc_se(ALPHA, len(seeds)) < 0.01  # the 2-point margin is over 2 Monte-Carlo SEs
         assert rate <= ALPHA + 0.02, (mcnemar, wil_tokens, wil_calls)

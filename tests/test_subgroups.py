@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_lib import subgroups
+from analysis_lib.inference import subgroups
 
 
 def _trials(effects: dict[str, float], tasks_per_group: int = 6, seed: int = 0) -> tuple[pd.DataFrame, pd.Series]:

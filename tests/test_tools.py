@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis_lib.tools import categorize, files_touched, is_search_call, result_is_error, shell_files
+from analysis_lib.core.tools import categorize, files_touched, is_search_call, result_is_error, shell_files
 
 
 @pytest.mark.parametrize(

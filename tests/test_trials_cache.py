@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from builders import agent_step, small_runs, trajectory, write_trial
 
-from analysis_lib import trials_table
-from analysis_lib.layer1 import analyse
-from analysis_lib.metrics import DEFAULT_CONFIG, MetricsConfig
+from analysis_lib.metrics import trials_table
+from analysis_lib.metrics.trial_metrics import DEFAULT_CONFIG, MetricsConfig
+from analysis_lib.study.layer1 import analyse
 
 
 @pytest.fixture
@@ -182,8 +182,10 @@ def test_a_changed_subagent_file_reads_its_session_again(real_fixtures, tmp_path
 
 def test_the_code_version_covers_every_module_a_row_is_computed_by():
     """A metric is defined and computed by its registry entry: changing the registry (or metrics) must invalidate rows."""
-    root = os.path.dirname(os.path.abspath(trials_table.__file__))
-    source = open(trials_table.__file__, encoding="utf-8").read()
-    for module in ("registry.py", "metrics.py", "tools.py", "trial.py", "pricing.py"):
-        assert f'"{module}"' in source.split("def code_version", 1)[1].split("return", 1)[0], module
-        assert os.path.isfile(os.path.join(root, module))
+    from analysis_lib.core import registry, success, tools, trial
+    from analysis_lib.ingest import read
+    from analysis_lib.metrics import pricing, tokens, trial_metrics
+
+    files = set(trials_table.code_files())
+    for module in (registry, success, tools, trial, read, trial_metrics, tokens, pricing, trials_table):
+        assert os.path.abspath(module.__file__) in files, module.__name__

@@ -1,4 +1,4 @@
-"""Rewrite the README's metric reference from the metric registry (``analysis_lib/registry.py``)."""
+"""Rewrite the README's metric reference from the metric registry (``analysis_lib/core/registry.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis_lib.registry import reference_table  # noqa: E402
+from analysis_lib.core.registry import reference_table  # noqa: E402
 
 START, END = "<!-- metric-reference:start -->", "<!-- metric-reference:end -->"
 
@@ -25,4 +25,4 @@ def rendered(readme: str) -> str:
 if __name__ == "__main__":
     path = ROOT / "README.md"
     path.write_text(rendered(path.read_text(encoding="utf-8")), encoding="utf-8")
-    print("README.md: metric reference rewritten from analysis_lib/registry.py")
+    print("README.md: metric reference rewritten from analysis_lib/core/registry.py")

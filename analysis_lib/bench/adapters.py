@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write_bytes, atomic_write_json, iter_jsonl, read_json
+from ..core.fileio import atomic_write_bytes, atomic_write_json, iter_jsonl, read_json
+from ..core.trial import InputError, Trial
 from ..ingest.atif import parse_trajectory
 from ..ingest.claude_code import model_usage_totals, stream_json_to_atif, transcript_to_atif
 from ..ingest.mcpbr import read_mcpbr_results
-from ..metrics import trial_cost
-from ..trial import InputError, Trial
+from ..metrics.trial_metrics import trial_cost
 from .environment import program_version
 from .manifest import ClaudeCodeCondition, ClaudeCodeSettings, CommandCondition, HarborCondition, Manifest, Task, is_url
 from .process import run_process, substitute
@@ -354,7 +354,7 @@ def _mcp_exposure(outcome: AgentOutcome, summary: dict[str, Any], atif: dict | N
 
 
 def _estimate_cost(atif: dict, model: str | None = None) -> float | None:
-    """USD of the trajectory's tokens by the analysis' own path (:func:`analysis_lib.metrics.trial_cost` of a trial
+    """USD of the trajectory's tokens by the analysis' own path (:func:`analysis_lib.metrics.trial_metrics.trial_cost` of a trial
     holding it, ``model`` as its model name): the cost the analysis reports for this trial, to the last digit;
     None when a model is unpriced."""
     trial = Trial("", "", 0, "", "", "run_layout", trajectory=parse_trajectory(atif), metadata={"model_name": model})

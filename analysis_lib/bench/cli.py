@@ -10,8 +10,8 @@ import argparse
 import signal
 import sys
 
-from ..fileio import atomic_write_json
-from ..plan import default_plan_path, load_plan
+from ..core.fileio import atomic_write_json
+from ..study.plan import default_plan_path, load_plan
 from . import runner
 from .adapters import import_mcpbr
 from .journal import PlanMismatchError

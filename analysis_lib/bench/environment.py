@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..fileio import read_json
-from ..trial import InputError
+from ..core.fileio import read_json
+from ..core.trial import InputError
 from .process import git, run_process
 
 # Keys compared across the two sides of a pair (the MCP config differs by design and is not compared).

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write_json, read_json
-from ..trial import InputError
+from ..core.fileio import atomic_write_json, read_json
+from ..core.trial import InputError
 
 STATE_DIR = ".bench"
 

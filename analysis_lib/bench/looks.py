@@ -2,7 +2,7 @@
 
 With an analysis plan that declares a ``sequential`` design, the runner uses the sequential schedule
 (each task's pairs back to back, tasks in a seeded random order) and analyses the complete tasks only at
-the declared looks, with the plan's engine (:func:`analysis_lib.sequential.monitor`): no statistic is
+the declared looks, with the plan's engine (:func:`analysis_lib.inference.sequential.monitor`): no statistic is
 computed between looks. Each look is journaled (``<runs>/.bench/looks.json``) before the run goes on, so
 a resumed run continues from the last look, and a look that stopped the study stops the resumed run too.
 """
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import plan as plan_mod
-from .. import sequential as seq_mod
-from ..comparisons import profile_pairs
-from ..fileio import atomic_write_json, read_json
-from ..layer1 import analyse
-from ..trial import InputError
+from ..core.fileio import atomic_write_json, read_json
+from ..core.trial import InputError
+from ..inference import sequential as seq_mod
+from ..inference.comparisons import profile_pairs
+from ..study import plan as plan_mod
+from ..study.layer1 import analyse
 from .journal import state_dir
 
 LOOKS_FILE = "looks.json"

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..fileio import loads_lenient, read_bytes
-from ..trial import InputError
+from ..core.fileio import loads_lenient, read_bytes
+from ..core.trial import InputError
 
 MANIFEST_VERSION = 2
 ADAPTERS = ("claude_code", "command", "harbor")

@@ -10,7 +10,7 @@ The design is applied as if the study had run task by task (the sequential sched
 Only tasks that every compared profile ran count (a task one arm lacks pairs with nothing). Looks fall after the
 plan's shares of those tasks, or of their total spend (``timing: spend``); a task's spend is the recorded cost of all
 its trials, every profile. The full run's decisions are the fixed-sample analysis of every task with the plan's
-correction (:func:`analysis_lib.sequential.replay`). The runs folder is only read.
+correction (:func:`analysis_lib.inference.sequential.replay`). The runs folder is only read.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import plan as plan_mod
-from .. import sequential as seq_mod
-from ..comparisons import profile_pairs, usable_trials
-from ..fileio import read_json
+from ..core.fileio import read_json
+from ..core.trial import InputError
+from ..inference import sequential as seq_mod
+from ..inference.comparisons import profile_pairs, usable_trials
 from ..ingest.provenance import declared_baseline
-from ..layer1 import analyse
-from ..trial import InputError
+from ..study import plan as plan_mod
+from ..study.layer1 import analyse
 
 ORDERS = ("auto", "schedule", "time")
 
@@ -59,7 +59,7 @@ def _time_order(metrics: pd.DataFrame) -> list[str]:
 
 def replay_runs(runs_dir: str | os.PathLike, a_plan: plan_mod.AnalysisPlan, *, baseline: str | None = None,
                 order: str = "auto", workers: int | None = None) -> dict:
-    """Replay the runs under ``a_plan``'s design; the :func:`analysis_lib.sequential.replay` record, plus ``order``
+    """Replay the runs under ``a_plan``'s design; the :func:`analysis_lib.inference.sequential.replay` record, plus ``order``
     (how the tasks were ordered), ``pairs``, ``left_out`` (tasks not run by every profile), ``cost_known``."""
     if a_plan.sequential is None:
         raise ValueError("the analysis plan declares no sequential design (add a 'sequential' section)")

@@ -35,9 +35,9 @@ from typing import Any
 
 import pandas as pd
 
-from .. import plan as plan_mod
-from ..fileio import atomic_write_bytes, atomic_write_json, read_json
-from ..trial import InputError
+from ..core.fileio import atomic_write_bytes, atomic_write_json, read_json
+from ..core.trial import InputError
+from ..study import plan as plan_mod
 from . import adapters as _adapters
 from . import looks as looks_mod
 from .budget import BudgetGuard, project_spend

@@ -10,7 +10,7 @@ before acting? Counting MCP calls does not answer it.
 Modules: ``state`` (state.json, images), ``paths`` (matching edits and tests to symbol files),
 ``metrics`` (per-trial metrics and the table), ``outputs`` (comparison and JSON). The vision
 analysis of the images (Layer 2) lives with the judge, in :mod:`analysis_lib.judge.vision`; the
-command line is :mod:`analysis_lib.codecanvas_cli`.
+command line is :mod:`analysis_lib.cli.codecanvas`.
 """
 
 from __future__ import annotations

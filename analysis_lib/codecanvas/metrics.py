@@ -14,15 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..trial import IngestError, InputError, Trial
-from .paths import (
-    PathMatcher,
-    blast_radius_files,
-    blast_radius_names,
-    distinct_files,
-    edited_paths,
-    failed_test_in_blast_radius,
-)
+from ..core.trial import IngestError, InputError, Trial
+from .paths import PathMatcher, blast_radius_files, blast_radius_names, distinct_files, edited_paths, failed_test_in_blast_radius
 from .state import CanvasState, load_trial_state
 
 log = logging.getLogger(__name__)

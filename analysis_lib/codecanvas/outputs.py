@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..fileio import atomic_write_json, atomic_write_text, read_json
-from ..trial import IngestError, InputError, Trial
+from ..core.fileio import atomic_write_json, atomic_write_text, read_json
+from ..core.trial import IngestError, InputError, Trial
 from .metrics import IDENTITY_COLUMNS, INTEGER_METRICS, METRIC_COLUMNS, codecanvas_table
 from .state import STAGE
 

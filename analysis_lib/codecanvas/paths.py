@@ -10,8 +10,8 @@ import posixpath
 import re
 from collections.abc import Iterable
 
-from ..tools import files_touched
-from ..trial import Trial
+from ..core.tools import files_touched
+from ..core.trial import Trial
 from .state import CanvasState
 
 
@@ -116,7 +116,7 @@ class PathMatcher:
 def edited_paths(trial: Trial) -> list[str]:
     """Every path the trajectory's edit calls wrote, as written (duplicates and order kept).
 
-    Edits come from the tool taxonomy (:func:`analysis_lib.tools.files_touched`): edit tools'
+    Edits come from the tool taxonomy (:func:`analysis_lib.core.tools.files_touched`): edit tools'
     path arguments and shell edits (``sed -i``, redirections, ``tee``, patches).
     """
     out: list[str] = []

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..fileio import read_json
-from ..trial import InputError, Trial
+from ..core.fileio import read_json
+from ..core.trial import InputError, Trial
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Small helpers shared by the importers of formats without an ATIF trajectory (TB1, Inspect, mcpbr).
 
 These formats carry metric values directly (tokens, tool counts, test counts); the helpers turn
-them into the Layer 1 metric ids of :attr:`analysis_lib.trial.Trial.carried_metrics`.
+them into the Layer 1 metric ids of :attr:`analysis_lib.core.trial.Trial.carried_metrics`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from ..trial import TestResult
+from ..core.trial import TestResult
 
-# Test statuses of the Layer 1 vocabulary (see analysis_lib.trial.TestResult).
+# Test statuses of the Layer 1 vocabulary (see analysis_lib.core.trial.TestResult).
 _STATUS = {
     "passed": "passed", "pass": "passed", "success": "passed", "ok": "passed",
     "failed": "failed", "fail": "failed", "failure": "failed", "error": "failed", "errored": "failed",

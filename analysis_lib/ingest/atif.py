@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from ..fileio import loads_lenient, read_bytes, read_json
-from ..tools import result_is_error
-from ..trial import FinalMetrics, InputError, Step, ToolCall, Trajectory
+from ..core.fileio import loads_lenient, read_bytes, read_json
+from ..core.tools import result_is_error
+from ..core.trial import FinalMetrics, InputError, Step, ToolCall, Trajectory
 
 KNOWN_MINOR = 8  # ATIF-v1.8 is the newest version this reader was checked against
 _VERSION = re.compile(r"^ATIF-v(\d+)\.(\d+)")

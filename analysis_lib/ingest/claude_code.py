@@ -39,9 +39,9 @@ from typing import Any
 
 import orjson
 
-from ..fileio import loads_lenient, read_bytes, read_json
-from ..tools import is_permission_denial
-from ..trial import InputError
+from ..core.fileio import loads_lenient, read_bytes, read_json
+from ..core.tools import is_permission_denial
+from ..core.trial import InputError
 from .atif import decode_arguments
 from .jsonl_lines import LineStats, lines_to_objects, read_jsonl_objects
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from ..trial import InputError
+from ..core.trial import InputError
 from .atif import decode_arguments
 from .claude_code import content_text
 from .jsonl_lines import read_jsonl_objects

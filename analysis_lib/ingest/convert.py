@@ -1,4 +1,4 @@
-"""Agent transcripts -> ATIF documents: format detection and dispatch (the command is :mod:`analysis_lib.convert_cli`).
+"""Agent transcripts -> ATIF documents: format detection and dispatch (the command is :mod:`analysis_lib.cli.convert`).
 
 Runs made without Harbor (plain ``claude`` / ``claude -p`` / ``codex`` sessions, mcpbr logs)
 become analysable: each transcript is converted to an ATIF trajectory JSON that the ingest
@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..fileio import loads_lenient, read_bytes
-from ..trial import InputError
+from ..core.fileio import loads_lenient, read_bytes
+from ..core.trial import InputError
 from . import claude_code, codex
 
 KINDS = ("claude_code_jsonl", "claude_stream_json", "claude_export", "codex_rollout")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..fileio import read_json
-from ..trial import InputError, TestResult
+from ..core.fileio import read_json
+from ..core.trial import InputError, TestResult
 
 _STATUSES = {"passed", "failed", "skipped", "pending", "other"}
 

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..fileio import read_json
-from ..trial import IngestError, InputError
+from ..core.fileio import read_json
+from ..core.trial import IngestError, InputError
 from .claude_code import parent_session
 from .convert import detect_transcript_kind, is_subagent_transcript
 from .harbor import is_trial_result

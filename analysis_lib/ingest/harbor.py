@@ -11,8 +11,8 @@ import re
 from datetime import datetime
 from typing import Any
 
-from ..fileio import read_bytes, read_json
-from ..trial import InputError
+from ..core.fileio import read_bytes, read_json
+from ..core.trial import InputError
 from .identity import canonical_model
 
 MAX_EXCEPTION_CHARS = 500
@@ -128,7 +128,7 @@ def run_config(obj: dict) -> dict[str, Any]:
     without what names the trial itself, plus the agent's version and the job folder's name.
 
     Environment values whose name looks secret are replaced by ``"<set>"``. Arms of a study file
-    select trials by these keys (:mod:`analysis_lib.design`); the design audit compares them.
+    select trials by these keys (:mod:`analysis_lib.study.study_file`); the design audit compares them.
     """
     cfg = obj.get("config") if isinstance(obj.get("config"), dict) else {}
     out: dict[str, Any] = {}

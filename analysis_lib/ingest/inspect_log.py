@@ -35,8 +35,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ..fileio import MAX_JSON_BYTES, loads_lenient, read_json
-from ..trial import FinalMetrics, IngestError, InputError, Step, Timing, ToolCall, Trajectory, Trial
+from ..core.fileio import MAX_JSON_BYTES, loads_lenient, read_json
+from ..core.trial import FinalMetrics, IngestError, InputError, Step, Timing, ToolCall, Trajectory, Trial
 from ._carried import as_float, as_int, one_line, parse_time, seconds_between
 from .atif import decode_arguments
 from .identity import canonical_model

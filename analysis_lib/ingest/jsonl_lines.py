@@ -3,7 +3,7 @@
 Transcripts are written live: a session may end in a truncated line, and test fixtures hold
 lines that are valid JSON but not objects. Such lines are skipped, never fatal, but the
 converters report how many (``LineStats``) so that a reader can judge the file.
-Built on :mod:`analysis_lib.fileio` (one-line :class:`InputError` for unreadable files).
+Built on :mod:`analysis_lib.core.fileio` (one-line :class:`InputError` for unreadable files).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..fileio import loads_lenient, read_bytes
-from ..trial import InputError
+from ..core.fileio import loads_lenient, read_bytes
+from ..core.trial import InputError
 
 
 @dataclass(slots=True)

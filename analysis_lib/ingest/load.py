@@ -1,6 +1,6 @@
 """Every trial of a runs folder with its full trajectory, repetitions numbered.
 
-For the metrics table of many trials, see :mod:`analysis_lib.trials_table`: it reads the same
+For the metrics table of many trials, see :mod:`analysis_lib.metrics.trials_table`: it reads the same
 sources but keeps one row per trial instead of parsed trajectories.
 """
 
@@ -9,21 +9,20 @@ from __future__ import annotations
 import os
 from collections.abc import Collection
 
-from ..design import StudyDesign, apply_design, load_design, trial_record
-from ..trial import IngestError, Trial
+from ..core.trial import IngestError, Trial
 from .discover import discover
 from .read import read_source
 
 
 def load_trials(runs_dir: str | os.PathLike, trial_paths: Collection[str] | None = None,
-                design: StudyDesign | str | os.PathLike | None = None) -> tuple[list[Trial], list[IngestError]]:
+                *, number: bool = True) -> tuple[list[Trial], list[IngestError]]:
     """Every trial under ``runs_dir`` with its full trajectory (for the LLM layer and notebooks).
 
     With ``trial_paths`` (as trials give them), only those trials, and only the sources that may
-    hold one are read (a ``--limit`` sample reads its trials, not the runs folder). ``design``: a
-    study file (or its path) placing the trials into arms, as the trials table does (``profile`` is
-    then the arm). This keeps parsed trajectories in memory; use it for hundreds of trials, not tens
-    of thousands.
+    hold one are read (a ``--limit`` sample reads its trials, not the runs folder). Trials are named by
+    their reader's default profile; :func:`analysis_lib.study.placement.place_trials` places them in the arms
+    of a study file (``number=False`` then leaves the numbering of repetitions to it). This keeps parsed
+    trajectories in memory; use it for hundreds of trials, not tens of thousands.
     """
     sources, errors = discover(runs_dir)
     if trial_paths is not None:
@@ -36,31 +35,9 @@ def load_trials(runs_dir: str | os.PathLike, trial_paths: Collection[str] | None
         errors.extend(es)
     if trial_paths is not None:
         trials = [t for t in trials if os.path.normpath(t.trial_path) in wanted]
-    if design is not None:
-        trials, design_errors = place_trials(trials, design if isinstance(design, StudyDesign) else load_design(design),
-                                             os.fspath(runs_dir))
-        errors.extend(design_errors)
-    number_repetitions(trials)
+    if number:
+        number_repetitions(trials)
     return trials, errors
-
-
-def place_trials(trials: list[Trial], design: StudyDesign, runs_dir: str) -> tuple[list[Trial], list[IngestError]]:
-    """The trials ``design`` places (arm, task id, repetition set on each), the same way as the table's rows."""
-    root = runs_dir if os.path.isdir(runs_dir) else os.path.dirname(runs_dir)
-    rows = [{"_i": i, "profile": t.profile, "task_id": t.task_id, "repetition": t.repetition, "trial_path": t.trial_path,
-             "started_at": t.timing.started_at.isoformat() if t.timing.started_at else None,
-             "finished_at": t.timing.finished_at.isoformat() if t.timing.finished_at else None,
-             "run_config": trial_record(t.metadata.get("config"), agent_name=t.metadata.get("agent_name"),
-                                        model_name=t.metadata.get("model_name")),
-             "task_name": t.metadata.get("task_name") or t.task_id, "trial_name": t.metadata.get("trial_name"),
-             "source_format": t.source_format} for i, t in enumerate(trials)]
-    placed, errors, _ = apply_design(rows, design, root)
-    out = []
-    for row in placed:
-        t = trials[row["_i"]]
-        t.profile, t.task_id, t.repetition = row["profile"], row["task_id"], row["repetition"]
-        out.append(t)
-    return out, errors
 
 
 def _may_hold(source: str, wanted: set[str]) -> bool:

@@ -30,8 +30,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..fileio import iter_jsonl, read_json
-from ..trial import IngestError, InputError, Trial
+from ..core.fileio import iter_jsonl, read_json
+from ..core.trial import IngestError, InputError, Trial
 from ._carried import as_float, as_int, one_line
 
 STAGE = "import"

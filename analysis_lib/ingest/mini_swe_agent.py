@@ -31,8 +31,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..fileio import read_json
-from ..trial import InputError
+from ..core.fileio import read_json
+from ..core.trial import InputError
 from .atif import decode_arguments
 from .claude_code import content_text
 

@@ -6,8 +6,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..fileio import read_json
-from ..trial import InputError
+from ..core.fileio import read_json
+from ..core.trial import InputError
 
 __all__ = ["is_simulated", "declared_baseline"]
 

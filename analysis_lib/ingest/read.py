@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from ..fileio import read_json
-from ..trial import IngestError, InputError, Timing, Trial
+from ..core.fileio import read_json
+from ..core.trial import IngestError, InputError, Timing, Trial
 from . import mini_swe_agent, swe_agent
 from .atif import parse_trajectory, read_trajectory
 from .claude_code import stream_json_to_atif

@@ -30,8 +30,8 @@ from typing import Any
 
 import orjson
 
-from ..fileio import read_json
-from ..trial import InputError
+from ..core.fileio import read_json
+from ..core.trial import InputError
 from .atif import decode_arguments
 from .claude_code import content_text
 from .mini_swe_agent import agent_log_document

@@ -3,7 +3,7 @@
 The study counted them from Claude Code's raw transcript, one count per API call, where Harbor's
 ``agent_result`` sums its ATIF conversion, which repeats one call's usage on every content block
 (2.1-3.5x the input tokens on the CodeScaleBench slice, by a different factor per arm). They are a
-token source of their own (:mod:`analysis_lib.tokens`) and carry the tool calls of trials whose
+token source of their own (:mod:`analysis_lib.metrics.tokens`) and carry the tool calls of trials whose
 trajectory was not kept. Fields (every one may be null)::
 
     input_tokens            Anthropic sense: prompt tokens outside the cache
@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..fileio import read_json
-from ..trial import InputError
+from ..core.fileio import read_json
+from ..core.trial import InputError
 
 FILE_NAME = "task_metrics.json"
 

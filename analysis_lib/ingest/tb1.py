@@ -47,8 +47,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..fileio import read_json
-from ..trial import IngestError, InputError, TestResult, Timing, Trial
+from ..core.fileio import read_json
+from ..core.trial import IngestError, InputError, TestResult, Timing, Trial
 from ._carried import one_line, parse_time, seconds_between, test_counts, test_status
 from .harbor import profile_from_agent
 from .identity import canonical_model

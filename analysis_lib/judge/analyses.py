@@ -17,8 +17,8 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel
 
-from ..tools import DEFAULT_MCP_TOOLS, is_mcp
-from ..trial import Trial
+from ..core.tools import DEFAULT_MCP_TOOLS, is_mcp
+from ..core.trial import Trial
 from .blind import Blinder, Vocabulary
 from .class_order import class_list_text, class_order, seeded_shuffle
 from .condense import Condensed, condense

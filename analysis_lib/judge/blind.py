@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..tools import DEFAULT_MCP_TOOLS, is_mcp
-from ..trial import Trial
+from ..core.tools import DEFAULT_MCP_TOOLS, is_mcp
+from ..core.trial import Trial
 
 # Profile names that are everyday words: blinded in the profile field only.
 COMMON_WORDS = frozenset({"text", "default", "base", "plain", "none", "control", "baseline", "standard", "vanilla"})

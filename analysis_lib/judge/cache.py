@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write_json, read_json
-from ..trial import InputError
+from ..core.fileio import atomic_write_json, read_json
+from ..core.trial import InputError
 
 
 def cache_key(model: str, template_name: str, template_version: str, messages: list[dict], schema: dict, sample: int = 0) -> str:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import litellm
 from pydantic import BaseModel, ValidationError
 
-from ..pricing import cost_usd
+from ..metrics.pricing import cost_usd
 from . import DEFAULT_MODEL
 from .cache import ResponseCache, cache_key
 from .templates import PromptTemplate, load_template

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from ..trial import Step, Trajectory
+from ..core.trial import Step, Trajectory
 
 _ERROR_TEXT = re.compile(r"Traceback \(most recent call last\)|\bError\b|\bexit code [1-9]|\bFAILED\b|command not found", re.IGNORECASE)
 

@@ -2,7 +2,7 @@
 
 Input tokens are counted on the exact rendered prompts with ``litellm.token_counter``; output
 tokens are the per-analysis guesses of :data:`.analyses.EXPECTED_OUTPUT_TOKENS`; prices come
-from litellm's offline map (:mod:`analysis_lib.pricing`). An unknown price makes the cost unknown, not zero.
+from litellm's offline map (:mod:`analysis_lib.metrics.pricing`). An unknown price makes the cost unknown, not zero.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import litellm
 
-from ..pricing import estimate_cost, model_prices
+from ..metrics.pricing import estimate_cost, model_prices
 from . import DEFAULT_MODEL
 from .analyses import EXPECTED_OUTPUT_TOKENS, Job
 from .templates import load_template
@@ -70,5 +70,5 @@ def format_estimate(rows: list[EstimateRow], model: str) -> str:
         lines.append(f"{r.analysis:<12} {r.calls:>6} {r.input_tokens:>11} {r.output_tokens:>11} {cost:>10}")
     if model_prices(model) is None:
         lines.append(f"No price for {model} in litellm's offline map: cost unknown "
-                     "(register one with analysis_lib.pricing.register_price).")
+                     "(register one with analysis_lib.metrics.pricing.register_price).")
     return "\n".join(lines)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..trial import InputError, Trial
+from ..core.trial import InputError, Trial
 from .agreement import agreement_row, format_agreement_md
 from .analyses import mcp_calls, outcome_text, trial_id, trial_success
 from .blind import Blinder, vocabulary

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..fileio import read_bytes, read_json
-from ..trial import InputError, Step, Trajectory, Trial
+from ..core.fileio import read_bytes, read_json
+from ..core.trial import InputError, Step, Trajectory, Trial
 
 # TRAIL category -> our root cause. Decisions: "Resource Abuse" in TRAIL is repeated or excessive
 # tool use, our infinite_loop; "Language-only" is a hallucination, our knowledge_gap; formatting and

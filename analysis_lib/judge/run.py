@@ -22,9 +22,9 @@ import pandas as pd
 from dotenv import find_dotenv, load_dotenv
 from tqdm.auto import tqdm
 
-from ..fileio import atomic_write_json, atomic_write_text, read_json
-from ..tools import DEFAULT_MCP_TOOLS
-from ..trial import InputError, Trial
+from ..core.fileio import atomic_write_json, atomic_write_text, read_json
+from ..core.tools import DEFAULT_MCP_TOOLS
+from ..core.trial import InputError, Trial
 from . import DEFAULT_MODEL
 from .agreement import agreement_row, confusion_matrix, format_agreement_md, format_confusion_md, majority_label, self_agreement_row
 from .analyses import Job, blind_job, comparative_jobs, failure_jobs, mcp_jobs, metrics_lookup, strategy_jobs, synthesis_job

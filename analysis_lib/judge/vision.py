@@ -25,9 +25,9 @@ from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, Field
 
 from .. import codecanvas as cc
-from ..fileio import read_bytes
-from ..tools import files_touched
-from ..trial import InputError, Trial
+from ..core.fileio import read_bytes
+from ..core.tools import files_touched
+from ..core.trial import InputError, Trial
 from .client import JudgeClient
 from .templates import PromptTemplate, load_template
 

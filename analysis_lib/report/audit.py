@@ -1,6 +1,6 @@
 """The design audit as people read it: findings first, then one column per arm (Markdown and TeX).
 
-Rendered from ``design_audit.csv`` and ``design_findings.csv`` (:mod:`analysis_lib.design_audit`), so
+Rendered from ``design_audit.csv`` and ``design_findings.csv`` (:mod:`analysis_lib.study.audit`), so
 the comparison report, RESULTS.md, the notebooks and the paper show the same audit.
 """
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..design_audit import DesignAudit
 from ..ingest.harbor import parse_time
-from ..tokens import TOKEN_SOURCE_LABELS
+from ..metrics.tokens import TOKEN_SOURCE_LABELS
+from ..study.audit import DesignAudit
 from . import numbers as fmt
 from .latex import escape_tex
 from .markdown import table as md_table

@@ -1,6 +1,6 @@
 """The estimands beside intention to treat as people read them: Markdown sections, companion CSVs, TeX and macros.
 
-Rendered from :class:`analysis_lib.beside_itt.BesideResult` (or the companion CSVs it writes), so the
+Rendered from :class:`analysis_lib.inference.beside_itt.estimands.BesideResult` (or the companion CSVs it writes), so the
 comparison report, RESULTS.md, notebook 02 and the paper show the same numbers.
 """
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..beside_itt import FILES, BesideResult
-from ..compliance import ASSUMPTIONS, ESTIMANDS, SCHEMA_COST_METRICS, TOKEN_CAVEAT
-from ..divergence import divergence_table
-from ..fileio import atomic_write_csv
-from ..mediation import ASSUMPTIONS as MEDIATION_ASSUMPTIONS
+from ..core.fileio import atomic_write_csv
+from ..inference.beside_itt.compliance import ASSUMPTIONS, ESTIMANDS, SCHEMA_COST_METRICS, TOKEN_CAVEAT
+from ..inference.beside_itt.divergence import divergence_table
+from ..inference.beside_itt.estimands import FILES, BesideResult
+from ..inference.beside_itt.mediation import ASSUMPTIONS as MEDIATION_ASSUMPTIONS
 from . import latex
 from . import numbers as fmt
 from .markdown import table as md_table
@@ -46,7 +46,7 @@ def write_beside(result: BesideResult, out_dir: str | Path) -> list[Path]:
 
 
 def read_beside(folder: str | Path) -> dict[str, pd.DataFrame]:
-    """The companion CSVs present in an analysis folder, by their key in :data:`analysis_lib.beside_itt.FILES`."""
+    """The companion CSVs present in an analysis folder, by their key in :data:`analysis_lib.inference.beside_itt.estimands.FILES`."""
     folder = Path(folder)
     return {key: pd.read_csv(folder / name) for key, name in FILES.items() if (folder / name).exists()}
 

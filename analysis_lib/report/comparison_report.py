@@ -1,7 +1,7 @@
 """``comparisons.csv``, ``profile_rates.csv`` and ``comparison_report.md`` from the one comparison engine.
 
 The tables here and in RESULTS.md are rendered by :func:`tier_table` from the rows of
-:func:`analysis_lib.comparisons.compare`, so the two reports cannot disagree.
+:func:`analysis_lib.inference.comparisons.compare`, so the two reports cannot disagree.
 """
 
 from __future__ import annotations
@@ -11,27 +11,39 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import power, stats
-from .. import sequential as seq_mod
-from ..baseline import resolve_baseline
-from ..beside_itt import BesideResult, beside_itt
-from ..comparisons import COLLINEAR_R, FEW_PAIRS, collinear_endpoints, compare, endpoint_correlations, profile_pairs, usable_trials
-from ..design_audit import DesignAudit
-from ..fileio import atomic_write_csv, atomic_write_text
-from ..hypotheses import test_sequence
-from ..plan import AnalysisPlan, PlanCheck, PlanError, load_plan, plan_hash, write_sidecar
-from ..rates import profile_rates
-from ..repetitions import pass_at_k_table, usual_repetitions, variance_components
-from ..subgroups import subgroup_effects_by_pair
+from .. import stats
+from ..core.fileio import atomic_write_csv, atomic_write_text
+from ..inference import power
+from ..inference import sequential as seq_mod
+from ..inference.beside_itt.estimands import BesideResult, beside_itt
+from ..inference.comparisons import (
+    COLLINEAR_R,
+    FEW_PAIRS,
+    collinear_endpoints,
+    compare,
+    endpoint_correlations,
+    profile_pairs,
+    usable_trials,
+)
+from ..inference.hypotheses import test_sequence
+from ..inference.rates import profile_rates
+from ..inference.repetitions import pass_at_k_table, usual_repetitions, variance_components
+from ..inference.subgroups import subgroup_effects_by_pair
+from ..study.audit import DesignAudit
+from ..study.baseline import resolve_baseline
+from ..study.plan import AnalysisPlan, PlanCheck, PlanError, load_plan, plan_hash, write_sidecar
 from . import numbers as fmt
 from .audit import audit_frames, audit_markdown, data_banner
 from .beside_itt import beside_markdown, write_beside
 from .markdown import table as md_table
 from .sequential import planning_table
 
-__all__ = ["Study", "analyse_comparisons", "write_comparisons", "tier_table", "tier_caption", "rates_table", "hypotheses_table",
-           "subgroups_table", "methods_lines", "claim_sentence", "family_role", "sequential_planning",
-           "collinearity_lines"]
+__all__ = [
+    "Study", "analyse_comparisons", "write_comparisons", "tier_table", "tier_caption", "rates_table",
+    "hypotheses_table",
+    "subgroups_table", "methods_lines", "claim_sentence", "family_role", "sequential_planning",
+    "collinearity_lines"
+]
 
 CORRECTION_NAMES = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}
 # The planning section: effects worth detecting, and its Monte-Carlo size (power SE <= 2.5 points).
@@ -74,7 +86,7 @@ def analyse_comparisons(metrics: pd.DataFrame, plan: AnalysisPlan, *, compare_pa
         if col not in metrics.columns:
             raise ValueError(f"the metrics frame has no {col!r} column")
     profiles = metrics["profile"].dropna().astype(str).unique()
-    # The one baseline rule (analysis_lib.baseline); a frame has no runs folder, so: explicit, the plan's, else first.
+    # The one baseline rule (analysis_lib.study.baseline); a frame has no runs folder, so: explicit, the plan's, else first.
     pairs = profile_pairs(profiles, compare=compare_pair,
                           baseline=resolve_baseline(profiles, explicit=baseline, plan=plan).name)
     boot = plan.bootstrap
@@ -100,7 +112,7 @@ def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check:
     divergence of discordant trajectories; ``plan_next`` adds the power analysis for the next study to the
     report (seconds of exact power sums and simulation; every other section is always there). The estimands
     the plan declares beside intention to treat are written to their companion CSVs
-    (:mod:`analysis_lib.beside_itt`)."""
+    (:mod:`analysis_lib.inference.beside_itt.estimands`)."""
     check = plan_check if plan_check is not None else _default_check()
     if check is None:
         raise PlanError("params/analysis_plan.yaml: the analysis plan cannot be read")
@@ -224,7 +236,7 @@ def hypotheses_table(hyp: pd.DataFrame) -> str:
 
 
 def subgroups_table(subgroups: pd.DataFrame, group: str = "group", pull: bool = True) -> str:
-    """Per pair and group of tasks (:func:`analysis_lib.subgroups.subgroup_effects` rows with ``profile_a``,
+    """Per pair and group of tasks (:func:`analysis_lib.inference.subgroups.subgroup_effects` rows with ``profile_a``,
     ``profile_b``): the raw pass@1 difference with its SE, the partially pooled one and (``pull``) the pull."""
     rows = [[f"{r.profile_b} vs {r.profile_a}", str(r.group), str(r.n_tasks),
              f"{fmt.number(100 * r.raw, 1, sign=True)} pp (SE {fmt.number(100 * r.se, 1)})",
@@ -431,7 +443,7 @@ def _power_rows(trials: pd.DataFrame, pairs: list[tuple[str, str]], alphas: tupl
 
 def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: AnalysisPlan, *, power_analysis: bool,
                       seed: int) -> list[str]:
-    """Tasks and spend for the next study, with these runs as the pilot (analysis_lib.power, stats.project_spend).
+    """Tasks and spend for the next study, with these runs as the pilot (analysis_lib.inference.power, stats.project_spend).
 
     The power analysis runs only when asked for (``power_analysis``): it is the one slow part of a report.
     """
@@ -520,7 +532,7 @@ def _planning_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: 
 def sequential_planning(trials: pd.DataFrame, pairs: list[tuple[str, str]], plan: AnalysisPlan
                         ) -> tuple[pd.DataFrame, list[str]]:
     """The plan's sequential design beside the fixed design, these runs as the pilot: per pair and primary metric the
-    planner covers (success, tokens), the rows of :func:`analysis_lib.sequential.planning` with ``pair, analysis``;
+    planner covers (success, tokens), the rows of :func:`analysis_lib.inference.sequential.planning` with ``pair, analysis``;
     and a line per metric it does not cover. Each hypothesis is planned at Holm's first level, alpha / family size."""
     seq = plan.sequential
     if seq is None:
@@ -566,7 +578,7 @@ def _sequential_planning_section(trials: pd.DataFrame, pairs: list[tuple[str, st
         "the paired t test, the pilot's own nuisance parameter; simulation on the grid for tokens). The sequential "
         "design takes the fewest tasks at most that give it the same power; its expected tasks under the null and "
         "under the planned effect follow from the chance of stopping at each look (normal theory: the recursion of "
-        "`analysis_lib.group_sequential`). Spend is tasks × both profiles × the repetitions × the pilot's cost per "
+        "`analysis_lib.stats.group_sequential`). Spend is tasks × both profiles × the repetitions × the pilot's cost per "
         "run (median; p90 for the maximum, a budget with margin). With `stop: all` a study runs until every primary "
         "hypothesis is decided: its size is that of its slowest row.",
         "",

@@ -2,7 +2,7 @@
 
 A limitation appears only when it applies to these runs: simulated or re-analysed data, infrastructure
 errors (counted per arm), MCP tools offered and never called, primary endpoints that are nearly collinear
-(:func:`analysis_lib.comparisons.endpoint_correlations`), and too few paired tasks. Every number is a
+(:func:`analysis_lib.inference.comparisons.endpoint_correlations`), and too few paired tasks. Every number is a
 macro made here from one frame (the audit's arms, the correlations, the comparisons), so the text
 quotes no typed number.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import registry
-from ..comparisons import FEW_PAIRS, collinear_endpoints
+from ..core import registry
+from ..inference.comparisons import FEW_PAIRS, collinear_endpoints
 from . import latex
 from . import numbers as fmt
 

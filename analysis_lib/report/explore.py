@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML, display
 
-from .. import registry
-from ..trial import Trial
+from ..core import registry
+from ..core.trial import Trial
 from . import numbers as fmt
 from . import pair_view as pv
 from .figures import WIDTH_IN, set_style, title

@@ -17,9 +17,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import registry, stats
-from ..comparisons import POINT_SCALES, per_task_value, repetition_aggregate, task_pairs, usable_trials
-from ..fileio import atomic_write_bytes
+from .. import stats
+from ..core import registry
+from ..core.fileio import atomic_write_bytes
+from ..inference.comparisons import POINT_SCALES, per_task_value, repetition_aggregate, task_pairs, usable_trials
 from .numbers import comparison_unit, p_value
 
 WIDTH_IN = 3.3
@@ -79,7 +80,7 @@ def _figure(height: float) -> tuple[plt.Figure, plt.Axes]:
 def plot_rates(rates: pd.DataFrame, simulated: bool, colors: dict | None = None) -> plt.Figure:
     """Per profile: pass rate per trial (task-clustered 95 % CI) and resolve rate per task (Wilson over tasks).
 
-    ``rates`` is :func:`analysis_lib.rates.profile_rates`. Two quantities, two markers, one legend.
+    ``rates`` is :func:`analysis_lib.inference.rates.profile_rates`. Two quantities, two markers, one legend.
     """
     fig, ax = _figure(0.9 + 0.45 * len(rates))
     colors = colors or profile_colors(list(rates["profile"]))
@@ -114,7 +115,7 @@ def _planned_rows(comparisons: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 def per_task_changes(comparisons: pd.DataFrame, metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per task and compared profile: B's change against A in %, on the per-task values the estimate pairs
-    (:func:`analysis_lib.comparisons.task_pairs` with the row's ``repetitions``: medians under ``majority``,
+    (:func:`analysis_lib.inference.comparisons.task_pairs` with the row's ``repetitions``: medians under ``majority``,
     the registry's mean under ``all``).
 
     Columns: task_id, profile, a, b, change_pct; tasks where A or B is not positive are left out (as in the

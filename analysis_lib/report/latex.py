@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..fileio import atomic_write_text
+from ..core.fileio import atomic_write_text
 
 __all__ = ["Macro", "tex_header", "macro_name", "booktabs_table", "render_macros", "fmt_pct", "escape_tex", "write_tex",
            "prose_markdown", "texttt", "series"]

@@ -11,12 +11,15 @@ import math
 
 import pandas as pd
 
-from .. import registry
-from ..comparisons import POINT_SCALES, RATE_DIFFERENCE_UNIT, scale_unit
+from ..core import registry
+from ..inference.comparisons import POINT_SCALES, RATE_DIFFERENCE_UNIT, scale_unit
 
-__all__ = ["MINUS", "RATE_DIFFERENCE_UNIT", "missing", "number", "value", "difference", "estimate", "interval", "open_at_zero",
-           "p_value", "plural", "decimals", "tex_number", "tex_quantity", "tex_unit", "comparison_unit", "scaled",
-           "estimate_digits"]
+__all__ = [
+    "MINUS", "RATE_DIFFERENCE_UNIT", "missing", "number", "value", "difference", "estimate", "interval",
+    "open_at_zero",
+    "p_value", "plural", "decimals", "tex_number", "tex_quantity", "tex_unit", "comparison_unit", "scaled",
+    "estimate_digits"
+]
 
 MINUS = "\u2212"
 DASH = "–"
@@ -70,7 +73,7 @@ def difference(metric_id: str, x, *, rate: bool = False) -> str:
 
 def comparison_unit(scale: str, unit: str = "") -> str:
     """The unit of a comparison's estimate: ``%`` (ratios), ``pp`` (rates) or the metric's own
-    (:func:`analysis_lib.comparisons.scale_unit`, the rule behind the CSVs' ``unit`` column)."""
+    (:func:`analysis_lib.inference.comparisons.scale_unit`, the rule behind the CSVs' ``unit`` column)."""
     return scale_unit(scale, unit)
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write_json, read_json
+from ..core.fileio import atomic_write_json, read_json
 
 __all__ = ["OutputPaths", "output_paths", "write_run_info", "read_run_info"]
 

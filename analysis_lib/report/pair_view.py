@@ -20,18 +20,21 @@ import matplotlib.pyplot as plt
 import orjson
 import pandas as pd
 
-from .. import registry
-from ..metrics import trial_metrics
-from ..tools import DEFAULT_MCP_TOOLS, categorize, files_touched
-from ..trial import Step, Trial
+from ..core import registry
+from ..core.tools import DEFAULT_MCP_TOOLS, categorize, files_touched
+from ..core.trial import Step, Trial
+from ..metrics.trial_metrics import trial_metrics
 from . import numbers as fmt
 from .figures import WIDTH_IN, set_style, title
 from .tables import _as_bool
 
-__all__ = ["CATEGORY_COLORS", "OUTCOME_COLORS", "OUTCOME_LABELS", "GRID_SORTS", "PairView", "step_lane", "step_detail", "divergence",
-           "files_compared", "arm_outcomes", "pair_view", "schedule_pair", "pair_options", "find_pair",
-           "outcome_grid", "grid_difference", "grid_legend_html", "quantity_label", "quantity_value", "plot_cumulative",
-           "render_grid_html", "render_pair_html"]
+__all__ = [
+    "CATEGORY_COLORS", "OUTCOME_COLORS", "OUTCOME_LABELS", "GRID_SORTS", "PairView", "step_lane", "step_detail",
+    "divergence",
+    "files_compared", "arm_outcomes", "pair_view", "schedule_pair", "pair_options", "find_pair",
+    "outcome_grid", "grid_difference", "grid_legend_html", "quantity_label", "quantity_value", "plot_cumulative",
+    "render_grid_html", "render_pair_html"
+]
 
 # Okabe-Ito colours (distinguishable with colour blindness), light enough for black text; "message" is
 # a step without tool calls.

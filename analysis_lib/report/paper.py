@@ -1,8 +1,8 @@
 """Assemble the paper snippets: macros, siunitx tables, a results paragraph, figure environments, Markdown.
 
 Input is what the earlier notebooks wrote: ``metrics_detail.csv``, the comparison engine's
-``comparisons.csv`` and ``profile_rates.csv`` (:mod:`analysis_lib.comparisons`,
-:mod:`analysis_lib.rates`), the plan record, the CodeCanvas table. Output is
+``comparisons.csv`` and ``profile_rates.csv`` (:mod:`analysis_lib.inference.comparisons`,
+:mod:`analysis_lib.inference.rates`), the plan record, the CodeCanvas table. Output is
 ``<paper_dir>/snippets/*.tex`` and ``<paper_dir>/paper_snippets.md``. No number is computed here:
 every value is a cell of those frames, formatted once (:mod:`.numbers`), so the table, the macros,
 the prose and the figures quote the same value. ``paper/main.tex`` inputs the snippets by fixed
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import registry
 from ..codecanvas.outputs import BOARD_METRICS, COMPARISON_METRICS
-from ..comparisons import RATE_DIFFERENCE_UNIT, interval_note
-from ..fileio import atomic_write_text
-from ..repetitions import usual_repetitions
+from ..core import registry
+from ..core.fileio import atomic_write_text
+from ..inference.comparisons import RATE_DIFFERENCE_UNIT, interval_note
+from ..inference.repetitions import usual_repetitions
 from . import latex, markdown, tables
 from . import numbers as fmt
 from .audit import audit_markdown, audit_tex, data_banner

@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .. import registry
-from ..fileio import atomic_write_bytes
+from ..core import registry
+from ..core.fileio import atomic_write_bytes
 from .figures import PNG_METADATA, WIDTH_IN, profile_colors, set_style, title
 
 __all__ = ["plot_exploratory", "save_png"]

@@ -1,6 +1,6 @@
 """Markdown and LaTeX pieces of a sequential study: the design, the looks, the stop, the adjusted estimates.
 
-Numbers come from :mod:`analysis_lib.sequential` (the looks and :func:`~analysis_lib.sequential.adjusted_estimates`);
+Numbers come from :mod:`analysis_lib.inference.sequential` (the looks and :func:`~analysis_lib.inference.sequential.adjusted_estimates`);
 this module only formats them, for RESULTS.md, the comparison report's planning section and the paper.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..fileio import atomic_write_csv, atomic_write_json, read_json
+from ..core.fileio import atomic_write_csv, atomic_write_json, read_json
 from . import latex
 from . import numbers as fmt
 from .markdown import table as md_table
@@ -127,7 +127,7 @@ def design_lines(seq: dict, adj: pd.DataFrame | None, confidence: float, mismatc
 
 
 def planning_table(rows: pd.DataFrame) -> str:
-    """The planner's fixed-vs-sequential rows (:func:`analysis_lib.sequential.planning`, with ``pair`` and
+    """The planner's fixed-vs-sequential rows (:func:`analysis_lib.inference.sequential.planning`, with ``pair`` and
     ``analysis`` columns added): maximum and expected tasks and spend, and the power at the planned effect."""
     out = []
     for r in rows.itertuples():

@@ -1,0 +1,242 @@
+"""The study design: which trials form each arm, how a task is named in every arm, which rerun counts,
+how a reward becomes a pass, and where the data came from.
+
+Runs rarely record their own design. Two Harbor jobs of one agent and model, one of them with an MCP
+server configured, look like one configuration with more repetitions; the same task may be named
+``linux-hda-intel-suspend-fault-001`` in one arm and ``mcp_linux-hda-intel-suspend-fault-001_0pqsfs``
+in the other. A study file (YAML; ``--study FILE`` on the command line, the ``study`` parameter of
+the paper pipeline, ``design=`` in the Python API) declares what the runs do not say::
+
+    name: CodeScaleBench csb_sdlc, Claude Code + Haiku 4.5 with and without Sourcegraph MCP
+    source: {name: CodeScaleBench, url: https://github.com/sourcegraph/CodeContextBench}
+    baseline: baseline
+    arms:
+      baseline: {paths: ["*/*/baseline/**"], mcp: false}
+      mcp:      {paths: ["*/*/mcp/**"], mcp: true}
+    task_id: {folder: 1}            # the name of the trial folder's parent
+    repetition: {regex: '_(?P<rep>\\d+)$'}
+    reruns: last                    # first | last | all (extra attempts become repetitions)
+    success: reward > 0
+
+An arm is chosen by path globs (relative to the runs folder, ``*`` within one folder name, ``**``
+across folders) and/or by fields of the trial's own record (its configuration, flattened to dotted
+keys: ``agent.import_path``, ``agent.kwargs.mcp_config``, ``agent.mcp_servers``, ``profile`` for the
+runner's condition...). A trial that matches no arm, or several, is left out with one warning row.
+Without a study file the default rules of each reader stand (:mod:`analysis_lib.ingest`), and the
+design audit warns about anything they pool despite a different configuration.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..core.success import DEFAULT_SUCCESS, parse_success
+
+__all__ = [
+    "DesignError", "TaskRule", "RepetitionRule", "VersionRule", "Arm", "Source", "StudyDesign", "glob_regex",
+    "parse_design", "load_design",
+]
+
+
+class DesignError(ValueError):
+    """A study file that cannot be used; the message is one line naming the file and the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaskRule(_Strict):
+    """How a trial's task id is read: a folder name, or a named group ``task`` of a regular expression."""
+
+    # The name of the folder this many levels above the trial's own (0: the trial folder itself).
+    folder: int | None = Field(default=None, ge=0, le=12)
+    # Applied (re.search) to ``field``; the group named ``task`` is the task id.
+    regex: str | None = None
+    field: Literal["task_name", "trial_name", "folder"] = "task_name"
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> TaskRule:
+        if (self.folder is None) == (self.regex is None):
+            raise ValueError("give exactly one of folder (levels above the trial folder) or regex")
+        if self.regex is not None:
+            _named_group(self.regex, "task")
+        return self
+
+
+class RepetitionRule(_Strict):
+    """The repetition number read from the trial folder's name (group ``rep``), e.g. ``_(?P<rep>\\d+)$``."""
+
+    regex: str
+
+    @field_validator("regex")
+    @classmethod
+    def _has_rep(cls, v: str) -> str:
+        _named_group(v, "rep")
+        return v
+
+
+class VersionRule(_Strict):
+    """The dataset version of a trial: a constant, or a dotted key of its configuration record."""
+
+    value: str | None = None
+    field: str | None = None
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> VersionRule:
+        if (self.value is None) == (self.field is None):
+            raise ValueError("give exactly one of value or field")
+        return self
+
+
+class Arm(_Strict):
+    """One arm: the trials its selectors match (every selector given must match)."""
+
+    paths: list[str] = Field(default_factory=list)
+    fields: dict[str, Any] = Field(default_factory=dict)
+    # Whether this arm was offered MCP tools (None: not declared).
+    mcp: bool | None = None
+    task_id: TaskRule | None = None
+    dataset_version: VersionRule | None = None
+
+    @model_validator(mode="after")
+    def _selects(self) -> Arm:
+        if not self.paths and not self.fields:
+            raise ValueError("an arm needs paths (globs) or fields to select its trials")
+        for p in self.paths:
+            glob_regex(p)
+        return self
+
+    def rule(self) -> str:
+        """The selector in words, for ``--list`` and the audit."""
+        parts = [f"path {' or '.join(self.paths)}"] if self.paths else []
+        parts += [f"{k} = {orjson.dumps(v).decode()}" for k, v in sorted(self.fields.items())]
+        return " and ".join(parts)
+
+
+class Source(_Strict):
+    """Where the runs come from, named in every report made from them."""
+
+    name: str
+    url: str | None = None
+    commit: str | None = None
+    licence: str | None = None
+    note: str | None = None
+
+    def line(self) -> str:
+        where = f" ({self.url}" + (f" at {self.commit[:12]}" if self.commit else "") + ")" if self.url else ""
+        return f"{self.name}{where}"
+
+
+class StudyDesign(_Strict):
+    """A study file, validated. ``path`` is where it was read from (not part of the design)."""
+
+    name: str
+    simulated: bool = False
+    source: Source | None = None
+    baseline: str | None = None
+    arms: dict[str, Arm] = Field(min_length=1)
+    task_id: TaskRule | None = None
+    repetition: RepetitionRule | None = None
+    reruns: Literal["first", "last", "all"] = "all"
+    dataset_version: VersionRule | None = None
+    success: str = DEFAULT_SUCCESS
+
+    @field_validator("success")
+    @classmethod
+    def _success_rule(cls, v: str) -> str:
+        parse_success(v)
+        return v
+
+    @field_validator("arms")
+    @classmethod
+    def _arm_names(cls, v: dict[str, Arm]) -> dict[str, Arm]:
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*", name):
+                raise ValueError(f"arm name {name!r}: letters, digits and _ . @ + - only")
+        return v
+
+    @model_validator(mode="after")
+    def _baseline_is_arm(self) -> StudyDesign:
+        if self.baseline is not None and self.baseline not in self.arms:
+            raise ValueError(f"baseline {self.baseline!r} is not an arm; arms are {sorted(self.arms)}")
+        return self
+
+    def sha256(self) -> str:
+        """Hash of the design (its parsed, canonical form): recorded with the outputs made from it."""
+        return hashlib.sha256(orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+    def mcp_arms(self) -> list[str]:
+        return [name for name, arm in self.arms.items() if arm.mcp]
+
+
+def _named_group(pattern: str, group: str) -> None:
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"regex {pattern!r} does not compile ({exc})") from None
+    if group not in compiled.groupindex:
+        raise ValueError(f"regex {pattern!r} needs a named group (?P<{group}>...)")
+
+
+@functools.lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A path glob as a regular expression: ``*`` and ``?`` stay within one folder name, ``**`` spans folders.
+
+    A pattern matches a trial's path relative to the runs folder, or any folder above the trial
+    (``baseline/**`` and ``baseline`` both select everything under ``baseline/``).
+    """
+    if not pattern or pattern.startswith("/") or "\\" in pattern:
+        raise ValueError(f"path glob {pattern!r}: give a relative path with / between folders")
+    out = []
+    parts = pattern.strip("/").split("/")
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "**":
+            out.append(".*" if last else "(?:[^/]+/)*")
+            continue
+        piece = "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in part)
+        out.append(piece + ("" if last else "/"))
+    return re.compile("^" + "".join(out) + "(?:/.*)?$")
+
+
+def parse_design(obj: Any, source: str = "<study>") -> StudyDesign:
+    """Validate a parsed study file; :class:`DesignError` names the file and the first bad key."""
+    if not isinstance(obj, dict):
+        raise DesignError(f"{source}: a study file is a mapping (name, arms, ...), got {type(obj).__name__}")
+    try:
+        return StudyDesign.model_validate(obj)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "(top)"
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        raise DesignError(f"{source}: {loc}: {msg}") from None
+
+
+def load_design(path: str | os.PathLike) -> StudyDesign:
+    """Read and validate a study file (YAML); one-line :class:`DesignError` on any problem."""
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise DesignError(f"{p}: study file not found") from None
+    except OSError as exc:
+        raise DesignError(f"{p}: cannot read the study file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise DesignError(f"{p}: the study file is not UTF-8 text") from None
+    try:
+        obj = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DesignError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    return parse_design(obj, str(p))
