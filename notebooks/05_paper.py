@@ -46,19 +46,22 @@ project_root = notebook_params.find_project_root(project_root)
 paths = outputs.output_paths(project_root, output_dir)
 import os
 
+from analysis_lib import Study
 from analysis_lib.report import paper
-from analysis_lib.report.audit import data_banner, read_audit
+from analysis_lib.report.audit import audit_frames, data_banner
 from analysis_lib.report.beside_itt import read_beside
 
 # %%
-info = outputs.read_run_info(paths)
-simulated = bool(info["simulated"])
-banner = data_banner(simulated, info.get("data_source"))
+# The study notebook 01 resolved (arms, baseline, audit, where the runs came from); the analysis files of 02-04.
+study = Study.load(paths.analytics)
+simulated = study.simulated
+data_source = study.source.model_dump() if study.source else None
+banner = data_banner(simulated, data_source)
 if banner:
     display(Markdown(f"> **{banner}**"))
 import json
 
-metrics = pd.read_csv(paths.metrics_detail)
+metrics = study.metrics
 comparisons = pd.read_csv(paths.comparisons_csv) if paths.comparisons_csv.exists() else None
 rates_file = paths.comparisons_dir / "profile_rates.csv"
 rates = pd.read_csv(rates_file) if rates_file.exists() else None
@@ -89,13 +92,13 @@ for name, frame in (("comparisons", comparisons), ("profile rates", rates), ("pl
 # %%
 inputs = paper.PaperInputs(
     metrics=metrics, comparisons=comparisons, rates=rates, codecanvas=codecanvas, simulated=simulated, hypotheses=hypotheses,
-    baseline=info["baseline"], plan=plan_record,
+    baseline=study.require_baseline(), plan=plan_record,
     sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
              "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file), "hypotheses": paths.rel(hyp_file),
              "audit": paths.rel(paths.analytics / "design_audit.csv"), "beside": paths.rel(paths.comparisons_dir),
              "sequential": paths.rel(paths.comparisons_dir / SEQUENTIAL_JSON), "correlations": paths.rel(corr_file)},
     llm_snippets=llm_snippets, correlations=correlations,
-    audit=read_audit(paths.analytics), data_source=info.get("data_source"),
+    audit=audit_frames(study.audit) if study.audit is not None else None, data_source=data_source,
     beside=read_beside(paths.comparisons_dir) or None,
     sequential=sequential_record, sequential_estimates=sequential_estimates)
 paper_path = Path(project_root) / paper_dir

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis_lib.cli.results import write_results
-from analysis_lib.inference.beside_itt.estimands import FILES
+from analysis_lib.inference.results import FILES
 from analysis_lib.report import numbers as fmt
 from analysis_lib.report import paper
 from analysis_lib.report.beside_itt import read_beside

@@ -134,8 +134,9 @@ def test_a_study_file_splits_the_jobs_into_arms_by_configuration_and_pairs_their
     audit = pd.read_csv(tmp_path / "out" / "design_audit.csv").set_index("arm")
     assert audit.loc["noskills", "baseline"] and audit.loc["skills", "n_pairs_complete"] == 3
     assert audit.loc["skills", "rule"] == 'study file: agent.kwargs.skills_dir = "/skills"'
-    design = json.loads((tmp_path / "out" / "study_design.json").read_text())
+    design = json.loads((tmp_path / "out" / "study.json").read_text())
     assert design["baseline"] == "noskills" and design["baseline_source"] == "the study file"
+    assert design["design"]["arms"]["skills"]["fields"] == {"agent.kwargs.skills_dir": "/skills"}
     report = (tmp_path / "out" / "comparison_report.md").read_text()
     assert report.index("## Design audit") < report.index("# Profile comparisons")
     listing = run_cli(runs, "--study", study, "--list", "-o", tmp_path / "o2")

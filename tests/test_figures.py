@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis_lib import Study, analyse_comparisons
 from analysis_lib.core import registry
 from analysis_lib.inference.comparisons import RATE_DIFFERENCE_UNIT
 from analysis_lib.report import figures, tables
-from analysis_lib.report.comparison_report import analyse_comparisons
 from analysis_lib.report.paper import FIGURE_CAPTIONS
 from analysis_lib.simulate.model import simulate_metrics
 from analysis_lib.study.plan import load_plan
@@ -28,7 +28,7 @@ PROFILES = {"text": "text", "codegraph": "codegraph", "codecanvas": "codecanvas"
 def paper_figures() -> dict[str, plt.Figure]:
     """Every figure the paper includes, made as the notebooks make them, from a simulated study of 24 tasks."""
     metrics = simulate_metrics(seed=20261121, n_tasks=24, repetitions=3)
-    study = analyse_comparisons(metrics, load_plan(), baseline="text")
+    study = analyse_comparisons(Study.from_table(metrics, baseline="text"), load_plan())
     comp, colors = study.comparisons, figures.profile_colors(sorted(metrics["profile"].unique()))
     out = {"rates": figures.plot_rates(study.rates, True, colors),
            "task_outcomes": figures.plot_task_outcomes(figures.task_outcomes(metrics), True),

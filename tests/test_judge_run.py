@@ -27,6 +27,7 @@ def options(url: str | None, **kw) -> argparse.Namespace:
     base = dict(
         model="openai/loopback-judge", api_base=url, budget_usd=None, concurrency=4, refresh=False, judge_samples=1,
         judge_model_b=None, human_labels=None, estimate_cost=False, quiet=True, seed=0, simulated=False,
+        baseline="text",  # the study's baseline, as the command line hands it over
     )
     base.update(kw)
     return argparse.Namespace(**base)

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis_lib import stats
+from analysis_lib import Study, analyse_comparisons, stats
 from analysis_lib.inference import comparisons as C
 from analysis_lib.report import figures, latex, paper
 from analysis_lib.report import numbers as fmt
-from analysis_lib.report.comparison_report import analyse_comparisons, tier_table, tier_title
+from analysis_lib.report.comparison_report import tier_table, tier_title
 from analysis_lib.simulate.model import simulate_metrics
 from analysis_lib.study.plan import load_plan
 
@@ -24,7 +24,7 @@ PLANS = {"majority": ROOT / "params" / "analysis_plan.yaml", "all": ROOT / "para
 @pytest.fixture(scope="module")
 def studies():
     metrics = simulate_metrics(seed=4, n_tasks=12, repetitions=3)
-    return metrics, {k: analyse_comparisons(metrics, load_plan(p), baseline="text") for k, p in PLANS.items()}
+    return metrics, {k: analyse_comparisons(Study.from_table(metrics, baseline="text"), load_plan(p)) for k, p in PLANS.items()}
 
 
 def _tex_rows(tex: str) -> list[list[str]]:

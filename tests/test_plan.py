@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import yaml
 
-from analysis_lib import stats
+from analysis_lib import stats, write_comparisons
 from analysis_lib.inference import comparisons
-from analysis_lib.report.comparison_report import write_comparisons
 from analysis_lib.simulate.model import simulate_metrics
 from analysis_lib.study import plan as P
+from analysis_lib.study.baseline import profile_pairs
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "params" / "analysis_plan.yaml"
@@ -143,7 +143,7 @@ def test_corrections_run_over_the_whole_tier_across_all_profile_pairs(latent):
     from statsmodels.stats.multitest import multipletests
 
     plan = P.load_plan(PLAN)
-    pairs = comparisons.profile_pairs(latent["profile"].unique(), baseline="text")
+    pairs = profile_pairs(latent["profile"].unique(), baseline="text")
     table = comparisons.compare(latent, plan, pairs)
     assert list(table.columns) == comparisons.COLUMNS
     prim = table[table["tier"] == "primary"]
@@ -275,7 +275,8 @@ def test_layer1_and_comparisons_carry_the_hash_and_flag_a_changed_plan(tmp_path)
     assert agg["analysis_plan_sha256"] == current and agg["analysis_plan_changed"] is True
     side = json.loads((out / "analysis_plan.json").read_text())
     assert side["analysis_plan_sha256"] == current and side["recorded_sha256"] == P.plan_hash(earlier)
-    write_comparisons(result.metrics, out, plan_check=check)
+    result.plan_check = check
+    write_comparisons(result, out)
     head = (out / "comparison_report.md").read_text().splitlines()
     assert head[0].startswith("> **plan changed after the plan record:**") and "+alpha: 0.05" in head
     # These trials carry no start time: the record cannot be dated against them, and the report says so.
@@ -319,7 +320,7 @@ def test_the_all_repetitions_plan_runs_with_sensitivity_rows_beside_the_planned_
 
     m = analyse(sample_runs, None, cache=False, workers=1).metrics
     plan = P.load_plan(ALL_REPS)
-    t = comparisons.compare(m, plan, comparisons.profile_pairs(m["profile"].unique(), baseline="text"))
+    t = comparisons.compare(m, plan, profile_pairs(m["profile"].unique(), baseline="text"))
     s = t[(t["metric"] == "success") & (t["profile_b"] == "codecanvas")].set_index("tier")
     primary, sens = s.loc["primary"], t[(t["tier"] == "sensitivity") & (t["profile_b"] == "codecanvas")]
     # pass@1 is the mean of per-task pass rates, computed here by hand from the trials.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -140,6 +141,17 @@ def test_the_paper_pipeline_runs_on_the_real_study(codescalebench, tmp_path):
     assert "Real runs of a public study" in snippets["data.tex"] and "CodeScaleBench" in snippets["data.tex"]
     assert "tab:design-audit" in snippets["design_audit.tex"] and "never reached the model" in snippets["design_audit.tex"]
     assert (root / "results" / "codescalebench" / "notebooks" / "05_paper.ipynb").exists()
+    # One study everywhere: notebook 01's study, the comparisons and the paper's macros count the same 13 of 18
+    # passes (reward > 0) of the same two arms against the same baseline.
+    study = json.loads((root / "results" / "codescalebench" / "analytics" / "study.json").read_text())
+    assert (study["arms"], study["baseline"], study["success_rule"]) == (["baseline", "mcp"], "baseline", "reward > 0")
+    detail = pd.read_csv(root / "results" / "codescalebench" / "analytics" / "metrics_detail.csv")
+    assert (len(detail), int(detail["success"].sum())) == (18, 13)
+    comp = pd.read_csv(root / "results" / "codescalebench" / "comparisons" / "comparisons.csv")
+    assert set(zip(comp["profile_a"], comp["profile_b"], strict=True)) == {("baseline", "mcp")}
+    macros = snippets["macros.tex"]
+    successes = [int(m) for m in re.findall(r"\\newcommand\{\\Successes[A-Za-z]+\}\{(\d+)\}", macros)]
+    assert sorted(successes) == [6, 7] and sum(successes) == 13, macros
     # The limitations name what the audit found on this slice, each once.
     limits = snippets["discussion.tex"]
     assert "never reached the model" in limits and "one arm only" in limits and "never called" in limits
@@ -156,8 +168,10 @@ def test_the_explorer_reads_the_study_file_and_opens_on_its_two_arms(codescalebe
     out = tmp_path / "explore.ipynb"
     papermill.execute_notebook(str(ROOT / "notebooks" / "explore.ipynb"), str(out), progress_bar=False,
                                parameters={"project_root": str(ROOT), "runs_dir": str(codescalebench),
-                                           "study": str(STUDY), "output_dir": str(tmp_path / "results")},
+                                           "study_file": str(STUDY), "output_dir": str(tmp_path / "results")},
                                execution_timeout=300)
     text = out.read_text(encoding="utf-8")
-    assert "18 trials, 2 profiles, 10 tasks, 0 unreadable; A (baseline): baseline" in text
+    # The study's success rule (reward > 0) scores the trials, as on the command line and in the paper: 13 of 18.
+    assert ("18 trials, 13 passed (success: reward > 0), 2 profiles, 10 tasks, 0 unreadable; "
+            "A (baseline): baseline (the study file)") in text
     assert "A-vs-B explorer (baseline vs mcp)" in text

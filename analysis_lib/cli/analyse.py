@@ -15,13 +15,12 @@ import pandas as pd
 
 from ..bench.environment import runs_dir_warnings
 from ..core.tools import DEFAULT_MCP_TOOLS
-from ..ingest.load import load_trials
 from ..metrics.trial_metrics import MetricsConfig
-from ..metrics.trials_table import relative_to_runs
-from ..report.comparison_report import write_comparisons
-from ..study.layer1 import Layer1Result, analyse
+from ..study.layer1 import analyse
 from ..study.plan import PlanError
+from ..study.study import Study, StudyError
 from ..study.study_file import DesignError
+from .comparisons import write_comparisons
 
 
 def config_from_args(args: argparse.Namespace) -> MetricsConfig:
@@ -30,7 +29,7 @@ def config_from_args(args: argparse.Namespace) -> MetricsConfig:
     return MetricsConfig(mcp_tools=mcp)
 
 
-def print_arms(result: Layer1Result) -> None:
+def print_arms(result: Study) -> None:
     """The arms the ``--list`` table shows, with the rule that formed each and the baseline."""
     audit = result.audit
     if audit is None or audit.arms.empty:
@@ -117,7 +116,7 @@ def run_cli(args: argparse.Namespace) -> int:
     return status
 
 
-def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
+def _run_comparisons(args: argparse.Namespace, result: Study) -> int:
     profiles = sorted(result.metrics["profile"].unique())
     if args.compare:
         missing = [p for p in args.compare if p not in profiles]
@@ -133,28 +132,21 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
               f"(see design_audit.csv); no comparisons written", file=sys.stderr)
         return 1
     try:
-        write_comparisons(result.metrics, args.output, plan_check=result.plan_check,
-                          compare_pair=tuple(args.compare) if args.compare else None, baseline=result.baseline.name,
-                          simulated=result.simulated, audit=audit, source=result.design.source if result.design else None,
-                          runs_dir=args.runs_dir, plan_next=args.plan_next)
-    except PlanError as exc:
+        write_comparisons(result, args.output, compare_pair=tuple(args.compare) if args.compare else None,
+                          plan_next=args.plan_next)
+    except (PlanError, StudyError) as exc:
         print(f"error: {exc}; no comparisons written", file=sys.stderr)
         return 2
     return 0
 
 
-def _run_layer2(args: argparse.Namespace, result: Layer1Result) -> int:
+def _run_layer2(args: argparse.Namespace, result: Study) -> int:
     from ..judge.run import run_layer2  # litellm takes seconds to import: only when the LLM analyses run
 
     # Only the trials of the table (a --limit sample, a selection) are read again, named as the table names
-    # them: its arm (a study file's, when there is one), task and repetition.
-    root = args.runs_dir if os.path.isdir(args.runs_dir) else os.path.dirname(args.runs_dir)
-    table = {r.trial_path: r for r in result.metrics[["trial_path", "profile", "task_id", "repetition"]].itertuples()}
-    trials, _ = load_trials(args.runs_dir, [os.path.join(root, p) for p in table])
-    trials = [t for t in trials if relative_to_runs(t.trial_path, args.runs_dir) in table]
-    for t in trials:
-        row = table[relative_to_runs(t.trial_path, args.runs_dir)]
-        t.profile, t.task_id, t.repetition = str(row.profile), str(row.task_id), int(row.repetition)
+    # them (its arm, task and repetition); the judge is told the study's baseline, as the comparisons are.
+    trials, _ = result.load_trials()
     args.simulated = result.simulated
+    args.baseline = args.compare[0] if args.compare else result.require_baseline() if result.arms else None
     run_layer2(trials, result.metrics, Path(args.output), args)
     return 0

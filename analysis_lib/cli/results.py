@@ -25,7 +25,7 @@ from ..core.fileio import atomic_write_text, read_json
 from ..core.trial import InputError
 from ..inference import sequential as seq_mod
 from ..inference.beside_itt.estimands import beside_itt
-from ..inference.comparisons import compare, profile_pairs
+from ..inference.comparisons import compare
 from ..inference.hypotheses import test_sequence
 from ..inference.subgroups import subgroup_effects_by_pair
 from ..report import plan_figures
@@ -38,7 +38,8 @@ from ..report.numbers import number
 from ..report.sequential import design_lines as sequential_lines
 from ..study import plan as plan_mod
 from ..study.audit import DesignAudit
-from ..study.layer1 import analyse
+from ..study.baseline import profile_pairs
+from ..study.study import open_study
 
 VERDICTS = ("passed", "failed")
 
@@ -346,11 +347,9 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     outcome = ResultsOutcome(0, plan_check=check)
     ev = evaluation_table(obj)
     conditions = [str(c) for c in obj.get("conditions") or []]
-    result = analyse(runs, None, profiles=conditions or None, cache=False, workers=workers, plan=plan_path, baseline=baseline)
+    result = open_study(runs, None, plan, baseline, plan_check=check, profiles=conditions or None, workers=workers)
     simulated = obj.get("simulated") is True or result.simulated
     metrics = result.metrics
-    if "started_at" in metrics:
-        check.note_first_trial(metrics["started_at"].dropna().tolist())
     if metrics.empty:
         raise ResultsError(f"{plan_mod.display_path(runs)}: no trial could be read from the runs folder")
     if result.baseline_error:
@@ -380,8 +379,7 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
                           audit=result.audit, sequential=seq_lines)
     text += _claims_and_groups(obj, metrics, plan, pairs, refused_reason)
     if pairs:
-        beside = beside_itt(metrics, table, plan, pairs, audit_arms=result.audit.arms if result.audit is not None else None,
-                            runs_dir=runs, refused=refused)
+        beside = beside_itt(result, table, plan, pairs, refused=refused)
         text += "\n" + "\n".join(beside_markdown(beside, plan.bootstrap.confidence))
     outcome.files.insert(0, atomic_write_text(output, text))
     outcome.messages = [f"warning: {w}" for w in check.warnings]

@@ -33,7 +33,6 @@ all profile pairs together. ``significant`` is ``p_adjusted < alpha``.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +47,7 @@ from ..study.plan import AnalysisPlan, Bootstrap
 __all__ = [
     "COLUMNS", "POINT_SCALES", "RATE_DIFFERENCE_UNIT", "scale_unit", "TEST_LABELS", "Rule", "rule",
     "repetition_aggregate", "task_pairs",
-    "per_task_value", "sides_summary", "planned_test", "usable_trials", "profile_pairs",
+    "per_task_value", "sides_summary", "planned_test", "usable_trials",
     "plan_columns", "estimate", "compare", "excludes_zero", "interval_note",
     "COLLINEAR_R", "endpoint_correlations", "collinear_endpoints", "FEW_PAIRS"
 ]
@@ -214,30 +213,6 @@ def usable_trials(metrics: pd.DataFrame) -> pd.DataFrame:
     if "infra_error" in metrics.columns:
         return metrics[~_is_true(metrics["infra_error"])]
     return metrics
-
-
-def profile_pairs(profiles: Sequence[str], *, compare: tuple[str, str] | None = None,
-                  baseline: str | None = None) -> list[tuple[str, str]]:
-    """The (A, B) pairs to compare: ``compare`` alone, or every other profile against ``baseline``.
-
-    The baseline defaults to the first profile in sort order. Raises ValueError naming a profile
-    that is not in the data.
-    """
-    names = sorted(set(map(str, profiles)))
-    if compare is not None:
-        a, b = map(str, compare)
-        for p in (a, b):
-            if p not in names:
-                raise ValueError(f"--compare: profile {p!r} not found; profiles are {names}")
-        if a == b:
-            raise ValueError(f"--compare needs two different profiles, got {a!r} twice")
-        return [(a, b)]
-    if not names:
-        return []
-    base = names[0] if baseline is None else str(baseline)
-    if base not in names:
-        raise ValueError(f"baseline profile {base!r} not found; profiles are {names}")
-    return [(base, p) for p in names if p != base]
 
 
 def plan_columns(metrics: pd.DataFrame, metric_id: str) -> list[str]:

@@ -25,6 +25,8 @@ from tqdm.auto import tqdm
 from ..core.fileio import atomic_write_json, atomic_write_text, read_json
 from ..core.tools import DEFAULT_MCP_TOOLS
 from ..core.trial import InputError, Trial
+from ..metrics.trial_metrics import metrics_frame
+from ..metrics.trials_table import ACTIONS_COLUMN, trial_row
 from . import DEFAULT_MODEL
 from .agreement import agreement_row, confusion_matrix, format_agreement_md, format_confusion_md, majority_label, self_agreement_row
 from .analyses import Job, blind_job, comparative_jobs, failure_jobs, mcp_jobs, metrics_lookup, strategy_jobs, synthesis_job
@@ -133,9 +135,18 @@ def missing_key_reason(model: str) -> str | None:
     return f"no API key for {model} (set {missing} in the environment or .env, or pass --api-base for a local server)"
 
 
+def verdict_table(trials: list[Trial], metrics: pd.DataFrame | None) -> pd.DataFrame:
+    """The study's trials table the judge reads verdicts from; without one (loaded trials alone), the trials measured
+    here, scored by the default success rule (:func:`analysis_lib.core.success.reward_succeeds`)."""
+    if metrics is not None:
+        return metrics
+    # Rows of the trials as they are named (no renumbering of repetitions), so that each row finds its trial.
+    return metrics_frame([trial_row(t) for t in trials], sort=False).drop(columns=[ACTIONS_COLUMN], errors="ignore")
+
+
 def plan_jobs(trials: list[Trial], metrics: pd.DataFrame | None, opts: Layer2Options) -> list[Job]:
     """Every per-trial and per-task judgement (the synthesis comes after, from their results)."""
-    lookup = metrics_lookup(metrics)
+    lookup = metrics_lookup(verdict_table(trials, metrics))
     mcp_kw = {"mcp_tools": set(DEFAULT_MCP_TOOLS) | set(opts.mcp_tools)} if opts.mcp_tools else {}
     vocab = vocabulary(trials, **mcp_kw) if opts.blind else None
     unblind = set(opts.unblind or [])
@@ -173,12 +184,14 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
     """
     opts = options if isinstance(options, Layer2Options) else Layer2Options.from_namespace(options)
     out_dir = Path(out_dir)
+    metrics = verdict_table(trials, metrics)
     jobs = plan_jobs(trials, metrics, opts)
     lookup = metrics_lookup(metrics)
     report = condensation_report(jobs)
     summary: dict[str, Any] = {
         "model": opts.model,
         "judge_model_b": opts.judge_model_b,
+        "baseline": opts.baseline,
         "simulated": bool(opts.simulated),
         "seed": opts.seed,
         "judgements_planned": len(jobs) * opts.judge_samples + 1,
@@ -198,7 +211,8 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
         syn = synthesis_job(trials, lookup, {}, opts.baseline, opts.simulated)
         rows = estimate_jobs(jobs, opts.model, opts.judge_samples) + estimate_jobs([syn], opts.model)
         text = format_estimate(rows, opts.model)
-        est = {"model": opts.model, "rows": [r.__dict__ for r in rows], "total": total_row(rows).__dict__}
+        est = {"model": opts.model, "baseline": opts.baseline, "rows": [r.__dict__ for r in rows],
+               "total": total_row(rows).__dict__}
         if opts.judge_model_b:
             rows_b = estimate_jobs(jobs, opts.judge_model_b)
             text += "\n\n" + format_estimate(rows_b, opts.judge_model_b)
@@ -576,8 +590,13 @@ def contrasts_md(records: dict[str, list[dict]], human: dict[tuple[str, str], st
         profiles = sorted({r["profile"] for r in recs})
         if len(profiles) < 2:
             continue
-        baseline = opts.baseline if opts.baseline in profiles else profiles[0]
-        table = arm_contrasts(contrast_frame(recs, LABEL_FIELDS[analysis], human, analysis), baseline)
+        if opts.baseline is None:
+            raise ValueError("judge contrasts need the study's baseline: none was given")
+        if opts.baseline not in profiles:
+            parts.append(f"## {analysis} ({LABEL_FIELDS[analysis]})\n\nNo judged trial of the baseline arm "
+                         f"{opts.baseline}: no contrast.\n")
+            continue
+        table = arm_contrasts(contrast_frame(recs, LABEL_FIELDS[analysis], human, analysis), opts.baseline)
         parts.append(f"## {analysis} ({LABEL_FIELDS[analysis]})\n\n{format_contrasts_md(table)}\n")
     if not parts:
         return None

@@ -463,7 +463,17 @@ _BOOL_COLUMNS = frozenset({"infra_error"} | {m.id for m in METRICS.values() if m
 _NUMERIC_COLUMNS = frozenset(m.id for m in METRICS.values() if m.dtype == "float64")
 
 
-def _column(name: str, values: list) -> Any:
+def column_kind(name: str) -> str:
+    """The dtype the registry gives a column: ``float64`` (metrics, per-tool MCP counts), ``boolean`` (pass/fail,
+    flags), ``Int64`` (repetition), else ``object``."""
+    if name in _NUMERIC_COLUMNS or name.startswith(MCP_TOOL_PREFIX):
+        return "float64"
+    if name in _BOOL_COLUMNS:
+        return "boolean"
+    return "Int64" if name == "repetition" else "object"
+
+
+def column(name: str, values: list) -> Any:
     """One column of the metrics table, typed as the registry says (built column by column: 2x faster than from row dicts)."""
     if name in _NUMERIC_COLUMNS or name.startswith(MCP_TOOL_PREFIX):
         try:
@@ -490,8 +500,8 @@ def metrics_frame(rows: list[dict[str, Any]], *, sort: bool = True) -> pd.DataFr
     data = {c: [r.get(c) for r in rows] for c in names}
     n = len(rows)
     base = IDENTITY_COLUMNS + list(registry.METRICS) + CONTEXT_COLUMNS
-    typed = {c: _column(c, data[c] if c in data else [None] * n) for c in base}
-    typed.update((c, _column(c, data[c])) for c in names if c not in typed)
+    typed = {c: column(c, data[c] if c in data else [None] * n) for c in base}
+    typed.update((c, column(c, data[c])) for c in names if c not in typed)
     typed.update(_mcp_tool_columns(data.get("mcp_calls_by_tool") or [None] * n))
     columns = base + sorted(set(typed) - set(base))
     df = pd.DataFrame(typed, columns=columns)

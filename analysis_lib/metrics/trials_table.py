@@ -34,6 +34,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..codecanvas.metrics import codecanvas_metrics
+from ..core import outputs as files
 from ..core.fileio import atomic_write_bytes
 from ..core.trial import IngestError, Trial, trial_record
 from ..core.version import __version__
@@ -42,12 +43,13 @@ from ..ingest.fingerprint import fingerprint
 from ..ingest.load import repetition_numbers
 from ..ingest.provenance import is_simulated
 from ..ingest.read import read_source
-from .trial_metrics import DEFAULT_CONFIG, MetricsConfig, metrics_frame, trial_metrics
+from .actions import actions, encode_actions
+from .trial_metrics import DEFAULT_CONFIG, MetricsConfig, column_kind, metrics_frame, trial_metrics
 
 SORT_COLUMNS = ["profile", "task_id", "repetition", "run_id"]
 # Sources that hold exactly one trial: a --limit sample of them is drawn before anything is read.
 ONE_TRIAL_KINDS = frozenset({"trial_dir", "atif_file", "transcript", "mini_swe_agent", "swe_agent"})
-CACHE_FILE = "trials_cache.json"
+CACHE_FILE = files.TRIALS_CACHE
 # Below this many sources to read, starting processes costs more than it saves.
 MIN_PARALLEL = 8
 
@@ -72,13 +74,17 @@ class TrialsTable:
 
 def trial_row(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str, Any]:
     """The row of one trial: every Layer 1 metric, the CodeCanvas columns (empty without CodeCanvas state),
-    then what the study design and its audit read (:data:`RECORD_COLUMNS`)."""
+    what the study design and its audit read (:data:`RECORD_COLUMNS`), and its actions (:data:`ACTIONS_COLUMN`,
+    kept in memory for the divergence table, not written to ``metrics_detail.csv``)."""
     row = trial_metrics(trial, config)
     row.update(codecanvas_metrics(trial))
     row.update(record_columns(trial))
+    row[ACTIONS_COLUMN] = encode_actions(actions(trial.trajectory, frozenset(config.mcp_tools)))
     return row
 
 
+# A trial's action sequence (analysis_lib.metrics.actions), carried with its row so that nothing reads the runs twice.
+ACTIONS_COLUMN = "actions"
 # The trial as its source names and configures it, before any study design relabels it.
 RECORD_COLUMNS = ["task_name", "trial_name", "run_config", "dataset_version", "finished_at", "never_reached_model"]
 
@@ -369,3 +375,30 @@ def relative_to_runs(path: str, runs_dir: str | os.PathLike) -> str:
     """:func:`relative_path` to the folder of ``runs_dir`` (itself when it is a folder)."""
     return relative_path(path, _root_dir(os.fspath(runs_dir)))
 
+
+# --------------------------------------------------------------------------- the table as a file
+
+def read_trials_table(path: str | os.PathLike) -> pd.DataFrame:
+    """``metrics_detail.csv`` back as the frame it was written from: every column typed as the registry says
+    (pass/fail and flags as nullable booleans, metrics as floats, repetitions as integers, names as text), so
+    that no reader interprets a ``True`` cell on its own."""
+    header = pd.read_csv(path, nrows=0).columns
+    dtypes = {c: column_dtype(c) for c in header}
+    return pd.read_csv(path, dtype={c: d for c, d in dtypes.items() if d is not None})
+
+
+# Identity and naming columns read as text (a task id "007" must not become 7).
+TEXT_COLUMNS = frozenset({"profile", "task_id", "run_id", "trial_path", "task_name", "trial_name", "source_format",
+                          "agent_name", "model_name", "task_dataset", "exception", "token_source", "other_token_source",
+                          "dataset_version", "started_at", "finished_at", "run_config", "never_reached_model"})
+
+
+def column_dtype(name: str) -> str | None:
+    """The dtype of a column of the trials table (``metrics_detail.csv``) as :func:`metrics_frame` types it; None:
+    left to the reader (counts carried beside the metrics)."""
+    if name in TEXT_COLUMNS:
+        return "object"
+    if name == "simulated":
+        return "bool"
+    kind = column_kind(name)
+    return None if kind == "object" else kind

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..ingest.harbor import parse_time
+from ..core.times import parse_time
 from ..metrics.tokens import TOKEN_SOURCE_LABELS
 from ..study.audit import DesignAudit
 from . import numbers as fmt

@@ -13,8 +13,8 @@ import pandas as pd
 from ..core.fileio import atomic_write_csv
 from ..inference.beside_itt.compliance import ASSUMPTIONS, ESTIMANDS, SCHEMA_COST_METRICS, TOKEN_CAVEAT
 from ..inference.beside_itt.divergence import divergence_table
-from ..inference.beside_itt.estimands import FILES, BesideResult
 from ..inference.beside_itt.mediation import ASSUMPTIONS as MEDIATION_ASSUMPTIONS
+from ..inference.results import FILES, BesideResult
 from . import latex
 from . import numbers as fmt
 from .markdown import table as md_table

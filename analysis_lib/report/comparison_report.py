@@ -1,37 +1,25 @@
-"""``comparisons.csv``, ``profile_rates.csv`` and ``comparison_report.md`` from the one comparison engine.
+"""``comparisons.csv``, its companions and ``comparison_report.md``, written from the analysis of one study.
 
-The tables here and in RESULTS.md are rendered by :func:`tier_table` from the rows of
-:func:`analysis_lib.inference.comparisons.compare`, so the two reports cannot disagree.
+Nothing here computes a comparison: :func:`analysis_lib.inference.analysis.analyse_comparisons` does, and the
+tables here and in RESULTS.md are rendered by :func:`tier_table` from its rows, so the two reports cannot disagree.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from .. import stats
+from ..core import outputs as files
 from ..core.fileio import atomic_write_csv, atomic_write_text
 from ..inference import power
 from ..inference import sequential as seq_mod
-from ..inference.beside_itt.estimands import BesideResult, beside_itt
-from ..inference.comparisons import (
-    COLLINEAR_R,
-    FEW_PAIRS,
-    collinear_endpoints,
-    compare,
-    endpoint_correlations,
-    profile_pairs,
-    usable_trials,
-)
-from ..inference.hypotheses import test_sequence
-from ..inference.rates import profile_rates
-from ..inference.repetitions import pass_at_k_table, usual_repetitions, variance_components
-from ..inference.subgroups import subgroup_effects_by_pair
-from ..study.audit import DesignAudit
-from ..study.baseline import resolve_baseline
-from ..study.plan import AnalysisPlan, PlanCheck, PlanError, load_plan, plan_hash, write_sidecar
+from ..inference.comparisons import COLLINEAR_R, FEW_PAIRS, collinear_endpoints, usable_trials
+from ..inference.repetitions import usual_repetitions
+from ..inference.results import Analysis
+from ..study.plan import AnalysisPlan, PlanError, write_sidecar
+from ..study.study import Study
 from . import numbers as fmt
 from .audit import audit_frames, audit_markdown, data_banner
 from .beside_itt import beside_markdown, write_beside
@@ -39,7 +27,7 @@ from .markdown import table as md_table
 from .sequential import planning_table
 
 __all__ = [
-    "Study", "analyse_comparisons", "write_comparisons", "tier_table", "tier_caption", "rates_table",
+    "write_comparison_outputs", "comparison_report", "tier_table", "tier_caption", "rates_table",
     "hypotheses_table",
     "subgroups_table", "methods_lines", "claim_sentence", "family_role", "sequential_planning",
     "collinearity_lines"
@@ -53,87 +41,27 @@ PLAN_N_SIM = 400
 PLAN_SPEND_TASKS = 100
 
 
-@dataclass
-class Study:
-    """What the comparison engine made of one metrics table: the comparisons and the profile rates."""
-
-    comparisons: pd.DataFrame
-    rates: pd.DataFrame
-    plan: AnalysisPlan
-    pairs: list[tuple[str, str]]
-    hypotheses: pd.DataFrame | None = None  # the plan's fixed sequence, when it declares one
-    variance: pd.DataFrame = field(default_factory=pd.DataFrame)  # between- and within-task variance
-    pass_at_k: pd.DataFrame = field(default_factory=pd.DataFrame)
-    subgroups: pd.DataFrame | None = None  # per group of tasks, when groups are given
-    beside: BesideResult | None = None  # the estimands beside intention to treat (compliance.csv, infra_bounds.csv, ...)
-    # r of the per-task log ratios between primary endpoints (endpoint_correlations.csv)
-    correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
-
-
-def _default_check() -> PlanCheck | None:
-    try:
-        plan = load_plan()
-    except PlanError:
-        return None
-    return PlanCheck(plan, plan_hash(plan), "params/analysis_plan.yaml")
-
-
-def analyse_comparisons(metrics: pd.DataFrame, plan: AnalysisPlan, *, compare_pair: tuple[str, str] | None = None,
-                        baseline: str | None = None, refused: dict[str, str] | None = None,
-                        task_groups: pd.Series | None = None) -> Study:
-    """Run the plan over every profile pair and compute the profile rates."""
-    for col in ("profile", "task_id"):
-        if col not in metrics.columns:
-            raise ValueError(f"the metrics frame has no {col!r} column")
-    profiles = metrics["profile"].dropna().astype(str).unique()
-    # The one baseline rule (analysis_lib.study.baseline); a frame has no runs folder, so: explicit, the plan's, else first.
-    pairs = profile_pairs(profiles, compare=compare_pair,
-                          baseline=resolve_baseline(profiles, explicit=baseline, plan=plan).name)
-    boot = plan.bootstrap
-    comparisons = compare(metrics, plan, pairs, refused=refused)
-    return Study(comparisons,
-                 profile_rates(metrics, confidence=boot.confidence, n_boot=boot.n_resamples, seed=boot.seed), plan, pairs,
-                 test_sequence(metrics, plan, pairs) if plan.hypotheses else None,
-                 variance_components(metrics),
-                 pass_at_k_table(metrics, pairs, n_boot=boot.n_resamples, seed=boot.seed, confidence=boot.confidence),
-                 subgroup_effects_by_pair(metrics, task_groups, pairs) if task_groups is not None and pairs else None,
-                 correlations=endpoint_correlations(metrics, comparisons))
-
-
-def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check: PlanCheck | None = None,
-                      compare_pair: tuple[str, str] | None = None, baseline: str | None = None,
-                      simulated: bool = False, task_groups: pd.Series | None = None,
-                      audit: DesignAudit | tuple[pd.DataFrame, pd.DataFrame] | None = None, source=None,
-                      runs_dir: str | Path | None = None, plan_next: bool = False) -> Study:
-    """Analyse and write ``comparisons.csv``, ``profile_rates.csv``, ``comparison_report.md`` (and the plan sidecar).
-
-    ``audit``: the design audit, shown at the top of the report; ``source``: where real runs came from
-    (a study file's ``source``), named in the report's banner; ``runs_dir``: the runs, read (only) for the
-    divergence of discordant trajectories; ``plan_next`` adds the power analysis for the next study to the
-    report (seconds of exact power sums and simulation; every other section is always there). The estimands
-    the plan declares beside intention to treat are written to their companion CSVs
-    (:mod:`analysis_lib.inference.beside_itt.estimands`)."""
-    check = plan_check if plan_check is not None else _default_check()
-    if check is None:
-        raise PlanError("params/analysis_plan.yaml: the analysis plan cannot be read")
-    study = analyse_comparisons(metrics, check.plan, compare_pair=compare_pair, baseline=baseline, task_groups=task_groups)
-    audit_arms = audit.arms if isinstance(audit, DesignAudit) else audit[0] if audit is not None else None
-    study.beside = beside_itt(metrics, study.comparisons, check.plan, study.pairs, audit_arms=audit_arms, runs_dir=runs_dir)
+def write_comparison_outputs(study: Study, analysis: Analysis, out_dir: str | Path, *, plan_next: bool = False) -> list[Path]:
+    """``comparisons.csv``, ``profile_rates.csv``, their companions, the plan sidecar and ``comparison_report.md``
+    of ``analysis``, each written atomically into ``out_dir``. ``plan_next`` adds the power analysis for the next
+    study to the report (seconds of exact power sums and simulation; every other section is always there)."""
+    if study.plan_check is None:
+        raise PlanError("the study carries no analysis plan: no comparisons written")
     out = Path(out_dir)
-    atomic_write_csv(out / "comparisons.csv", study.comparisons)
-    atomic_write_csv(out / "profile_rates.csv", study.rates)
-    if study.hypotheses is not None:
-        atomic_write_csv(out / "hypotheses.csv", study.hypotheses)
-    atomic_write_csv(out / "variance_components.csv", study.variance)
-    atomic_write_csv(out / "pass_at_k.csv", study.pass_at_k)
-    atomic_write_csv(out / "endpoint_correlations.csv", study.correlations)
-    if study.subgroups is not None:
-        atomic_write_csv(out / "subgroups.csv", study.subgroups)
-    write_beside(study.beside, out)
-    write_sidecar(out, check)
-    atomic_write_text(out / "comparison_report.md", comparison_report(metrics, study, check, simulated=simulated,
-                                                                      audit=audit, source=source, plan_next=plan_next))
-    return study
+    written = [atomic_write_csv(out / files.COMPARISONS, analysis.comparisons),
+               atomic_write_csv(out / files.PROFILE_RATES, analysis.rates)]
+    if analysis.hypotheses is not None:
+        written.append(atomic_write_csv(out / files.HYPOTHESES, analysis.hypotheses))
+    written += [atomic_write_csv(out / files.VARIANCE_COMPONENTS, analysis.variance),
+                atomic_write_csv(out / files.PASS_AT_K, analysis.pass_at_k),
+                atomic_write_csv(out / files.ENDPOINT_CORRELATIONS, analysis.correlations)]
+    if analysis.subgroups is not None:
+        written.append(atomic_write_csv(out / files.SUBGROUPS, analysis.subgroups))
+    if analysis.beside is not None:
+        written += write_beside(analysis.beside, out)
+    written.append(write_sidecar(out, study.plan_check))
+    written.append(atomic_write_text(out / files.COMPARISON_REPORT, comparison_report(study, analysis, plan_next=plan_next)))
+    return written
 
 
 # --------------------------------------------------------------------------- shared tables
@@ -372,7 +300,7 @@ def methods_lines(plan: AnalysisPlan) -> list[str]:
 # --------------------------------------------------------------------------- the report
 
 
-def _repetitions_section(study: Study, confidence: float) -> list[str]:
+def _repetitions_section(study: Analysis, confidence: float) -> list[str]:
     """Variance components and pass@k / pass^k: what the repetitions of a task add."""
     out = ["## Repetitions: variance components and pass@k", ""]
     v = study.variance
@@ -619,10 +547,12 @@ def _fixed_design(trials: pd.DataFrame, a: str, b: str, spec, plan: AnalysisPlan
     return "the planner covers success and tokens only"
 
 
-def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, simulated: bool = False,
-                      audit: DesignAudit | tuple[pd.DataFrame, pd.DataFrame] | None = None, source=None, plan_next: bool = False) -> str:
-    """The reviewer's Markdown report: where the data came from, the design audit, profile rates, the plan's
-    tiers, the McNemar details, planning, methods."""
+def comparison_report(st: Study, study: Analysis, *, plan_next: bool = False) -> str:
+    """The reviewer's Markdown report of ``study``'s analysis: where the data came from, the design audit, profile
+    rates, the plan's tiers, the McNemar details, planning, methods."""
+    metrics, check, audit, simulated, source = st.metrics, st.plan_check, st.audit, st.simulated, st.source
+    if check is None:
+        raise PlanError("the study carries no analysis plan")
     plan, comp = study.plan, study.comparisons
     conf = plan.bootstrap.confidence
     parts: list[str] = []
@@ -631,7 +561,7 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
         parts += [f"> **{banner.split(':', 1)[0]}.**{banner.split(':', 1)[1]}", ""]
     parts += check.banner() + [check.hash_line(), "", check.timing_line(), ""]
     if audit is not None:
-        parts += audit_markdown(*(audit_frames(audit) if isinstance(audit, DesignAudit) else audit))
+        parts += audit_markdown(*audit_frames(audit))
     n_prof = metrics["profile"].nunique()
     parts += [
         "# Profile comparisons",

@@ -22,7 +22,7 @@ import pandas as pd
 from ..metrics.tokens import TOKEN_SOURCES
 from .study_file import StudyDesign
 
-__all__ = ["AUDIT_COLUMNS", "Finding", "DesignAudit", "design_audit", "pooled_configurations", "task_pairs"]
+__all__ = ["AUDIT_COLUMNS", "Finding", "DesignAudit", "design_audit", "audit_from_frames", "pooled_configurations", "task_pairs"]
 
 AUDIT_COLUMNS = [
     "arm", "rule", "mcp_offered", "n_trials", "n_tasks", "repetitions_per_task", "n_reruns", "reruns_kept",
@@ -98,7 +98,8 @@ def _infra_reasons(sub: pd.DataFrame) -> str:
     bad = sub[_is_true(sub["infra_error"])] if "infra_error" in sub else sub.iloc[:0]
     if bad.empty:
         return ""
-    kinds = bad["exception"].fillna("no reason recorded").astype(str).map(lambda e: e.split(":", 1)[0][:60])
+    reasons = bad["exception"] if "exception" in bad else pd.Series(None, index=bad.index, dtype=object)
+    kinds = reasons.fillna("no reason recorded").astype(str).map(lambda e: e.split(":", 1)[0][:60])
     return "; ".join(f"{k} ×{n}" for k, n in kinds.value_counts().sort_index().items())
 
 
@@ -185,6 +186,18 @@ def design_audit(metrics: pd.DataFrame, *, baseline: str | None, design: StudyDe
     audit = DesignAudit(table, baseline=baseline, design_name=design.name if design else None, pairs=pairs)
     audit.findings = _findings(metrics, table, pairs, audit, design, errors, reruns)
     return audit
+
+
+def audit_from_frames(arms: pd.DataFrame, findings: pd.DataFrame | None, metrics: pd.DataFrame, *, baseline: str | None,
+                      design: StudyDesign | None = None) -> DesignAudit:
+    """The audit a study saved (``design_audit.csv``, ``design_findings.csv``), with its task pairs from the trials."""
+    found = [] if findings is None else [Finding(str(s), str(c), str(m)) for s, c, m in
+                                          findings[["severity", "check", "message"]].itertuples(index=False)]
+    pairs = task_pairs(metrics, baseline) if baseline is not None and len(metrics) else pd.DataFrame(
+        columns=["arm", "task_id", "in_baseline", "in_arm", "complete"])
+    arms = arms.reindex(columns=AUDIT_COLUMNS)
+    arms["mcp_offered"] = arms["mcp_offered"].map(lambda v: None if pd.isna(v) else v is True or str(v).lower() == "true")
+    return DesignAudit(arms, found, baseline=baseline, design_name=design.name if design is not None else None, pairs=pairs)
 
 
 def _rule(arm: str, sub: pd.DataFrame, design: StudyDesign | None) -> str:

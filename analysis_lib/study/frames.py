@@ -20,7 +20,7 @@ import pandas as pd
 from ..core.tools import DEFAULT_MCP_TOOLS, categorize, files_touched
 from ..core.trial import Trajectory, Trial
 from ..metrics.trial_metrics import DEFAULT_CONFIG, IDENTITY_COLUMNS, MetricsConfig
-from ..metrics.trials_table import table_of_trials, trials_table
+from ..metrics.trials_table import ACTIONS_COLUMN, table_of_trials, trials_table
 from .placement import load_placed_trials, placement
 from .study_file import StudyDesign, load_design
 
@@ -60,8 +60,8 @@ def trials_df(source: str | os.PathLike | Iterable[Trial], config: MetricsConfig
         frame = trials_table(source, config=config, place=placement(design) if design is not None else None).frame
         if design is not None and design.simulated:
             frame["simulated"] = True
-        return frame
-    return table_of_trials(source, config)
+        return frame.drop(columns=[ACTIONS_COLUMN])
+    return table_of_trials(source, config).drop(columns=[ACTIONS_COLUMN])
 
 
 def _walk(traj: Trajectory, agent: str = ""):

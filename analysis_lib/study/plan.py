@@ -566,6 +566,24 @@ class PlanCheck:
     def hash_line(self) -> str:
         return f"Analysis plan: `{self.source}` ({self.plan.name}), sha256 `{self.sha256}`."
 
+    @classmethod
+    def unrecorded(cls, plan: AnalysisPlan, source: str = "(given)") -> PlanCheck:
+        """A plan used without any record to compare it with (a table analysed in memory)."""
+        return cls(plan, plan_hash(plan), source)
+
+    def to_json(self) -> dict:
+        """Everything this check holds, for the study's hand-off (:meth:`from_json` reads it back)."""
+        return {"plan": self.plan.model_dump(mode="json"), "sha256": self.sha256, "source": self.source,
+                "recorded": self.recorded, "recorded_now": self.recorded_now, "record_where": self.record_where,
+                "changed": self.changed, "diff": self.diff, "first_trial_at": self.first_trial_at,
+                "warnings": list(self.warnings)}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> PlanCheck:
+        return cls(parse_plan(obj["plan"], obj.get("source", "<plan>")), obj["sha256"], obj["source"], obj.get("recorded"),
+                   bool(obj.get("recorded_now")), obj.get("record_where") or "", bool(obj.get("changed")),
+                   obj.get("diff") or "", obj.get("first_trial_at"), list(obj.get("warnings") or []))
+
     def sidecar(self) -> dict:
         """What ``analysis_plan.json`` beside the outputs holds (the hash, the plan, the record state)."""
         return {"analysis_plan_sha256": self.sha256, "plan_name": self.plan.name, "plan_source": self.source,

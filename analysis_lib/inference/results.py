@@ -1,0 +1,35 @@
+"""What the analysis of a study produced, as types the report, the paper and RESULTS.md render.
+
+The engines that fill them are :func:`analysis_lib.inference.analysis.analyse_comparisons` and
+:func:`analysis_lib.inference.beside_itt.estimands.beside_itt`; the layers above import these results, not the
+engines (import-linter's contract in ``pyproject.toml``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..study.plan import AnalysisPlan
+from .beside_itt.result import FILES, BesideResult
+
+__all__ = ["FILES", "BesideResult", "Analysis"]
+
+@dataclass
+class Analysis:
+    """What the comparison engine made of one study: the comparisons, the profile rates and their companions."""
+
+    comparisons: pd.DataFrame
+    rates: pd.DataFrame
+    plan: AnalysisPlan
+    pairs: list[tuple[str, str]]
+    hypotheses: pd.DataFrame | None = None  # the plan's fixed sequence, when it declares one
+    variance: pd.DataFrame = field(default_factory=pd.DataFrame)  # between- and within-task variance
+    pass_at_k: pd.DataFrame = field(default_factory=pd.DataFrame)
+    subgroups: pd.DataFrame | None = None  # per group of tasks, when groups are given
+    beside: BesideResult | None = None  # the estimands beside intention to treat (compliance.csv, infra_bounds.csv, ...)
+    # r of the per-task log ratios between primary endpoints (endpoint_correlations.csv)
+    correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
