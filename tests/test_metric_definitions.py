@@ -183,6 +183,11 @@ def unrecorded() -> Trial:
     return _trial(None, reward=0.0)
 
 
+# table: a row of a results table (a failed trial; the table gives total tokens per trial, 90,000 > 80,000).
+def table() -> Trial:
+    return _trial(None, reward=None, carried={"success": False, "total_tokens": 90_000.0})
+
+
 # runner: the benchmark runner's treatment trial: MCP tools reached the model, none was used.
 def runner() -> Trial:
     t = session()
@@ -191,7 +196,7 @@ def runner() -> Trial:
 
 
 TRIALS = {f.__name__: f for f in (session, flaky, subagent, subagent_edits, shell, discovery, carried, infra, unrecorded,
-                                   runner)}
+                                   table, runner)}
 NA = None  # unknown / not applicable: an empty cell
 
 # metric id -> [(trial, value computed by hand)]; floats compare to 1e-9, JSON objects as objects.
@@ -206,7 +211,7 @@ EXPECTED: dict[str, list[tuple[str, object]]] = {
     "total_output_tokens": [("session", 350), ("subagent", 220), ("carried", 50), ("infra", NA)],
     "total_cached_tokens": [("session", 4000), ("subagent", 0), ("carried", NA)],  # mcpbr states no cache split
     "total_tokens": [("session", 6350), ("subagent", 8020), ("flaky", 90_011), ("carried", 1050), ("infra", NA),
-                     ("unrecorded", NA)],
+                     ("unrecorded", NA), ("table", 90_000)],
     "total_cost_usd": [("session", 0.04), ("flaky", 0.270153), ("subagent", 0.0226), ("carried", 0.2), ("infra", NA)],
     "cost_estimated": [("session", False), ("flaky", True), ("subagent", True), ("carried", False), ("infra", False)],
     "token_efficiency": [("session", 1e6 / 6350), ("flaky", 0.0), ("carried", 1e6 / 1050), ("infra", NA)],
@@ -243,7 +248,7 @@ EXPECTED: dict[str, list[tuple[str, object]]] = {
     "duplicate_reads": [("session", 1), ("subagent", 1), ("shell", 0), ("carried", NA)],
     "tool_misuse": [("session", False), ("flaky", True), ("carried", True), ("infra", NA), ("unrecorded", NA)],
     "infinite_loop": [("session", False), ("flaky", True), ("carried", NA)],
-    "budget_exhaustion": [("flaky", True), ("session", False), ("infra", False), ("unrecorded", NA)],
+    "budget_exhaustion": [("flaky", True), ("session", False), ("infra", False), ("unrecorded", NA), ("table", True)],
     "premature_stop": [("flaky", True), ("session", False), ("infra", False), ("unrecorded", NA)],
     "context_omission": [("session", NA)],
     "calls_read": [("session", 3), ("subagent", 3), ("shell", 0), ("carried", NA)],

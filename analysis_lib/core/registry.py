@@ -175,7 +175,8 @@ _ENTRIES = [
     _M("total_tokens", "total tokens", "tokens", "input + output tokens; empty when either is unknown", "count", "lower",
        "ratio", subagents=_TOKENS, compute=lambda f: (f["total_input_tokens"] + f["total_output_tokens"]
                                                       if f["total_input_tokens"] is not None
-                                                      and f["total_output_tokens"] is not None else None)),
+                                                      and f["total_output_tokens"] is not None else None),
+       carried="a results table's `tokens`"),
     _M("total_cost_usd", "cost per trial", "USD", "recorded cost (final_metrics, steps, Harbor `agent_result`), else "
        "estimated from litellm's offline price map (`metrics.estimated_cost`): each API call at the model that "
        "answered it, `(input − cached − cache writes)·p_in + cached·p_cache_read + cache writes·p_cache_write + "
