@@ -197,6 +197,16 @@ def test_bad_inputs_raise_one_line(bad, message):
         meta.random_effects(*bad)
 
 
+def test_identical_effects_have_no_heterogeneity_and_no_warning():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q = meta.cochran_q([0.2, 0.2, 0.2], [0.01, 0.02, 0.01]).iloc[0]
+        r = meta.random_effects([0.2, 0.2, 0.2], [0.01, 0.02, 0.01]).iloc[0]
+    assert (q["Q"], q["I2"], r["tau2"], r["estimate"]) == (0.0, 0.0, 0.0, pytest.approx(0.2))
+    assert np.isnan(q["I2_low"]) and np.isnan(q["I2_high"])
+
+
 def test_prediction_interval_needs_three_effects_and_hksj_two():
     r = meta.random_effects([0.1, 0.3], [0.01, 0.02]).iloc[0]
     assert r["df"] == 1 and np.isfinite(r["ci_low"]) and np.isnan(r["pi_low"]) and np.isnan(r["pi_high"])

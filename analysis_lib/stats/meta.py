@@ -169,21 +169,24 @@ def cochran_q(effects: ArrayLike, variances: ArrayLike, *, confidence: float = 0
     df = k - 1
     z = sps.norm.ppf((1 + confidence) / 2)
     h = np.sqrt(q / df)
-    if q > k:
+    if q == 0:  # identical effects: H = 0, and the interval of ln H has no centre
+        se = np.nan
+    elif q > k:
         se = 0.5 * (np.log(q) - np.log(df)) / (np.sqrt(2 * q) - np.sqrt(2 * k - 3))
     elif k > 2:
         se = np.sqrt(1 / (2 * (k - 2)) * (1 - 1 / (3 * (k - 2) ** 2)))
     else:
         se = np.nan
-    h_low, h_high = max(1.0, float(np.exp(np.log(h) - z * se))), max(1.0, float(np.exp(np.log(h) + z * se)))
+    h_low = h_high = np.nan
+    if np.isfinite(se):
+        h_low, h_high = max(1.0, float(np.exp(np.log(h) - z * se))), max(1.0, float(np.exp(np.log(h) + z * se)))
 
     def i2(hh: float) -> float:
         return max(0.0, (hh**2 - 1) / hh**2) if np.isfinite(hh) else np.nan
 
     return pd.DataFrame([{"k": k, "Q": q, "df": df, "p_val": float(sps.chi2.sf(q, df)),
                           "I2": max(0.0, (q - df) / q) if q > 0 else 0.0, "I2_low": i2(h_low), "I2_high": i2(h_high),
-                          "H": float(h), "H_low": h_low if np.isfinite(se) else np.nan,
-                          "H_high": h_high if np.isfinite(se) else np.nan}])
+                          "H": float(h), "H_low": h_low, "H_high": h_high}])
 
 
 def tau2_interval(effects: ArrayLike, variances: ArrayLike, *, confidence: float = 0.95) -> pd.DataFrame:
@@ -235,7 +238,9 @@ def random_effects(effects: ArrayLike, variances: ArrayLike, *, method: str = "r
       ``se_HK^2 = sum w_i (y_i - mu)^2 / ((k - 1) sum w_i)`` (Hartung & Knapp 2001, Stat. Med. 20:3875-3889; Sidik &
       Jonkman 2002, Stat. Med. 21:3153-3159); it keeps near-nominal coverage with few studies, where the
       normal interval is too narrow (IntHout, Ioannidis & Borm 2014, BMC Med. Res. Methodol. 14:25). The
-      test is t on k - 1 df with the same standard error.
+      test is t on k - 1 df with the same standard error. Where the effects agree more closely than their
+      variances predict, the interval is narrower than the normal one (zero-wide when they are identical);
+      Roever, Knapp & Friede (2015, BMC Med. Res. Methodol. 15:99) discuss that edge.
     * ``interval="z"``: ``mu +- z se`` and the z test (DerSimonian & Laird's original).
 
     The prediction interval for the effect of a new study, ``mu +- t_{k-2} sqrt(tau^2 + se^2)`` (Higgins, Thompson &
