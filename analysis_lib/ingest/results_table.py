@@ -238,11 +238,13 @@ def read_skillsbench_registry(path: str | os.PathLike) -> tuple[list[Trial], lis
 def _registry_rewards(n: int, passes: int, perfect: int | None, score: float | None) -> list[float | None]:
     """Per-trial rewards of a record: 1 for the perfect trials, the mean partial reward for the other passes,
     0 for the rest; unknown (None) for the passes when the record lacks ``perfectCount`` or ``score``."""
-    if perfect is None or (score is None and passes > perfect):
+    if perfect is None:
         return [None] * passes + [0.0] * (n - passes)
     partial: float | None = None
     if passes > perfect:
-        mean = (score / 100 * n - perfect) / (passes - perfect)  # type: ignore[operator]
+        if score is None:
+            return [None] * passes + [0.0] * (n - passes)
+        mean = (score / 100 * n - perfect) / (passes - perfect)
         # The score is rounded to a tenth of a percent; a partial reward lies strictly between 0 and 1.
         partial = min(max(mean, _TOLERANCE), 1 - _TOLERANCE)
     return [1.0] * perfect + [partial] * (passes - perfect) + [0.0] * (n - passes)
