@@ -177,6 +177,17 @@ def infra() -> Trial:
     return _trial(None, reward=None, exception="RuntimeError: docker build failed")
 
 
+# unrecorded: a Harbor trial scored 0 whose agent recorded nothing (no trajectory, every token field null):
+#   a failure whose tokens, steps and calls are unknown, so no failure flag that tests them is known either.
+def unrecorded() -> Trial:
+    return _trial(None, reward=0.0)
+
+
+# table: a row of a results table (a failed trial; the table gives total tokens per trial, 90,000 > 80,000).
+def table() -> Trial:
+    return _trial(None, reward=None, carried={"success": False, "total_tokens": 90_000.0})
+
+
 # runner: the benchmark runner's treatment trial: MCP tools reached the model, none was used.
 def runner() -> Trial:
     t = session()
@@ -184,7 +195,8 @@ def runner() -> Trial:
     return t
 
 
-TRIALS = {f.__name__: f for f in (session, flaky, subagent, subagent_edits, shell, discovery, carried, infra, runner)}
+TRIALS = {f.__name__: f for f in (session, flaky, subagent, subagent_edits, shell, discovery, carried, infra, unrecorded,
+                                   table, runner)}
 NA = None  # unknown / not applicable: an empty cell
 
 # metric id -> [(trial, value computed by hand)]; floats compare to 1e-9, JSON objects as objects.
@@ -198,7 +210,8 @@ EXPECTED: dict[str, list[tuple[str, object]]] = {
     "total_input_tokens": [("session", 6000), ("subagent", 7800), ("carried", 1000), ("infra", NA)],
     "total_output_tokens": [("session", 350), ("subagent", 220), ("carried", 50), ("infra", NA)],
     "total_cached_tokens": [("session", 4000), ("subagent", 0), ("carried", NA)],  # mcpbr states no cache split
-    "total_tokens": [("session", 6350), ("subagent", 8020), ("flaky", 90_011), ("carried", 1050), ("infra", NA)],
+    "total_tokens": [("session", 6350), ("subagent", 8020), ("flaky", 90_011), ("carried", 1050), ("infra", NA),
+                     ("unrecorded", NA), ("table", 90_000)],
     "total_cost_usd": [("session", 0.04), ("flaky", 0.270153), ("subagent", 0.0226), ("carried", 0.2), ("infra", NA)],
     "cost_estimated": [("session", False), ("flaky", True), ("subagent", True), ("carried", False), ("infra", False)],
     "token_efficiency": [("session", 1e6 / 6350), ("flaky", 0.0), ("carried", 1e6 / 1050), ("infra", NA)],
@@ -233,10 +246,10 @@ EXPECTED: dict[str, list[tuple[str, object]]] = {
     "time_to_first_edit_sec": [("session", 60.0), ("subagent", 60.0), ("shell", 40.0), ("subagent_edits", NA), ("flaky", NA)],
     "steps_to_first_edit": [("session", 3), ("subagent", 3), ("subagent_edits", 2), ("shell", 4), ("flaky", NA)],
     "duplicate_reads": [("session", 1), ("subagent", 1), ("shell", 0), ("carried", NA)],
-    "tool_misuse": [("session", False), ("flaky", True), ("carried", True), ("infra", False)],
+    "tool_misuse": [("session", False), ("flaky", True), ("carried", True), ("infra", NA), ("unrecorded", NA)],
     "infinite_loop": [("session", False), ("flaky", True), ("carried", NA)],
-    "budget_exhaustion": [("flaky", True), ("session", False), ("infra", False)],
-    "premature_stop": [("flaky", True), ("session", False), ("infra", False)],
+    "budget_exhaustion": [("flaky", True), ("session", False), ("infra", False), ("unrecorded", NA), ("table", True)],
+    "premature_stop": [("flaky", True), ("session", False), ("infra", False), ("unrecorded", NA)],
     "context_omission": [("session", NA)],
     "calls_read": [("session", 3), ("subagent", 3), ("shell", 0), ("carried", NA)],
     "calls_search": [("session", 1), ("subagent", 1), ("carried", NA)],

@@ -10,6 +10,7 @@ Each subcommand is an application module exposing ``cli(argv) -> int``, loaded o
     codecanvas CodeCanvas metrics, comparison and vision analysis (analysis_lib.cli.codecanvas)
     results    pre-registered RESULTS.md of a benchmark run's full_run.json (analysis_lib.cli.results)
     label      human labels of a blinded trial sample, and their agreement (analysis_lib.cli.label)
+    meta       one metric's effect pooled across analysed studies (analysis_lib.cli.meta)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ SUBCOMMANDS = {
     "codecanvas": "analysis_lib.cli.codecanvas",
     "results": "analysis_lib.cli.results",
     "label": "analysis_lib.cli.label",
+    "meta": "analysis_lib.cli.meta",
 }
 
 

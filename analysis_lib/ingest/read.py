@@ -16,6 +16,7 @@ from .harbor import profile_from_agent, read_reward_json, read_reward_txt, trial
 from .identity import split_task_id
 from .inspect_log import read_inspect_log
 from .mcpbr import read_mcpbr_results
+from .results_table import read_results_csv, read_skillsbench_registry
 from .task_metrics import FILE_NAME as TASK_METRICS
 from .task_metrics import read_task_metrics
 from .tb1 import read_tb1_run
@@ -45,6 +46,10 @@ def _read(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
             return _read_legacy(src)
         if src.kind in ("mini_swe_agent", "swe_agent"):
             return _read_agent_trajectory(src)
+        if src.kind == "results_csv":
+            return read_results_csv(src.path)
+        if src.kind == "skillsbench_registry":
+            return read_skillsbench_registry(src.path)
         return [], [IngestError(src.path, "discover", f"unknown source kind {src.kind!r}")]
     except InputError as exc:
         return [], [exc.error]

@@ -21,7 +21,8 @@ from .. import stats
 from ..core import registry
 from ..core.fileio import atomic_write_bytes
 from ..inference.comparisons import POINT_SCALES, per_task_value, repetition_aggregate, task_pairs, usable_trials
-from .numbers import comparison_unit, p_value
+from ..inference.pooling import Pooled
+from .numbers import comparison_unit, number, p_value
 
 WIDTH_IN = 3.3
 PALETTE = "colorblind"
@@ -31,7 +32,7 @@ PDF_METADATA = {"Creator": None, "Producer": None, "CreationDate": None}
 
 __all__ = ["set_style", "save_figure", "remove_figure", "plot_rates", "per_task_changes", "plot_per_task_changes",
            "task_outcomes", "plot_task_outcomes", "forest_rows", "plot_forest", "FOREST_NOTE", "plot_tool_mix",
-           "plot_codecanvas", "title"]
+           "plot_codecanvas", "title", "pooled_forest_rows", "plot_pooled_forest"]
 
 
 def set_style() -> None:
@@ -259,6 +260,70 @@ def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None 
         ax.tick_params(axis="x", labelsize=6)
     base = ", ".join(sorted(comparisons["profile_a"].astype(str).unique()))
     axes[0, 0].set_title(title(f"Against baseline {base}", simulated))
+    fig.tight_layout()
+    return fig
+
+
+POOLED_AXES = {"rate": "difference in resolve rate per task", "pass_rate": "difference in pass@1, mean over tasks",
+               "ratio": "typical per-task change", "cost_per_success": "change in cost per success"}
+
+
+def pooled_forest_rows(pooled: Pooled) -> pd.DataFrame:
+    """The rows a pooled forest plot draws, on the printed scale (rate differences in pp, ratios in %): one per
+    configuration (``kind`` entry, with its weight), the primary pooled estimate (``pooled``) and the prediction
+    interval (``prediction``). Columns: label, kind, estimate, low, high, weight."""
+    k = 100.0 if pooled.comparison_scale in POINT_SCALES else 1.0
+    e = pooled.effects
+    rows = [{"label": r.label, "kind": "entry", "estimate": k * r.estimate, "low": k * r.ci_low, "high": k * r.ci_high,
+             "weight": r.weight} for r in e.itertuples()]
+    p = pooled.primary
+    rows.append({"label": "Pooled (REML, HKSJ)", "kind": "pooled", "estimate": k * p["estimate"],
+                 "low": k * p["ci_low"], "high": k * p["ci_high"], "weight": np.nan})
+    rows.append({"label": f"{pooled.confidence:.0%} prediction interval", "kind": "prediction",
+                 "estimate": k * p["estimate"], "low": k * p["pi_low"], "high": k * p["pi_high"], "weight": np.nan})
+    return pd.DataFrame(rows, columns=["label", "kind", "estimate", "low", "high", "weight"])
+
+
+def plot_pooled_forest(pooled: Pooled, simulated: bool, what: str | None = None) -> plt.Figure:
+    """Forest plot of one metric pooled across configurations (or studies): each one's estimate and interval
+    (marker area by its weight), the pooled diamond and the prediction interval for a new one, with the
+    heterogeneity under the axis. ``what`` names the entries in the title (default: configurations)."""
+    rows = pooled_forest_rows(pooled)
+    unit = comparison_unit(pooled.comparison_scale, pooled.unit)
+    fig, ax = _figure(1.1 + 0.24 * len(rows))
+    color = sns.color_palette(PALETTE, 2)
+    finite = np.r_[rows["low"], rows["high"], 0.0]
+    finite = finite[np.isfinite(finite)]
+    lo, hi = float(finite.min()), float(finite.max())
+    pad = 0.06 * (hi - lo or 1.0)
+    digits = 1 if unit in ("pp", "%") else 2
+    for i, r in enumerate(rows.itertuples()):
+        y = i + (0.5 if r.kind != "entry" else 0)  # a gap between the configurations and what pools them
+        if r.kind == "entry":
+            ax.plot([r.low, r.high], [y, y], color="0.25", linewidth=0.9)
+            ax.plot(r.estimate, y, marker="s", color=color[0], markersize=2.5 + 5 * np.sqrt(r.weight / 100), linestyle="")
+        elif r.kind == "pooled":
+            ax.fill([r.low, r.estimate, r.high, r.estimate], [y, y - 0.3, y, y + 0.3], color=color[1], zorder=3)
+        elif np.isfinite(r.low) and np.isfinite(r.high):
+            ax.plot([r.low, r.high], [y, y], color=color[1], linewidth=2.2, solid_capstyle="butt")
+        bounds = f"[{number(r.low, digits, sign=True)}, {number(r.high, digits, sign=True)}]"
+        text = ("needs 3 or more" if not np.isfinite(r.low) else bounds if r.kind == "prediction"
+                else f"{number(r.estimate, digits, sign=True)} {bounds}")
+        ax.annotate(text, (1.0, y), xycoords=("axes fraction", "data"), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=5.5)
+    ax.axvline(0, color="0.3", linewidth=0.8)
+    ys = [i + (0.5 if kind != "entry" else 0) for i, kind in enumerate(rows["kind"])]
+    ax.set_yticks(ys, list(rows["label"]), fontsize=5.5)
+    ax.set_ylim(max(ys) + 0.6, -0.6)
+    ax.set_xlim(lo - pad, hi + pad)
+    p = pooled.primary
+    het = (f"τ² = {p['tau2']:.3g} [{p['tau2_low']:.3g}, {p['tau2_high']:.3g}], I² = {100 * p['I2']:.0f} % "
+           f"[{100 * p['I2_low']:.0f}, {100 * p['I2_high']:.0f}], Q = {p['Q']:.2f} (df {int(p['Q_df'])}, "
+           f"{p_value(p['Q_p'], prefix=True)})")
+    axis = POOLED_AXES.get(pooled.comparison_scale, f"difference in {pooled.metric}")
+    ax.set_xlabel(f"{axis} ({unit}), {pooled.confidence:.0%} CI\n{het}", fontsize=6)
+    ax.tick_params(axis="x", labelsize=6)
+    ax.set_title(title(f"{pooled.label}: {pooled.k} {what or 'configurations'} pooled", simulated))
     fig.tight_layout()
     return fig
 

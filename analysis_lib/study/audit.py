@@ -418,7 +418,8 @@ def _sibling_folders(sub: pd.DataFrame) -> list[str]:
         return []
     seen: dict[tuple, set[str]] = {}
     for path in sub["trial_path"].astype(str):
-        parts = path.replace("\\", "/").split("/")
+        # A trial of a file holding many (``<file>#<record>``) names its record after '#': no folders there.
+        parts = path.split("#", 1)[0].replace("\\", "/").split("/")
         for depth in range(len(parts) - 1):
             key = (depth, tuple(parts[:depth]), tuple(parts[depth + 1:-1]) or (parts[-1].split("__")[0],))
             seen.setdefault(key, set()).add(parts[depth])
