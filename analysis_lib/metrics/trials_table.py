@@ -144,15 +144,16 @@ def trials_table(
     selected = _select(sources, None if placed else tasks, None if placed else profiles, outcome,
                        None if placed else limit, seed)
     results, hits = _read_sources(selected, config, cache, workers, progress)
-    if cache is not None:
-        cache.save(keep={source_key(s) for s in sources})  # what a narrower selection skipped stays cached
     rows = [row for rows_of_source, _ in results for row in rows_of_source]
     errors += [e for _, errs in results for e in errs]
     reruns: list[dict[str, Any]] = []
     if place is not None:
+        # A study file that cannot work raises here, before the cache (or anything else) is written.
         rows, place_errors, reruns = place(rows, _root_dir(runs_dir))
         errors += place_errors
         reruns = [{**r, "trial_path": relative_path(r["trial_path"], _root_dir(runs_dir))} for r in reruns]
+    if cache is not None:
+        cache.save(keep={source_key(s) for s in sources})  # what a narrower selection skipped stays cached
     df = table_of_rows(rows, root_dir=_root_dir(runs_dir))
     if profiles:
         df = df[df["profile"].isin(profiles)]
