@@ -202,7 +202,11 @@ def preflight(params_file: str | Path, params: dict[str, Any], root: Path, allow
         except DesignError as exc:
             raise ParamsError(f"{params_file}: study: {str(exc).replace(str(root) + os.sep, '')}") from None
     config = replace(DEFAULT_CONFIG, success_rule=design.success) if design is not None else DEFAULT_CONFIG
-    table = trials_table(folder, config=config, place=placement(design) if design is not None else None)
+    try:
+        table = trials_table(folder, config=config, place=placement(design) if design is not None else None)
+    except DesignError as exc:  # arms that overlap or select nothing: stop before any notebook runs
+        raise ParamsError(f"{params_file}: study: {str(exc).replace(str(root) + os.sep, '')}; nothing was run or "
+                          "written") from None
     profiles = sorted(table.frame["profile"].dropna().astype(str).unique())
     if len(profiles) < 2:
         found = f"one profile ({profiles[0]}, {len(table.frame)} trials)" if profiles else "no readable trial"
