@@ -235,9 +235,10 @@ def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
 
 
 def _carried_calls(study: dict) -> dict:
-    """Tool-call counts a study recorded for a trial whose trajectory was not kept."""
+    """Tool-call and process counts a study recorded for a trial whose trajectory was not kept, by metric id."""
     dist = study.get("tool_distribution")
-    out = {"tool_calls_count": study.get("tool_calls"), "mcp_tool_calls": study.get("mcp_calls")}
+    out = {"tool_calls_count": study.get("tool_calls"), "mcp_tool_calls": study.get("mcp_calls"),
+           "files_edited": study.get("files_modified")}
     if dist is not None:
         out["tool_distribution"] = dist
         out["mcp_tools_used"] = sum(1 for name in dist if name.startswith("mcp__"))
