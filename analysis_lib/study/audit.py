@@ -254,14 +254,22 @@ def _findings(metrics: pd.DataFrame, table: pd.DataFrame, pairs: pd.DataFrame, a
         per = ", ".join(f"{a} {int(v)}" for a, v in by_arm["n_never_reached_model"].items() if v)
         reason = metrics["never_reached_model"].dropna().astype(str).iloc[0]
         out.append(Finding("warning", "infrastructure", f"{_n(never, 'trial')} ({per}): {reason}; the verifier still scored "
-                           "them, so they count as failures as the source scored them, although no agent attempted the task"))
+                           "them, so they count as failures as the source scored them, although no agent attempted the "
+                           "task; their tool and MCP use is unknown (left out of the uptake and the CACE), and the "
+                           "infrastructure bounds impute their outcomes both ways"))
     for arm, row in (by_arm.iterrows() if len(table) else []):
         if row["mcp_offered"] is True and row["n_mcp_known"]:
             share = row["share_zero_mcp_calls"]
-            unknown = int(row["n_trials"] - row["n_mcp_known"])
+            # Trials whose agent never reached a model made no attempt: their MCP use is unknown, not "none".
+            never = int(row["n_never_reached_model"])
+            unknown = int(row["n_trials"] - row["n_mcp_known"]) - never
+            left = "; ".join(p for p in (f"{_n(never, 'trial')} never reached the model" if never else "",
+                                         f"{unknown} with no call record" if unknown else "") if p)
+            known = int(row["n_mcp_known"])
+            used = (f"all {known} trials with a call record called an MCP tool" if share == 0 else
+                    f"{int(row['n_zero_mcp_calls'])} of {known} trials with a call record made no MCP call ({share:.0%})")
             out.append(Finding("note" if share == 0 else "warning", "mcp_use",
-                               f"{arm} was offered MCP tools: {int(row['n_zero_mcp_calls'])} of {int(row['n_mcp_known'])} trials "
-                               f"made no MCP call ({share:.0%})" + (f"; {unknown} with no call record" if unknown else "")
+                               f"{arm} was offered MCP tools: {used}" + (f"; {left}" if left else "")
                                + ("" if share == 0 else "; the comparison is of offering MCP, not of using it")))
         if row["mcp_offered"] is False and row["n_mcp_known"] and row["n_mcp_known"] > row["n_zero_mcp_calls"]:
             out.append(Finding("warning", "mcp_use", f"{arm} was declared without MCP tools but "
