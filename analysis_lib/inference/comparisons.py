@@ -473,6 +473,19 @@ def estimate(metrics: pd.DataFrame, column: str, a: str, b: str, plan: AnalysisP
         update={"confidence": conf})}))
 
 
+def _no_tool_rows(trials: pd.DataFrame, where: str = " in these runs") -> str:
+    """Why a per-tool family has no row. "No MCP tool was called" only when every trial's MCP calls were counted
+    and none ran; otherwise what was (not) recorded: calls counted only as totals, or not counted at all."""
+    calls = pd.to_numeric(trials["mcp_tool_calls"], errors="coerce") if "mcp_tool_calls" in trials else pd.Series(dtype=float)
+    known = calls.dropna()
+    if len(known) and known.eq(0).all():
+        if len(known) == len(trials):
+            return f"no MCP tool was called{where}"
+        return (f"no MCP call in the {fmt_count(len(known), 'trial')} with a call record{where}; "
+                f"{len(trials) - len(known)} have none")
+    return f"no per-tool counts of MCP calls recorded{where}"
+
+
 def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, str]], *,
             refused: dict[str, str] | None = None) -> pd.DataFrame:
     """Every planned metric for every profile pair, tier by tier (``COLUMNS``); see the module docstring.
@@ -493,7 +506,7 @@ def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
             if not cols:
                 m = registry.metric(spec.id.rstrip("*") + ("x" if spec.id.endswith("*") else ""))
                 rows.append({**base, "metric": spec.id, "label": m.label, "n_pairs": 0, "n_undefined": 0,
-                             "note": "no MCP tool was called in these runs" if spec.id.endswith("*")
+                             "note": _no_tool_rows(trials) if spec.id.endswith("*")
                              else f"column {spec.id!r} is not in the metrics table"})
                 continue
             if spec.id.endswith("*"):
@@ -502,7 +515,7 @@ def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
                 cols_ab = [c for c in cols if pd.to_numeric(pair[c], errors="coerce").fillna(0).ne(0).any()]
                 if not cols_ab:
                     rows.append({**base, "metric": spec.id, "label": "MCP calls per tool", "n_pairs": 0,
-                                 "n_undefined": 0, "note": f"no MCP tool was called under {a} or {b}"})
+                                 "n_undefined": 0, "note": _no_tool_rows(pair, f" under {a} or {b}")})
             else:
                 cols_ab = cols
             for col in cols_ab:
