@@ -348,3 +348,26 @@ def test_a_plan_with_hypotheses_names_the_family_that_carries_its_claim():
     assert P.parse_plan({**d, "hypotheses": [], "claim_family": None}).claim == "primary"
     # unset, the key stays out of the canonical plan: a plan without hypotheses keeps its hash
     assert "claim_family" not in P.plan_yaml(P.parse_plan({**d, "hypotheses": [], "claim_family": None}))
+
+
+def test_the_mean_outcome_beside_pass_fail_is_reported_only_under_partial_credit(latent):
+    plan = P.load_plan(PLAN)
+    assert P.plan_hash(plan) == P.plan_hash(P.parse_plan({**plan.model_dump(mode="json", exclude_none=True)}))
+    assert plan.partial().tests == ["paired_t", "sign_flip"] and plan.partial_credit is None  # the default: hash unchanged
+    pairs = [("text", "codegraph")]
+    rng = np.random.default_rng(5)
+    binary = latent.assign(reward=latent["success"].astype(float))
+    assert not comparisons.partial_credit(binary)
+    assert "partial_credit" not in set(comparisons.compare(binary, plan, pairs)["tier"])  # 0/1 rewards: pass/fail says it all
+    scored = latent.assign(reward=np.round(rng.uniform(0, 1, len(latent)), 2))
+    table = comparisons.compare(scored, plan, pairs)
+    rows = table[table["tier"] == "partial_credit"]
+    assert list(rows["test"]) == ["paired t", "sign-flip randomisation"] and (rows["correction"] == "none").all()
+    # The estimate is the mean over tasks of the per-task difference of the trials' mean reward.
+    per_task = scored.groupby(["task_id", "profile"])["reward"].mean().unstack()
+    assert rows["estimate"].iloc[0] == pytest.approx((per_task["codegraph"] - per_task["text"]).mean(), rel=1e-12)
+    off = P.parse_plan({**plan.model_dump(mode="json", exclude_none=True), "partial_credit": {"tests": []}})
+    assert P.plan_hash(off) != P.plan_hash(plan)
+    assert "partial_credit" not in set(comparisons.compare(scored, off, pairs)["tier"])
+    with pytest.raises(P.PlanError, match="partial_credit: metric: total_tokens is not compared as a difference of means"):
+        P.parse_plan({**plan.model_dump(mode="json", exclude_none=True), "partial_credit": {"metric": "total_tokens"}}, "p.yaml")

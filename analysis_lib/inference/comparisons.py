@@ -50,7 +50,7 @@ __all__ = [
     "repetition_aggregate", "task_pairs",
     "per_task_value", "sides_summary", "planned_test", "usable_trials", "profile_pairs",
     "plan_columns", "estimate", "compare", "excludes_zero", "interval_note",
-    "COLLINEAR_R", "endpoint_correlations", "collinear_endpoints", "FEW_PAIRS"
+    "COLLINEAR_R", "endpoint_correlations", "collinear_endpoints", "FEW_PAIRS", "PARTIAL_TIER", "partial_credit"
 ]
 
 COLUMNS = [
@@ -72,7 +72,11 @@ ESTIMANDS = {
     "ratio": "typical per-task change, 100 (exp(HL of log B/A) − 1) %",
     "difference": "typical per-task difference B − A (Hodges-Lehmann)",
     "cost_per_success": "change in cost per success, 100 (ratio B/A − 1) %",
+    "mean": "difference in the mean, B − A: mean over tasks of the per-task difference of the trials' mean",
 }
+# The tier of the mean outcome a partial-credit study reports beside pass/fail (the plan's partial_credit): described
+# beside the planned tiers, with no correction and no verdict of its own.
+PARTIAL_TIER = "partial_credit"
 # Comparison scales whose estimate is a difference of two rates, shown in percentage points.
 POINT_SCALES = ("rate", "pass_rate")
 # The unit of a rate difference, everywhere (CSV column, tables, macros, figures): "pp", percentage points.
@@ -85,7 +89,8 @@ PASS_AT_1 = "pass@1 (mean of per-task pass rates)"
 GEE_LABEL = "pass rate per trial (GEE, task clusters)"
 INTERVALS = {"rate": "Tango score", "ratio": "inverted Wilcoxon", "difference": "inverted Wilcoxon",
              "cost_per_success": "percentile bootstrap over tasks", "paired_t": "t (paired, CR2)",
-             "sign_flip": "inverted sign-flip test", "gee": "t, bias-reduced (Mancl-DeRouen) sandwich"}
+             "sign_flip": "inverted sign-flip test", "gee": "t, bias-reduced (Mancl-DeRouen) sandwich",
+             "mean_paired_t": "t (paired, tasks)", "mean_sign_flip": "inverted sign-flip test"}
 # Ties and zeros of the Wilcoxon test are found on differences rounded this far: log ratios to 9
 # decimals (a ratio known to one part in a billion), differences to 6 decimals below the metric's own
 # precision. Floating-point noise (log 6/4 against log 3/2) is then no longer taken for a difference.
@@ -122,7 +127,9 @@ def scale_unit(scale: str, metric_unit: str = "") -> str:
     metric's own; the one rule behind the ``unit`` columns and every printed unit of a comparison."""
     if scale in POINT_SCALES:
         return RATE_DIFFERENCE_UNIT
-    return "%" if scale in ("ratio", "cost_per_success") else metric_unit
+    if scale in ("ratio", "cost_per_success"):
+        return "%"
+    return metric_unit if isinstance(metric_unit, str) else ""  # a unitless metric (reward) reads back from CSV as NaN
 
 
 def repetition_aggregate(metric_id: str, repetitions: str) -> str:
@@ -161,6 +168,8 @@ def sides_summary(scale: str, how: str, test: str = "") -> str:
         return "pass rate over trials" if test in ("gee", TEST_LABELS["gee"]) else "mean over tasks of per-task pass rates"
     if scale == "cost_per_success":
         return "total cost / successes over the paired tasks"
+    if scale == "mean":
+        return "mean over the paired tasks of per-task means"
     return f"median over tasks of per-task {_AGGREGATE_NOUNS[how]}"
 
 
@@ -168,6 +177,10 @@ def rule(metric_id: str, test: str, repetitions: str) -> Rule:
     """The one rule for a comparison of ``metric_id`` by ``test`` with repetitions combined as ``repetitions``."""
     m = registry.metric(metric_id)
     how = repetition_aggregate(metric_id, repetitions)
+    if m.kind != "binary" and test in ("paired_t", "sign_flip"):
+        # The mean outcome of a partial-credit study: per-task means of the repetitions, their mean difference.
+        return Rule(metric_id, test, repetitions, "mean", "mean", f"mean {m.label}", m.unit, ESTIMANDS["mean"],
+                    INTERVALS["mean_" + test])
     if metric_id == "cost_per_success":
         scale = "cost_per_success"
     elif m.kind == "binary":
@@ -381,6 +394,39 @@ def _pass_rate_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str,
     return row
 
 
+def _mean_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, boot: Bootstrap) -> dict:
+    """The paired mean difference of a continuous outcome over tasks (per-task means of the repetitions): the
+    paired t with its interval, or the sign-flip randomisation test with the interval that inverts it."""
+    ran = _ran_by_both(metrics, a, b)
+    pairs = stats.pair_tasks(trials, r.metric, a, b, binary=False, how="mean").dropna(subset=["a", "b"])
+    n_undef, why = _undefined(_missing_tasks(ran, pairs, "with no value under one profile"))
+    row: dict[str, Any] = {"n_pairs": len(pairs), "n_undefined": n_undef, "note": why}
+    if len(pairs) == 0:
+        return {**row, "note": _join("no task with values under both profiles", why)}
+    d = pairs["b"].to_numpy(float) - pairs["a"].to_numpy(float)
+    row.update(a_value=float(pairs["a"].mean()), b_value=float(pairs["b"].mean()))
+    if r.test == "sign_flip":
+        res = stats.sign_flip(d, confidence=boot.confidence, seed=boot.seed).iloc[0]
+        mc = None if res["exact"] else f"Monte-Carlo p, standard error {res['mc_se']:.4f}"
+        row.update(p_value=float(res["p_val"]), note=_join(mc, why))
+    else:
+        res = stats.paired_t(d, confidence=boot.confidence).iloc[0]
+        row.update(p_value=float(res["p_val"]), statistic=float(res["statistic"]))
+    row.update(estimate=float(res["estimate"]), ci_low=float(res["ci_low"]), ci_high=float(res["ci_high"]))
+    row["note"] = _join(interval_note(row, 1 - boot.confidence), row.get("note"))
+    return row
+
+
+def partial_credit(trials: pd.DataFrame, metric: str = "reward", profiles: Sequence[str] | None = None) -> bool:
+    """Whether ``metric`` (the reward) scores partial credit among ``trials`` (of ``profiles``): some known value is
+    neither 0 nor 1. Pass/fail then loses what the rewards say, and their mean is reported beside it."""
+    if metric not in trials:
+        return False
+    sub = trials if profiles is None else trials[trials["profile"].astype(str).isin(list(profiles))]
+    values = pd.to_numeric(sub[metric], errors="coerce").dropna()
+    return bool(len(values)) and not values.isin([0.0, 1.0]).all()
+
+
 def _continuous_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, boot: Bootstrap) -> dict:
     ran = _ran_by_both(metrics, a, b)
     pairs = task_pairs(trials, r.metric, a, b, r.repetitions)
@@ -453,6 +499,8 @@ def _row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, p
         row = _pass_rate_row(metrics, trials, r, a, b, plan.bootstrap)
     elif r.scale == "rate":
         row = _binary_row(metrics, trials, r, a, b, plan.bootstrap.confidence)
+    elif r.scale == "mean":
+        row = _mean_row(metrics, trials, r, a, b, plan.bootstrap)
     else:
         row = _continuous_row(metrics, trials, r, a, b, plan.bootstrap)
     return {"metric": r.metric, "label": r.label, "unit": r.unit, "scale": r.scale, "estimand": r.estimand,
@@ -524,6 +572,14 @@ def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
                                  "n_undefined": 0, "note": refused[col]})
                     continue
                 rows.append({**base, **_row(metrics, trials, rule(col, spec.test, plan.repetitions_of(spec)), a, b, plan)})
+    partial = plan.partial()
+    for a, b in pairs:
+        # Beside pass/fail, the mean outcome when the rewards score partial credit (they are not all 0 or 1).
+        if partial.metric in refused or not partial_credit(trials, partial.metric, (a, b)):
+            continue
+        for test in partial.tests:
+            base = {"tier": PARTIAL_TIER, "correction": "none", "profile_a": a, "profile_b": b, "test": TEST_LABELS[test]}
+            rows.append({**base, **_row(metrics, trials, rule(partial.metric, test, "all"), a, b, plan)})
     out = pd.DataFrame(rows, columns=COLUMNS)
     for c in ("a_value", "b_value", "estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "statistic",
               "effect_size", "odds_ratio", "odds_ratio_low", "odds_ratio_high", "total_change_pct",
