@@ -13,6 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -207,3 +208,36 @@ def test_per_tool_mcp_counts_and_files_modified_come_from_the_studys_metrics(stu
     per_tool = table[table["metric"].str.startswith("mcp_calls__")]
     assert "mcp_calls__sourcegraph__sg_keyword_search" in set(per_tool["metric"]) and per_tool["estimate"].notna().all()
     assert not table["note"].fillna("").str.contains("no MCP tool was called").any()
+
+
+def test_partial_credit_reports_mean_reward_per_arm_and_the_paired_mean_difference(study_result):
+    """The slice scores partial credit (rewards 0.167, 0.53, 0.7, 0.833...): beside pass/fail, the mean reward."""
+    from scipy import stats as sps
+
+    from analysis_lib.inference.comparisons import compare, partial_credit
+    from analysis_lib.inference.rates import profile_rates
+    from analysis_lib.study.plan import load_plan
+
+    result, _ = study_result
+    m = result.metrics
+    assert partial_credit(m)
+    rates = profile_rates(m, n_boot=200).set_index("profile")
+    for arm, mean in (("baseline", 0.600), ("mcp", 0.464)):
+        rewards = m.loc[m["profile"] == arm, "reward"].astype(float)
+        ci = sps.ttest_1samp(rewards, 0).confidence_interval()  # one trial per task: the one-sample t interval
+        assert rates.loc[arm, "mean_reward"] == pytest.approx(mean, abs=5e-4)
+        assert (rates.loc[arm, "mean_reward_low"], rates.loc[arm, "mean_reward_high"]) == pytest.approx(
+            (ci.low, ci.high), rel=1e-9)
+    table = compare(m, load_plan(ROOT / "params" / "analysis_plan.yaml"), [("baseline", "mcp")])
+    rows = table[table["tier"] == "partial_credit"].set_index("test")
+    assert list(rows.index) == ["paired t", "sign-flip randomisation"] and (rows["metric"] == "reward").all()
+    assert (rows["n_pairs"] == 8).all() and rows["estimate"].to_numpy() == pytest.approx(-0.027083, abs=1e-6)
+    assert rows["p_adjusted"].isna().all() and rows["significant"].isna().all()  # described beside, no verdict
+    pairs = m.pivot_table(index="task_id", columns="profile", values="reward").dropna()
+    ref = sps.ttest_rel(pairs["mcp"], pairs["baseline"])  # scipy: t = -0.369, p = 0.7233
+    ci = ref.confidence_interval()
+    t_row = rows.loc["paired t"]
+    assert (t_row["p_value"], t_row["ci_low"], t_row["ci_high"]) == pytest.approx((ref.pvalue, ci.low, ci.high), rel=1e-9)
+    d = (pairs["mcp"] - pairs["baseline"]).to_numpy()
+    perm = sps.permutation_test((d,), np.mean, permutation_type="samples", n_resamples=np.inf)  # exact over 2^8 signs
+    assert rows.loc["sign-flip randomisation", "p_value"] == pytest.approx(perm.pvalue, abs=1e-12)

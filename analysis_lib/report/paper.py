@@ -20,7 +20,7 @@ import pandas as pd
 from ..codecanvas.outputs import BOARD_METRICS, COMPARISON_METRICS
 from ..core import registry
 from ..core.fileio import atomic_write_text
-from ..inference.comparisons import RATE_DIFFERENCE_UNIT, interval_note
+from ..inference.comparisons import PARTIAL_TIER, RATE_DIFFERENCE_UNIT, interval_note
 from ..inference.repetitions import usual_repetitions
 from . import latex, markdown, tables
 from . import numbers as fmt
@@ -137,12 +137,20 @@ def _p_cell(p) -> str:
     return "{$<$0.001}" if p < fmt.P_FLOOR else f"{p:.3f}"
 
 
+def _partial(inputs: PaperInputs) -> bool:
+    """Whether the rewards score partial credit: the engine then compared the mean reward beside pass/fail."""
+    comp = inputs.comparisons
+    return comp is not None and bool((comp["tier"] == PARTIAL_TIER).any())
+
+
 def _value_digits(row) -> tuple[float, int]:
-    """Scale and decimals of A and B of a comparison row (rates in %, money per the registry)."""
+    """Scale and decimals of A and B of a comparison row (rates in %, money per the registry, means as their estimate)."""
     if row.scale in fmt.POINT_SCALES:
         return 100.0, 1
     if row.scale == "cost_per_success":
         return 1.0, fmt.decimals("cost_per_success")
+    if row.scale == "mean":
+        return 1.0, fmt.estimate_digits(row)
     d = fmt.decimals(row.metric)
     if registry.metric(row.metric).kind == "count" and (row.a_value % 1 or row.b_value % 1):
         d = max(d, 1)  # a median of an even number of counts can fall halfway
@@ -151,8 +159,11 @@ def _value_digits(row) -> tuple[float, int]:
 
 def _key(row) -> str:
     """Macro stem of a comparison row; a sensitivity row is named apart from the planned row it restates,
-    and from another sensitivity test of the same metric (a sign-flip test and a GEE may both restate it)."""
-    extra = ("sensitivity", str(row.repetitions), str(row.test)) if getattr(row, "tier", "") == "sensitivity" else ()
+    and from another sensitivity test of the same metric (a sign-flip test and a GEE may both restate it); the
+    mean outcome's rows under partial credit are named by their test."""
+    tier = getattr(row, "tier", "")
+    extra = (("sensitivity", str(row.repetitions), str(row.test)) if tier == "sensitivity"
+             else ("mean", str(row.test)) if tier == PARTIAL_TIER else ())
     return latex.macro_name(row.metric.replace("__", " "), row.profile_b, "vs", row.profile_a, *extra)
 
 
@@ -193,6 +204,14 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                 out += [latex.Macro(latex.macro_name(stem, p), _qty(100 * est, d, "%"), what, rsrc, p),
                         latex.Macro(latex.macro_name(stem, "low", p), _qty(100 * lo, d, "%"), what, rsrc, f"{p}, 95% CI low"),
                         latex.Macro(latex.macro_name(stem, "high", p), _qty(100 * hi, d, "%"), what, rsrc, f"{p}, 95% CI high")]
+            if _partial(inputs) and not fmt.missing(getattr(r, "mean_reward", None)):
+                d = fmt.decimals("reward") + 1
+                out += [latex.Macro(latex.macro_name("mean reward", p), _qty(r.mean_reward, d), "reward", rsrc,
+                                    f"{p}, mean over its {int(r.n_reward)} trials with a reward"),
+                        latex.Macro(latex.macro_name("mean reward low", p), _qty(r.mean_reward_low, d), "reward", rsrc,
+                                    f"{p}, task-clustered t 95% CI low"),
+                        latex.Macro(latex.macro_name("mean reward high", p), _qty(r.mean_reward_high, d), "reward", rsrc,
+                                    f"{p}, task-clustered t 95% CI high")]
             out += [latex.Macro(latex.macro_name("successes", p), str(int(r.successes)), "success", rsrc, p),
                     latex.Macro(latex.macro_name("trials", p), str(int(r.n_outcome)), "success", rsrc, f"{p}, known outcome"),
                     latex.Macro(latex.macro_name("tasks resolved", p), str(int(r.tasks_resolved)), "resolve_rate", rsrc, p),
@@ -214,9 +233,10 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                                 f"{r.interval} 95% CI high; {what}"),
                     latex.Macro(key + "Pairs", str(int(r.n_pairs)), r.metric, csrc, f"tasks paired; {what}")]
             if not fmt.missing(r.p_value):
-                out += [latex.Macro(key + "P", _p_tex(r.p_value), r.metric, csrc, f"{r.test}; {what}"),
-                         latex.Macro(key + "PAdj", _p_tex(r.p_adjusted, adjusted=True), r.metric, csrc,
-                                     f"{r.correction}-adjusted over the {r.tier} tier; {what}")]
+                out.append(latex.Macro(key + "P", _p_tex(r.p_value), r.metric, csrc, f"{r.test}; {what}"))
+                if r.tier != PARTIAL_TIER:  # described beside the tiers: no family, no adjusted p
+                    out.append(latex.Macro(key + "PAdj", _p_tex(r.p_adjusted, adjusted=True), r.metric, csrc,
+                                           f"{r.correction}-adjusted over the {r.tier} tier; {what}"))
             if r.scale == "rate" and not fmt.missing(r.odds_ratio_low):
                 out += [latex.Macro(key + "OddsRatio", _qty(r.odds_ratio, 2), r.metric, csrc, f"discordant-pair odds ratio; {what}"),
                         latex.Macro(key + "OddsRatioLow", _qty(r.odds_ratio_low, 2), r.metric, csrc, f"exact 95% CI low; {what}"),
@@ -308,7 +328,8 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = Non
             sides.setdefault(r.a_b_summary, [])
             if r.label not in sides[r.a_b_summary]:
                 sides[r.a_b_summary].append(r.label)
-        rows.append([f"{latex.escape_tex(r.label)}, {unit_tex}", latex.escape_tex(r.profile_b), str(int(r.n_pairs)),
+        name = latex.escape_tex(r.label) + (f" ({latex.escape_tex(str(r.test))})" if r.tier == PARTIAL_TIER else "")
+        rows.append([f"{name}, {unit_tex}" if unit_tex else name, latex.escape_tex(r.profile_b), str(int(r.n_pairs)),
                      _s(k * r.a_value, d), _s(k * r.b_value, d), _s(fmt.scaled(r, r.estimate), e, True),
                      _s(fmt.scaled(r, r.ci_low), e, True), _s(fmt.scaled(r, r.ci_high), e, True),
                      p_cell, _p_cell(r.p_adjusted)])
@@ -316,8 +337,9 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = Non
     head = ["Metric, unit of the change", "B", "Pairs", "{A}", "{B}", "{Change}",
             "\\multicolumn{2}{c}{95\\% CI}", "{$p$}", "{$p_\\mathrm{adj}$}"]
     values, changes = [c for row in rows if len(row) > 1 for c in row[3:5]], [c for row in rows if len(row) > 1 for c in row[5:8]]
-    spec = (f"llr {_s_column(values, 3)} {_s_column(values, 3)} {_s_column(changes, 1, True)} "
-            f"{_s_column(changes, 1, True)} {_s_column(changes, 1, True)} S[table-format=1.3] S[table-format=1.3]")
+    dc = _decimals_of(changes, 1)
+    spec = (f"llr {_s_column(values, 3)} {_s_column(values, 3)} {_s_column(changes, dc, True)} "
+            f"{_s_column(changes, dc, True)} {_s_column(changes, dc, True)} S[table-format=1.3] S[table-format=1.3]")
     what = "; ".join(f"{latex.escape_tex(summary)} for {', '.join(latex.escape_tex(x) for x in labels)}"
                      for summary, labels in sides.items())
     note = (f"A = baseline ({latex.escape_tex(base)}). A and B are the {what or 'values of each profile'} "
@@ -328,9 +350,20 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = Non
             "interval that inverts the Wilcoxon signed-rank test beside it (zeros ranked by Pratt's rule in both), "
             "which excludes 0 exactly when $p < 0.05$. Intervals are unadjusted 95\\% intervals; "
             "$p_\\mathrm{adj}$: the plan's correction over its tier (Holm for primary, Benjamini-Hochberg for "
-            "secondary metrics), all pairs together." + ("\\par " + " ".join(notes) if notes else ""))
+            "secondary metrics), all pairs together."
+            + (" Mean reward (the rewards score partial credit): the mean over the paired tasks of each task's mean "
+               "reward, and the mean of the per-task differences with the paired t interval or the interval that "
+               "inverts the sign-flip randomisation test, described beside pass/fail without a correction."
+               if (comp["tier"] == PARTIAL_TIER).any() else "")
+            + ("\\par " + " ".join(notes) if notes else ""))
     return _tabular(head, spec, rows, "Paired comparisons against the baseline" + (" (simulated data)" if simulated else ""),
                     "tab:comparisons", wide=True, note=note)
+
+
+def _decimals_of(cells: list[str], least: int) -> int:
+    """The most decimals any number among ``cells`` has (a mean reward's 3 beside a % change's 1), at least ``least``."""
+    found = [len(c.split(".", 1)[1]) for c in cells if re.fullmatch(r"[+-]?\d+\.\d+", c)]
+    return max([least, *found])
 
 
 def _s_column(cells: list[str], decimals: int, sign: bool = False) -> str:
@@ -547,6 +580,8 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
                  for p in inputs.rates["profile"]]) + "; by majority vote of the repetitions, " + latex.series(
                 [f"{latex.texttt(p)} resolved {n('tasks resolved', p)} of {n('tasks', p)} tasks ({n('resolve rate', p)})"
                  for p in inputs.rates["profile"]]) + ".")
+        if heading == "Success":
+            sentences += _mean_reward_sentences(inputs, names)
         sentences += [s for s in (_metric_sentence(inputs, m, names) for m in ids) if s]
         if heading == "Efficiency" and comp is not None and any(
                 _key(r) + "Total" in names for r in comp[comp["tier"] == "primary"].itertuples()):
@@ -558,6 +593,34 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
     if comp is None or comp.empty:
         lines.append("(Paired comparisons were not available when these snippets were generated.)")
     return "\n".join(lines + _sequential_lines(inputs))
+
+
+def _mean_reward_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
+    """Under partial credit: the mean reward per profile with its interval, and the paired mean difference by each
+    test the plan names (macros only)."""
+    if not _partial(inputs) or inputs.rates is None:
+        return []
+    n = lambda *parts: "\\" + latex.macro_name(*parts) + "{}"  # noqa: E731
+    profiles = [p for p in inputs.rates["profile"] if latex.macro_name("mean reward", p) in names]
+    out = []
+    if profiles:
+        out.append("The rewards score partial credit; the mean reward per trial was " + latex.series(
+            [f"{n('mean reward', p)} under {latex.texttt(p)} (95\\% CI {n('mean reward low', p)} to {n('mean reward high', p)})"
+             for p in profiles]) + ".")
+    comp = inputs.comparisons
+    for (a, b), g in comp[comp["tier"] == PARTIAL_TIER].groupby(["profile_a", "profile_b"], sort=False):
+        clauses = []
+        for r in g.itertuples():
+            k = _key(r)
+            if k + "Est" not in names:
+                continue
+            clauses.append(f"{latex.escape_tex(str(r.test))} \\{k}P{{}}, 95\\% CI \\{k}Low{{}} to \\{k}High{{}}")
+        if clauses:
+            k = _key(g.iloc[0])
+            out.append(f"Paired over the \\{k}Pairs{{}} tasks both ran, the mean reward of {latex.texttt(b)} differed from "
+                       f"{latex.texttt(a)} by \\{k}Est{{}} ({'; '.join(clauses)}; described beside pass/fail, not part of "
+                       "the plan's claim).")
+    return out
 
 
 def _sequential_lines(inputs: PaperInputs) -> list[str]:
@@ -606,10 +669,10 @@ def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool) -> str:
 def _markdown_sections(inputs: PaperInputs, macros: list[latex.Macro]) -> list[tuple[str, str]]:
     out = []
     if inputs.rates is not None:
-        out.append(("Rates per profile", rates_table(inputs.rates)))
+        out.append(("Rates per profile", rates_table(inputs.rates, mean_reward=_partial(inputs))))
     comp = inputs.comparisons
     if comp is not None and len(comp):
-        for tier in ("primary", "secondary"):
+        for tier in ("primary", PARTIAL_TIER, "secondary"):
             if (comp["tier"] == tier).any():
                 body = tier_table(comp, tier) + ("\n\n" + "\n".join(mcnemar_lines(comp)) if tier == "primary" else "")
                 claim = inputs.plan.claim_family if inputs.plan is not None else None
