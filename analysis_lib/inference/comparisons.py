@@ -50,13 +50,14 @@ __all__ = [
     "repetition_aggregate", "task_pairs",
     "per_task_value", "sides_summary", "planned_test", "usable_trials", "profile_pairs",
     "plan_columns", "estimate", "compare", "excludes_zero", "interval_note",
-    "COLLINEAR_R", "endpoint_correlations", "collinear_endpoints", "FEW_PAIRS", "PARTIAL_TIER", "partial_credit"
+    "COLLINEAR_R", "endpoint_correlations", "collinear_endpoints", "FEW_PAIRS", "PARTIAL_TIER", "partial_credit",
+    "p_floor_note"
 ]
 
 COLUMNS = [
     "tier", "metric", "label", "unit", "scale", "repetitions", "test", "correction", "profile_a", "profile_b",
     "n_pairs", "n_undefined", "a_value", "b_value", "estimand", "estimate", "ci_low", "ci_high", "ci_open", "interval",
-    "p_value", "p_adjusted", "significant", "statistic", "effect_size", "effect_size_name",
+    "p_value", "p_min", "p_adjusted", "significant", "statistic", "effect_size", "effect_size_name",
     "odds_ratio", "odds_ratio_low", "odds_ratio_high", "n_a_only", "n_b_only", "a_b_summary",
     "total_change_pct", "total_change_low", "total_change_high", "note",
 ]
@@ -74,6 +75,8 @@ ESTIMANDS = {
     "cost_per_success": "change in cost per success, 100 (ratio B/A − 1) %",
     "mean": "difference in the mean, B − A: mean over tasks of the per-task difference of the trials' mean",
 }
+# The corrections a plan may declare, by name.
+CORRECTION_NAMES = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}
 # The tier of the mean outcome a partial-credit study reports beside pass/fail (the plan's partial_credit): described
 # beside the planned tiers, with no correction and no verdict of its own.
 PARTIAL_TIER = "partial_credit"
@@ -357,9 +360,12 @@ def _binary_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b:
                odds_ratio_low=float(odds["ci_low"]), odds_ratio_high=float(odds["ci_high"]), n_a_only=n10, n_b_only=n01)
     if r.test == "mcnemar_exact":
         t = stats.mcnemar_from_table([[0, n10], [n01, 0]], exact=True).iloc[0]
-        row.update(statistic=float(t["statistic"]), p_value=float(t["p_val"]))
+        # The smallest p this test can give on these pairs: every discordant task on one side.
+        floor = stats.mcnemar_from_table([[0, n10 + n01], [0, 0]], exact=True).iloc[0]["p_val"]
+        row.update(statistic=float(t["statistic"]), p_value=float(t["p_val"]), p_min=float(floor))
     elif r.test == "mcnemar_midp":
-        row.update(statistic=float(min(n10, n01)), p_value=stats.mcnemar_midp(n10, n01))
+        row.update(statistic=float(min(n10, n01)), p_value=stats.mcnemar_midp(n10, n01),
+                   p_min=stats.mcnemar_midp(n10 + n01, 0))
     row["note"] = _join(interval_note({**row, "scale": r.scale, "test": TEST_LABELS[r.test]}, 1 - confidence), why)
     return row
 
@@ -380,15 +386,15 @@ def _pass_rate_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str,
         is_b = (sub["profile"].astype(str) == b).to_numpy()
         res = stats.gee_difference(y, is_b, sub["task_id"].astype(str).to_numpy(), confidence=boot.confidence).iloc[0]
         row.update(p_value=float(res["p_val"]), statistic=float(res["t"]), a_value=float(np.nanmean(y[~is_b])),
-                   b_value=float(np.nanmean(y[is_b])))
+                   b_value=float(np.nanmean(y[is_b])), p_min=0.0)
     elif r.test == "sign_flip":
         res = stats.sign_flip(d, confidence=boot.confidence, seed=boot.seed).iloc[0]
         mc = None if res["exact"] else f"Monte-Carlo p, standard error {res['mc_se']:.4f}"
-        row.update(p_value=float(res["p_val"]), note=_join(mc, why))
+        row.update(p_value=float(res["p_val"]), note=_join(mc, why), p_min=_sign_flip_floor(d, boot))
     else:
         res = stats.paired_t(d, confidence=boot.confidence).iloc[0]
         if r.test == "paired_t":
-            row.update(p_value=float(res["p_val"]), statistic=float(res["statistic"]))
+            row.update(p_value=float(res["p_val"]), statistic=float(res["statistic"]), p_min=0.0)
     row.update(estimate=float(res["estimate"]), ci_low=float(res["ci_low"]), ci_high=float(res["ci_high"]))
     row["note"] = _join(interval_note(row, 1 - boot.confidence), row.get("note"))
     return row
@@ -408,10 +414,10 @@ def _mean_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: s
     if r.test == "sign_flip":
         res = stats.sign_flip(d, confidence=boot.confidence, seed=boot.seed).iloc[0]
         mc = None if res["exact"] else f"Monte-Carlo p, standard error {res['mc_se']:.4f}"
-        row.update(p_value=float(res["p_val"]), note=_join(mc, why))
+        row.update(p_value=float(res["p_val"]), note=_join(mc, why), p_min=_sign_flip_floor(d, boot))
     else:
         res = stats.paired_t(d, confidence=boot.confidence).iloc[0]
-        row.update(p_value=float(res["p_val"]), statistic=float(res["statistic"]))
+        row.update(p_value=float(res["p_val"]), statistic=float(res["statistic"]), p_min=0.0)
     row.update(estimate=float(res["estimate"]), ci_low=float(res["ci_low"]), ci_high=float(res["ci_high"]))
     row["note"] = _join(interval_note(row, 1 - boot.confidence), row.get("note"))
     return row
@@ -457,7 +463,9 @@ def _continuous_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str
         row.update(total_change_pct=100.0 * (tot["estimate"] - 1.0), total_change_low=100.0 * (tot["ci_low"] - 1.0),
                    total_change_high=100.0 * (tot["ci_high"] - 1.0))
     if r.test == "wilcoxon_signed_rank":
-        row.update(p_value=float(hl["p_val"]), statistic=float(hl["V"]), effect_size=float(hl["RBC"]),
+        # The smallest p the test can give on these pairs: every difference on one side (zeros and ties as they are).
+        floor = stats.wilcoxon(np.abs(d), zero_method="pratt", decimals=r.decimals).iloc[0]["p_val"]
+        row.update(p_value=float(hl["p_val"]), statistic=float(hl["V"]), effect_size=float(hl["RBC"]), p_min=float(floor),
                    effect_size_name="matched-pairs rank-biserial r",
                    test=f"{TEST_LABELS[r.test]} ({hl['method'].removeprefix('Walsh averages; Wilcoxon ')}"
                         + (f"; {fmt_count(int(hl['n_zero']), 'zero difference')} ranked by Pratt's rule" if hl["n_zero"] else "")
@@ -492,6 +500,31 @@ def _cost_per_success_row(metrics: pd.DataFrame, trials: pd.DataFrame, a: str, b
     return row
 
 
+def _sign_flip_floor(d: np.ndarray, boot: Bootstrap) -> float:
+    """The smallest p the sign-flip test can give on these differences: every one on the same side."""
+    return float(stats.sign_flip(np.abs(d), confidence=boot.confidence, seed=boot.seed).iloc[0]["p_val"])
+
+
+def p_floor_note(row: Any, alpha: float) -> str | None:
+    """What the smallest attainable p (``p_min``) says of a tested row: that the test cannot reject at this size
+    (its smallest p exceeds ``alpha``: the comparison is uninformative), or that the observed p is that smallest p."""
+    get = row.get if isinstance(row, dict) else lambda k, d=None: getattr(row, k, d)
+    floor, p, n = get("p_min"), get("p_value"), get("n_pairs")
+    if floor is None or p is None or pd.isna(floor) or pd.isna(p) or not floor > 0:
+        return None
+    test = str(get("test") or "the test").split(" (")[0]
+    if get("scale") == "rate" and not pd.isna(get("n_a_only")):
+        size = f"{fmt_count(int(get('n_a_only')) + int(get('n_b_only')), 'discordant task')} of {fmt_count(int(n), 'pair')}"
+    else:
+        size = fmt_count(int(n), "pair")
+    if floor > alpha:
+        return (f"cannot reject at this size: the smallest p {test} can give with {size} is {floor:.3g}, above "
+                f"{alpha:g}, whatever the agents did; the comparison is uninformative")
+    if abs(p - floor) <= 1e-12 * max(floor, 1e-300):
+        return f"p = {p:.3g} is the smallest p {test} can give with {size}"
+    return None
+
+
 def _row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, plan: AnalysisPlan) -> dict:
     if r.scale == "cost_per_success":
         row = _cost_per_success_row(metrics, trials, a, b, plan.bootstrap)
@@ -503,9 +536,11 @@ def _row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, p
         row = _mean_row(metrics, trials, r, a, b, plan.bootstrap)
     else:
         row = _continuous_row(metrics, trials, r, a, b, plan.bootstrap)
-    return {"metric": r.metric, "label": r.label, "unit": r.unit, "scale": r.scale, "estimand": r.estimand,
-            "interval": r.interval, "repetitions": r.repetitions, "a_b_summary": sides_summary(r.scale, r.how, r.test),
-            **row}
+    out = {"metric": r.metric, "label": r.label, "unit": r.unit, "scale": r.scale, "estimand": r.estimand,
+           "interval": r.interval, "repetitions": r.repetitions, "a_b_summary": sides_summary(r.scale, r.how, r.test),
+           **row}
+    out["note"] = _join(p_floor_note({**out, "test": TEST_LABELS[r.test]}, plan.alpha), out.get("note"))
+    return out
 
 
 def estimate(metrics: pd.DataFrame, column: str, a: str, b: str, plan: AnalysisPlan, *,
@@ -581,7 +616,7 @@ def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
             base = {"tier": PARTIAL_TIER, "correction": "none", "profile_a": a, "profile_b": b, "test": TEST_LABELS[test]}
             rows.append({**base, **_row(metrics, trials, rule(partial.metric, test, "all"), a, b, plan)})
     out = pd.DataFrame(rows, columns=COLUMNS)
-    for c in ("a_value", "b_value", "estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "statistic",
+    for c in ("a_value", "b_value", "estimate", "ci_low", "ci_high", "p_value", "p_min", "p_adjusted", "statistic",
               "effect_size", "odds_ratio", "odds_ratio_low", "odds_ratio_high", "total_change_pct",
               "total_change_low", "total_change_high"):
         out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
@@ -593,8 +628,13 @@ def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
         idx = out.index[out["tier"] == tier]
         if len(idx):
             p = out.loc[idx, "p_value"].to_numpy(float)
-            adj = adjust_p(np.where(np.isnan(p), 1.0, p), getattr(plan.tiers, tier).correction)
+            correction = getattr(plan.tiers, tier).correction
+            adj = adjust_p(np.where(np.isnan(p), 1.0, p), correction)
             out.loc[idx, "p_adjusted"] = np.where(np.isnan(p), np.nan, adj)
+            if correction != "none":  # say so where it happens, so that every adjusted p can be redone from the rows
+                untested = idx[np.isnan(p)]
+                counted = f"no test: counted as p = 1 in the tier's {CORRECTION_NAMES[correction]} correction"
+                out.loc[untested, "note"] = [_join(n if isinstance(n, str) else None, counted) for n in out.loc[untested, "note"]]
     sig = pd.Series(pd.NA, index=out.index, dtype="boolean")
     has_p = (out["tier"] != "exploratory") & out["p_adjusted"].notna()
     sig[has_p] = out.loc[has_p, "p_adjusted"] < plan.alpha
