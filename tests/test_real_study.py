@@ -146,6 +146,22 @@ def test_the_paper_pipeline_runs_on_the_real_study(codescalebench, tmp_path):
     limits = snippets["discussion.tex"]
     assert "never reached the model" in limits and "one arm only" in limits and "never called" not in limits
     assert "SIMULATED" not in limits and "simulated" not in limits
+    # Honest words: no "pre-registered" (the plan was recorded after the runs); the conclusion names direction and
+    # size; the success comparison (8 pairs, 2 discordant) is uninformative; the mean reward stands beside pass/fail.
+    text = "\n".join(snippets.values())
+    assert "pre-registered" not in text and "Pre-registration" not in text
+    macros = snippets["macros.tex"]
+    assert "\\newcommand{\\TotalTokensMcpVsBaselineEst}{\\num{+96.8}\\,\\%}" in macros
+    assert "\\newcommand{\\TotalCostUsdMcpVsBaselineEst}{\\num{+64.9}\\,\\%}" in macros
+    conclusion = snippets["conclusion.tex"]
+    assert "total tokens of \\texttt{mcp} rose by \\TotalTokensMcpVsBaselineEst{}" in conclusion
+    assert "cost per trial of \\texttt{mcp} rose by \\TotalCostUsdMcpVsBaselineEst{}" in conclusion
+    assert "resolve rate (task majority) of \\texttt{mcp} is uninformative at this size" in conclusion
+    assert "cannot reject at this size: the smallest p McNemar exact can give with 2 discordant tasks of 8 pairs" in \
+        snippets["comparisons.tex"]
+    assert "\\newcommand{\\MeanRewardBaseline}{\\num{0.600}}" in macros and "\\newcommand{\\MeanRewardMcp}{\\num{0.464}}" in macros
+    assert "\\newcommand{\\RewardMcpVsBaselineMeanPairedTEst}{\\num{-0.027}}" in macros
+    assert "\\MeanRewardBaseline{}" in snippets["results.tex"] and "\\RewardMcpVsBaselineMeanPairedTEst{}" in snippets["results.tex"]
     if shutil.which("pdflatex"):
         assert (paper_dir / "main.pdf").stat().st_size > 10_000
         assert "Overfull \\hbox" not in (paper_dir / "main.log").read_text(errors="replace")  # 7-digit token counts fit
@@ -241,3 +257,34 @@ def test_partial_credit_reports_mean_reward_per_arm_and_the_paired_mean_differen
     d = (pairs["mcp"] - pairs["baseline"]).to_numpy()
     perm = sps.permutation_test((d,), np.mean, permutation_type="samples", n_resamples=np.inf)  # exact over 2^8 signs
     assert rows.loc["sign-flip randomisation", "p_value"] == pytest.approx(perm.pvalue, abs=1e-12)
+
+
+def test_the_report_on_the_slice_says_what_its_tests_can_say(codescalebench, tmp_path, run_cli):
+    """The plan was recorded after the runs (not a pre-registration); 8 pairs with 2 discordant cannot reject; 7 pairs
+    give tokens the smallest p the Wilcoxon test can; an undefined secondary row says it counted as p = 1."""
+    out = tmp_path / "out"
+    res = run_cli(codescalebench, "--study", STUDY, "--no-llm", "-q", "-o", out)
+    assert res.returncode == 0, res.stderr
+    report = (out / "comparison_report.md").read_text()
+    assert "pre-registered" not in report and "## Primary metrics (planned tests, Holm over the tier" in report
+    assert "nan %" not in report and "nan" not in report.split("## Repetitions", 1)[1].split("##", 1)[0]
+    comp = pd.read_csv(out / "comparisons.csv").set_index(["tier", "metric"])
+    success = comp.loc[("primary", "success")]
+    # McNemar exact with 2 discordant tasks: at best binom.test(2, 2) gives p = 0.5 (scipy.stats.binomtest(2, 2).pvalue).
+    assert success["p_min"] == pytest.approx(0.5) and (success["n_a_only"], success["n_b_only"]) == (1, 1)
+    assert "cannot reject at this size" in success["note"] and "2 discordant tasks of 8 pairs" in success["note"]
+    tokens = comp.loc[("primary", "total_tokens")]
+    # Wilcoxon exact with 7 pairs, all of one sign: 2 / 2^7 = 0.015625 (R: wilcox.test(1:7)$p.value).
+    assert tokens["p_value"] == tokens["p_min"] == pytest.approx(2 / 2**7)
+    assert "is the smallest p Wilcoxon signed-rank can give with 7 pairs" in tokens["note"]
+    files = comp.loc[("secondary", "exploration_breadth")]
+    assert np.isnan(files["p_value"]) and "counted as p = 1 in the tier's Benjamini-Hochberg correction" in files["note"]
+    # The Benjamini-Hochberg p of the secondary tier are redone from the rows shown, the untested one as p = 1.
+    from statsmodels.stats.multitest import multipletests
+
+    sec = comp.loc["secondary"]
+    redone = multipletests(sec["p_value"].fillna(1.0), method="fdr_bh")[1]
+    assert sec["p_adjusted"].dropna().to_numpy() == pytest.approx(redone[sec["p_value"].notna().to_numpy()])
+    rates = pd.read_csv(out / "profile_rates.csv").set_index("profile")
+    assert (rates["design_effect"] == 1.0).all()  # one trial per task: one 7/9, one interval
+    assert (rates["pass_rate_low"] == rates["resolve_rate_low"]).all()

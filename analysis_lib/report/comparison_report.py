@@ -18,6 +18,7 @@ from ..inference import sequential as seq_mod
 from ..inference.beside_itt.estimands import BesideResult, beside_itt
 from ..inference.comparisons import (
     COLLINEAR_R,
+    CORRECTION_NAMES,
     FEW_PAIRS,
     PARTIAL_TIER,
     collinear_endpoints,
@@ -44,10 +45,9 @@ __all__ = [
     "Study", "analyse_comparisons", "write_comparisons", "tier_table", "tier_caption", "rates_table",
     "hypotheses_table",
     "subgroups_table", "methods_lines", "claim_sentence", "family_role", "sequential_planning",
-    "collinearity_lines"
+    "collinearity_lines", "preregistered"
 ]
 
-CORRECTION_NAMES = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}
 # The planning section: effects worth detecting, and its Monte-Carlo size (power SE <= 2.5 points).
 PLAN_TOKEN_REDUCTION = 0.20
 PLAN_SUCCESS_LIFT = 0.10
@@ -276,16 +276,24 @@ def mcnemar_lines(comparisons: pd.DataFrame, confidence: float = 0.95) -> list[s
     return out
 
 
-def tier_title(tier: str, correction: str, claim: str | None = None) -> str:
+def tier_title(tier: str, correction: str, claim: str | None = None, preregistered: bool | None = None) -> str:
     """A tier's heading, worded once for the comparison report, RESULTS.md and the paper. ``correction`` is the
-    tier's correction id; ``claim`` the family that carries the plan's claim (``primary`` or ``hypotheses``), when known."""
+    tier's correction id; ``claim`` the family that carries the plan's claim (``primary`` or ``hypotheses``), when known;
+    ``preregistered``: whether the plan used was recorded before the first trial and not changed since (only then are
+    its tests "pre-registered"; otherwise they are the plan's, "planned")."""
     corr = CORRECTION_NAMES[correction]
     role = "" if claim is None else "; " + ("the plan's claim" if claim == "primary" else "supportive")
-    return {"primary": f"Primary metrics (pre-registered tests, {corr} over the tier{role})",
-            "secondary": f"Secondary metrics (pre-registered tests, {corr} over the tier)",
+    tests = "pre-registered tests" if preregistered is True else "planned tests"
+    return {"primary": f"Primary metrics ({tests}, {corr} over the tier{role})",
+            "secondary": f"Secondary metrics ({tests}, {corr} over the tier)",
             "exploratory": "Exploratory metrics (descriptive: estimates and intervals, no test)",
             "sensitivity": "Sensitivity analyses (a planned test with repetitions combined otherwise)",
             PARTIAL_TIER: "Partial credit: the mean reward beside pass/fail (no correction, no verdict)"}[tier]
+
+
+def preregistered(check: PlanCheck | None) -> bool:
+    """Whether the plan an analysis used is a pre-registration: recorded before the first trial, and unchanged."""
+    return check is not None and check.fixed_before_data is True and not check.changed
 
 
 def collinearity_lines(correlations: pd.DataFrame | None) -> list[str]:
@@ -672,7 +680,7 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
         if not (comp["tier"] == tier).any():
             continue
         correction = "none" if tier == PARTIAL_TIER else getattr(plan.tiers, tier).correction
-        title = tier_title(tier, correction, plan.claim)
+        title = tier_title(tier, correction, plan.claim, preregistered(check))
         parts += [f"## {title}", "", tier_table(comp, tier, conf), ""]
         if tier == "primary":
             parts += mcnemar_lines(comp, conf) + [""] + collinearity_lines(study.correlations)

@@ -12,11 +12,14 @@ from __future__ import annotations
 import pandas as pd
 
 from ..core import registry
-from ..inference.comparisons import FEW_PAIRS, collinear_endpoints
+from ..inference.comparisons import FEW_PAIRS, PARTIAL_TIER, collinear_endpoints
 from . import latex
 from . import numbers as fmt
 
-__all__ = ["discussion_macros", "limitations_tex", "conclusion_tex"]
+__all__ = ["comparison_key", "discussion_macros", "limitations_tex", "conclusion_tex"]
+
+# The level the paper reads its unadjusted tests at (its intervals are 95 % intervals).
+ALPHA = 0.05
 
 
 def _true(v) -> bool:
@@ -30,6 +33,16 @@ def _int(v) -> int:
 def _label(row) -> str:
     """A comparison's metric as prose names it: the registry's label, or the row's (the resolve rate, pass@1)."""
     return row.label if row.scale in fmt.POINT_SCALES or row.metric not in registry.METRICS else registry.metric(row.metric).label
+
+
+def comparison_key(row) -> str:
+    """Macro stem of a comparison row (its Est, Low, High, P, ... macros); a sensitivity row is named apart from the
+    planned row it restates, and from another sensitivity test of the same metric (a sign-flip test and a GEE may
+    both restate it); the mean outcome's rows under partial credit are named by their test."""
+    tier = getattr(row, "tier", "")
+    extra = (("sensitivity", str(row.repetitions), str(row.test)) if tier == "sensitivity"
+             else ("mean", str(row.test)) if tier == PARTIAL_TIER else ())
+    return latex.macro_name(row.metric.replace("__", " "), row.profile_b, "vs", row.profile_a, *extra)
 
 
 def _correlation_key(r) -> str:
@@ -129,6 +142,13 @@ def limitations_tex(*, simulated: bool, data_source: dict | None, arms: pd.DataF
     return "\\paragraph{Limitations.} " + " ".join(lines)
 
 
+def _size_of(row) -> str:
+    """What a primary estimate's size is, in words: the typical per-task change (ratio scale) or a difference."""
+    if row.scale == "ratio":
+        return " (typical per-task change)"
+    return " (difference in percentage points)" if row.scale in fmt.POINT_SCALES else ""
+
+
 def conclusion_tex(*, simulated: bool, comparisons: pd.DataFrame | None, claim_family: str = "primary") -> str:
     """The conclusion: what the confirmatory family established (macros and labels only), and what the data are."""
     prim = _primary(comparisons)
@@ -143,10 +163,18 @@ def conclusion_tex(*, simulated: bool, comparisons: pd.DataFrame | None, claim_f
         body = ("Of the \\NumPrimaryTests{} primary comparisons, \\NumPrimarySignificant{} held after the plan's "
                 "correction")
         if len(sig):
-            named = latex.series([f"{latex.escape_tex(_label(r))} of {latex.texttt(r.profile_b)}" for r in sig.itertuples()])
-            body += f": {named} differed from the baseline {latex.texttt(sig['profile_a'].iloc[0])}."
+            # Direction and size, not only "differed": the estimate each test goes with, as its macro.
+            named = latex.series([f"{latex.escape_tex(_label(r))} of {latex.texttt(r.profile_b)} "
+                                  f"{'rose' if r.estimate > 0 else 'fell'} by \\{comparison_key(r)}Est{{}}"
+                                  f"{_size_of(r)}" for r in sig.itertuples()])
+            body += f": against {latex.texttt(sig['profile_a'].iloc[0])}, {named}."
         else:
             body += "; the runs establish no difference from the baseline, which is not evidence that there is none."
+        uninformative = tested[tested["p_min"].astype(float) > ALPHA] if "p_min" in tested else tested.iloc[:0]
+        if len(uninformative):
+            named = latex.series([f"{latex.escape_tex(_label(r))} of {latex.texttt(r.profile_b)}" for r in uninformative.itertuples()])
+            body += (f" The comparison of {named} is uninformative at this size: on these pairs its test cannot reach "
+                     "significance, whatever the agents did.")
     if simulated:
         body += (" Because the runs are simulated, this conclusion describes the simulator's settings, not MCP tools; "
                  "the same pipeline regenerates every sentence from real runs.")

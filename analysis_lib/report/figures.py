@@ -212,7 +212,7 @@ def forest_rows(comparisons: pd.DataFrame, tiers: tuple[str, ...] = ("primary", 
 
 FOREST_NOTE = ("Filled markers are significant after the plan's correction (adjusted p at the right). Intervals are "
                "unadjusted 95% intervals of each estimate. The resolve-rate interval is Tango's score interval; the "
-               "pre-registered McNemar exact test is more conservative, so that interval can exclude 0 while the test "
+               "planned McNemar exact test is more conservative, so that interval can exclude 0 while the test "
                "does not reject (the exact odds-ratio interval, which agrees with the test, is in the table). An arrow at "
                "the edge marks an interval that continues beyond it (too few tasks to bound it).")
 

@@ -20,14 +20,14 @@ import pandas as pd
 from ..codecanvas.outputs import BOARD_METRICS, COMPARISON_METRICS
 from ..core import registry
 from ..core.fileio import atomic_write_text
-from ..inference.comparisons import PARTIAL_TIER, RATE_DIFFERENCE_UNIT, interval_note
+from ..inference.comparisons import PARTIAL_TIER, RATE_DIFFERENCE_UNIT, interval_note, p_floor_note
 from ..inference.repetitions import usual_repetitions
 from . import latex, markdown, tables
 from . import numbers as fmt
 from .audit import audit_markdown, audit_tex, data_banner
 from .beside_itt import beside_macros, beside_markdown, beside_tex
 from .comparison_report import mcnemar_lines, rates_table, tier_table, tier_title
-from .discussion import conclusion_tex, discussion_macros, limitations_tex
+from .discussion import comparison_key, conclusion_tex, discussion_macros, limitations_tex
 from .figures import FOREST_NOTE
 from .sequential import adjusted_table, design_sentence, paper_paragraph, sequential_macros
 
@@ -137,6 +137,11 @@ def _p_cell(p) -> str:
     return "{$<$0.001}" if p < fmt.P_FLOOR else f"{p:.3f}"
 
 
+def _preregistered(inputs: PaperInputs) -> bool:
+    """Whether the plan is a pre-registration: recorded before the first trial and followed without change."""
+    return inputs.plan is not None and inputs.plan.fixed_before_first_trial is True and not inputs.plan.changed
+
+
 def _partial(inputs: PaperInputs) -> bool:
     """Whether the rewards score partial credit: the engine then compared the mean reward beside pass/fail."""
     comp = inputs.comparisons
@@ -157,14 +162,7 @@ def _value_digits(row) -> tuple[float, int]:
     return 1.0, d
 
 
-def _key(row) -> str:
-    """Macro stem of a comparison row; a sensitivity row is named apart from the planned row it restates,
-    and from another sensitivity test of the same metric (a sign-flip test and a GEE may both restate it); the
-    mean outcome's rows under partial credit are named by their test."""
-    tier = getattr(row, "tier", "")
-    extra = (("sensitivity", str(row.repetitions), str(row.test)) if tier == "sensitivity"
-             else ("mean", str(row.test)) if tier == PARTIAL_TIER else ())
-    return latex.macro_name(row.metric.replace("__", " "), row.profile_b, "vs", row.profile_a, *extra)
+_key = comparison_key
 
 
 # --------------------------------------------------------------------------- macros
@@ -234,6 +232,9 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                     latex.Macro(key + "Pairs", str(int(r.n_pairs)), r.metric, csrc, f"tasks paired; {what}")]
             if not fmt.missing(r.p_value):
                 out.append(latex.Macro(key + "P", _p_tex(r.p_value), r.metric, csrc, f"{r.test}; {what}"))
+                if not fmt.missing(getattr(r, "p_min", None)) and r.p_min > 0:
+                    out.append(latex.Macro(key + "PMin", f"\\ensuremath{{{float(r.p_min):.3g}}}", r.metric, csrc,
+                                           f"smallest p {r.test} can give on these pairs; {what}"))
                 if r.tier != PARTIAL_TIER:  # described beside the tiers: no family, no adjusted p
                     out.append(latex.Macro(key + "PAdj", _p_tex(r.p_adjusted, adjusted=True), r.metric, csrc,
                                            f"{r.correction}-adjusted over the {r.tier} tier; {what}"))
@@ -307,19 +308,24 @@ def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
                     "tab:rates", wide=True, note=note)
 
 
-def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = None) -> str:
+def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = None, preregistered: bool | None = None) -> str:
     rows, notes, tier = [], [], None
     sides: dict[str, list[str]] = {}  # what A and B are -> the metrics whose rows it describes
-    for r in comp[comp["estimate"].notna() & (comp["tier"] != "exploratory")].itertuples():
+    # A tested tier's row without an estimate stays, with why: its test counted as p = 1 in the tier's correction,
+    # so the adjusted p of the rows beside it can only be redone with it shown.
+    shown = (comp["tier"] != "exploratory") & (comp["estimate"].notna() | comp["tier"].isin(["primary", "secondary"]))
+    for r in comp[shown].itertuples():
         if r.tier != tier:  # a tier's rows under its title: a sensitivity row restates a planned one, named apart
             tier = r.tier
-            rows.append([f"\\multicolumn{{10}}{{l}}{{\\emph{{{latex.escape_tex(tier_title(tier, r.correction, claim))}}}}}"])
+            rows.append([f"\\multicolumn{{10}}{{l}}{{\\emph{{{latex.escape_tex(tier_title(tier, r.correction, claim, preregistered))}}}}}"])
         k, d = _value_digits(r)
         unit = fmt.comparison_unit(r.scale, r.unit)
         unit_tex = fmt.tex_unit(unit, space="") if unit in ("%", fmt.RATE_DIFFERENCE_UNIT) else latex.escape_tex(unit)
         e = fmt.estimate_digits(r)
         p_cell = _p_cell(r.p_value)
-        why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
+        undefined = r.note if fmt.missing(r.estimate) and isinstance(r.note, str) else None
+        why = "; ".join(w for w in (undefined, interval_note(r, CONFIDENCE_ALPHA, with_p=False),
+                                    p_floor_note(r, CONFIDENCE_ALPHA)) if w)
         if why:  # the reason sits beside the p-value it qualifies
             notes.append(f"\\textsuperscript{{{chr(ord('a') + len(notes))}}}\\,{latex.escape_tex(r.label)}, "
                          f"{latex.escape_tex(r.profile_b)}: {latex.escape_tex(why)}.")
@@ -350,7 +356,9 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = Non
             "interval that inverts the Wilcoxon signed-rank test beside it (zeros ranked by Pratt's rule in both), "
             "which excludes 0 exactly when $p < 0.05$. Intervals are unadjusted 95\\% intervals; "
             "$p_\\mathrm{adj}$: the plan's correction over its tier (Holm for primary, Benjamini-Hochberg for "
-            "secondary metrics), all pairs together."
+            "secondary metrics), all pairs together; a row without a test counts as $p = 1$ there, and a letter says "
+            "so. A letter also marks a test that cannot reach $p < 0.05$ on its pairs (uninformative at this size), "
+            "and a $p$ that is the smallest its test can give."
             + (" Mean reward (the rewards score partial credit): the mean over the paired tasks of each task's mean "
                "reward, and the mean of the per-task differences with the paired t interval or the interval that "
                "inverts the sign-flip randomisation test, described beside pass/fail without a correction."
@@ -464,6 +472,11 @@ def _comparison_clause(r, names: set[str]) -> str | None:
         return None
     why = interval_note(r, CONFIDENCE_ALPHA, with_p=False) if r.tier == "primary" else None
     tail = f"; {latex.escape_tex(why)}" if why else ""
+    if key + "PMin" in names and r.p_min > CONFIDENCE_ALPHA:
+        tail += (f"; uninformative at this size: the smallest $p$ this test can give on these pairs is \\{key}PMin{{}}, "
+                 "above the level it is read at")
+    elif key + "PMin" in names and abs(r.p_value - r.p_min) <= 1e-12:
+        tail += f"; the smallest $p$ this test can give with \\{key}Pairs{{}} pairs"
     if r.scale in fmt.POINT_SCALES:
         text = (f"{latex.texttt(r.profile_b)} differed by \\{key}Est{{}} ({latex.escape_tex(r.interval)} 95\\% CI \\{key}Low{{}} "
                 f"to \\{key}High{{}}; {latex.escape_tex(str(r.test).split(' (')[0])} \\{key}P{{}}, \\{key}PAdj{{}}")
@@ -560,7 +573,8 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
                     "pre-registration")
         else:
             when = "recorded on \\PlanFixedAt{}"
-        lines.append("\\paragraph{Pre-registration.} Tiers, tests, corrections and intervals follow the analysis plan "
+        lines.append(f"\\paragraph{{{'Pre-registration' if _preregistered(inputs) else 'Analysis plan'}.}} Tiers, tests, "
+                     "corrections and intervals follow the analysis plan "
                      f"\\texttt{{\\PlanName}} (plan hash \\texttt{{\\PlanHash}}), {when}. {dev}")
         lines.append(_claim_text(inputs))
     n_prof = inputs.metrics["profile"].nunique()
@@ -676,7 +690,8 @@ def _markdown_sections(inputs: PaperInputs, macros: list[latex.Macro]) -> list[t
             if (comp["tier"] == tier).any():
                 body = tier_table(comp, tier) + ("\n\n" + "\n".join(mcnemar_lines(comp)) if tier == "primary" else "")
                 claim = inputs.plan.claim_family if inputs.plan is not None else None
-                out.append((tier_title(tier, str(comp.loc[comp["tier"] == tier, "correction"].iloc[0]), claim), body))
+                out.append((tier_title(tier, str(comp.loc[comp["tier"] == tier, "correction"].iloc[0]), claim,
+                                       _preregistered(inputs)), body))
     seq, adj = inputs.sequential, inputs.sequential_estimates
     if seq is not None:
         body = design_sentence(seq)
@@ -709,7 +724,8 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     written["profile_summary"] = latex.write_tex(snip / "profile_summary.tex", summary_tex(inputs.metrics, sim), sim, msrc)
     if inputs.comparisons is not None and len(inputs.comparisons):
         claim = inputs.plan.claim_family if inputs.plan else None
-        written["comparisons"] = latex.write_tex(snip / "comparisons.tex", comparisons_tex(inputs.comparisons, sim, claim), sim,
+        written["comparisons"] = latex.write_tex(snip / "comparisons.tex", comparisons_tex(inputs.comparisons, sim, claim,
+                                                                                           _preregistered(inputs)), sim,
                                                  inputs.source("comparisons"))
     md_sections = _markdown_sections(inputs, macros)
     if inputs.beside:
