@@ -18,9 +18,19 @@ from . import numbers as fmt
 from .latex import escape_tex
 from .markdown import table as md_table
 
-__all__ = ["audit_frames", "read_audit", "audit_grid", "audit_markdown", "audit_tex", "data_banner"]
+__all__ = ["audit_frames", "read_audit", "audit_grid", "audit_markdown", "audit_tex", "data_banner", "check_name"]
 
 SEVERITY = {"problem": "Problem", "warning": "Warning", "note": "Note"}
+# What each check of the audit looks at, as a reader names it (the CSV keeps the ids).
+CHECK_NAMES = {"mcp_use": "MCP use", "pooled": "pooled profiles", "design": "study design", "pairs": "pairs",
+               "coverage": "coverage", "infrastructure": "infrastructure", "tokens": "tokens", "dataset": "dataset",
+               "time": "time", "reruns": "reruns", "repetitions": "repetitions", "configuration": "configuration",
+               "instructions": "instructions", "assignment": "assignment"}
+
+
+def check_name(check: object) -> str:
+    """A finding's check in words (``mcp_use`` -> ``MCP use``), never a raw id."""
+    return CHECK_NAMES.get(str(check), str(check).replace("_", " "))
 
 
 def audit_frames(audit: DesignAudit) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -115,7 +125,8 @@ def audit_markdown(arms: pd.DataFrame, findings: pd.DataFrame) -> list[str]:
     out = ["## Design audit", "",
            "What the runs are, arm by arm, before anything is tested (`design_audit.csv`, `design_findings.csv`).", ""]
     if len(findings):
-        out += [f"- **{SEVERITY.get(str(f.severity), str(f.severity))}** ({f.check}): {f.message}" for f in findings.itertuples()]
+        out += [f"- **{SEVERITY.get(str(f.severity), str(f.severity))}** ({check_name(f.check)}): {f.message}"
+                for f in findings.itertuples()]
     else:
         out.append("- Nothing found: every arm covers the same tasks, with one token source and no infrastructure error.")
     out.append("")
@@ -137,7 +148,7 @@ def audit_tex(arms: pd.DataFrame, findings: pd.DataFrame, caption: str) -> str:
              r"\end{tabular}"]
     if len(findings):
         lines += [r"\begin{itemize}\setlength\itemsep{0pt}"]
-        lines += [f"\\item \\textbf{{{SEVERITY.get(str(f.severity), str(f.severity))}}} ({escape_tex(f.check)}): "
+        lines += [f"\\item \\textbf{{{SEVERITY.get(str(f.severity), str(f.severity))}}} ({escape_tex(check_name(f.check))}): "
                   f"{escape_tex(f.message)}" for f in findings.itertuples()]
         lines += [r"\end{itemize}"]
     lines.append(r"\end{table*}")
