@@ -80,12 +80,15 @@ def trial_row(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str,
 
 
 # The trial as its source names and configures it, before any study design relabels it.
-RECORD_COLUMNS = ["task_name", "trial_name", "run_config", "dataset_version", "finished_at", "never_reached_model"]
+RECORD_COLUMNS = ["task_name", "trial_name", "run_config", "dataset_version", "finished_at", "never_reached_model",
+                  "instruction_chars", "agent_timeout_sec"]
 
 
 def record_columns(trial: Trial) -> dict[str, Any]:
     """The source's own task and trial names, the configuration the trial shares with its arm (JSON of dotted
-    keys, :func:`analysis_lib.ingest.harbor.run_config`), its dataset, its end, and why it never reached a model."""
+    keys, :func:`analysis_lib.ingest.harbor.run_config`), its dataset, its end, why it never reached a model, and
+    what the design audit compares between arms beyond the configuration: the length of the instruction the agent
+    was given and the agent's time limit (:mod:`analysis_lib.ingest.read`)."""
     meta = trial.metadata
     record = trial_record(meta.get("config"), agent_name=meta.get("agent_name"), model_name=meta.get("model_name"))
     finished = trial.timing.finished_at
@@ -96,6 +99,8 @@ def record_columns(trial: Trial) -> dict[str, Any]:
         "dataset_version": meta.get("dataset") or meta.get("task_dataset"),
         "finished_at": finished.isoformat() if finished else None,
         "never_reached_model": meta.get("never_reached_model"),
+        "instruction_chars": meta.get("instruction_chars"),
+        "agent_timeout_sec": meta.get("agent_timeout_sec"),
     }
 
 
