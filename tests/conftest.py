@@ -48,6 +48,12 @@ def codescalebench() -> Path:
 
 
 @pytest.fixture(scope="session")
+def skillsbench() -> Path:
+    """``../shared/fixtures/real-ab/skillsbench``: SkillsBench Harbor trials, with and without Agent Skills."""
+    return _require(SHARED / "fixtures" / "real-ab" / "skillsbench")
+
+
+@pytest.fixture(scope="session")
 def sample_runs() -> Path:
     if not (SAMPLE_RUNS / "index.json").exists():
         pytest.fail("runs/sample is missing: regenerate it with `make sample`")

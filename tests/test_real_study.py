@@ -288,3 +288,40 @@ def test_the_report_on_the_slice_says_what_its_tests_can_say(codescalebench, tmp
     rates = pd.read_csv(out / "profile_rates.csv").set_index("profile")
     assert (rates["design_effect"] == 1.0).all()  # one trial per task: one 7/9, one interval
     assert (rates["pass_rate_low"] == rates["resolve_rate_low"]).all()
+
+
+def test_the_audit_lists_what_differs_between_the_arms_besides_the_treatment(study_result):
+    """With a study file the configuration check stays: storage is set in every baseline trial and unset in 3 of the 9
+    mcp trials; the arms ran as separate jobs; the mcp arm's instruction (which tells the agent to use the MCP server
+    and that no local checkout exists) is several times longer. The MCP server's own keys are the treatment."""
+    result, _ = study_result
+    by = {}
+    for f in result.audit.findings:
+        by.setdefault(f.check, []).append(f.message)
+    assert by["configuration"] == ["mcp differs from baseline beyond the treatment: environment.override_storage_mb = "
+                                   "10240 (9) in baseline, 10240 (6), unset (3) in mcp"]
+    assert "baseline: baseline-local-direct; mcp: mcp-remote-direct" in by["assignment"][0]
+    assert "not assigned at random within each task" in by["assignment"][0]
+    arms = result.audit.arms.set_index("arm")
+    ratio = arms.loc["mcp", "instruction_ratio_median"]
+    assert arms.loc["mcp", "instruction_tasks"] == 8 and 2.4 < ratio < 4.8 and "instructions are 3.0× as long" in by["instructions"][0]
+    # The per-trial lengths: the trajectory's first user message where one was kept (bustub), else the study's metrics.
+    m = result.metrics.set_index(["profile", "task_id"])
+    assert m.loc[("mcp", "bustub-hyperloglog-impl-001"), "instruction_chars"] == 6710
+    assert m.loc[("baseline", "linux-hda-intel-suspend-fault-001"), "instruction_chars"] == 3051
+    assert any("token counts come from more than one source within an arm" in t for t in by["tokens"])
+
+
+def test_the_audit_finds_unequal_agent_time_limits_with_and_without_a_study_file(skillsbench, tmp_path):
+    """SkillsBench: both arms' gravitational-wave trials timed out, the With-Skills agent after 3,600 s and the
+    No-Skills agent after 5,400 s (the task's own limit differs between the two copies of the task)."""
+    runs = skillsbench
+    study = tmp_path / "skills.yaml"
+    study.write_text("name: SkillsBench slice\nbaseline: no_skills\narms:\n  no_skills: {paths: ['*/no_skills/**']}\n"
+                     "  skills: {paths: ['*/skills/**']}\n")
+    result = analyse(runs, None, design=study, workers=1, cache=False)
+    limits = [f.message for f in result.audit.findings if f.message.startswith("agent time limits differ")]
+    assert limits == ["agent time limits differ: no_skills 5,400 s (2 trials), skills 3,600 s (2 trials) (as the trials "
+                      "record them: a configured limit, or the one a timeout reports); one arm had more time to work"]
+    pooled = next(f.message for f in analyse(runs, None, workers=1, cache=False).audit.findings if f.check == "pooled")
+    assert "agent time limits 3,600 s (2), 5,400 s (2)" in pooled

@@ -88,6 +88,24 @@ def _zero_mcp(r) -> str:
     return f"{int(r.n_zero_mcp_calls)} of {int(r.n_mcp_known)} ({fmt.number(100 * r.share_zero_mcp_calls, 0)} %)"
 
 
+def _config(r) -> str:
+    """The configuration keys in which an arm differs from the baseline beyond the treatment (the keys only)."""
+    diff = getattr(r, "config_vs_baseline", None)
+    return fmt.DASH if _missing(diff) else ", ".join(d.split(" = ", 1)[0] for d in str(diff).split("; "))
+
+
+def _instructions(r) -> str:
+    median, ratio = getattr(r, "instruction_chars_median", None), getattr(r, "instruction_ratio_median", None)
+    if _missing(median):
+        return fmt.DASH
+    return fmt.number(median, 0) + ("" if _missing(ratio) else f" ({fmt.number(ratio, 1)}× the baseline's)")
+
+
+def _text(r, column: str) -> str:
+    v = getattr(r, column, None)
+    return fmt.DASH if _missing(v) else str(v)
+
+
 def _offered(v) -> str:
     return "yes" if v is True or v == "True" else "no" if v is False or v == "False" else "not declared"
 
@@ -110,6 +128,10 @@ ROWS = [
     ("second source / counted input tokens, median (range)", _ratio),
     ("dataset versions", lambda r: fmt.DASH if _missing(r.dataset_versions) else str(r.dataset_versions)),
     ("first–last start", lambda r: _when(r.first_start, r.last_start)),
+    ("jobs", lambda r: _text(r, "jobs")),
+    ("configuration beyond the treatment, unlike the baseline", _config),
+    ("agent time limit (trials that record it)", lambda r: _text(r, "agent_time_limits")),
+    ("instruction, median characters", _instructions),
 ]
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..core import registry
 from ..inference.comparisons import FEW_PAIRS, PARTIAL_TIER, collinear_endpoints
+from ..study.audit import INSTRUCTION_GAP
 from . import latex
 from . import numbers as fmt
 
@@ -69,6 +70,11 @@ def discussion_macros(arms: pd.DataFrame | None, correlations: pd.DataFrame | No
                                 "never_reached_model", src, f"{r.arm}: the agent never got a model's answer"),
                     latex.Macro(latex.macro_name("tasks arm only", r.arm), str(_int(getattr(r, "n_tasks_this_arm_only", 0))),
                                 "task_id", src, f"{r.arm}: tasks no other arm ran")]
+            ratio = getattr(r, "instruction_ratio_median", None)
+            if not fmt.missing(ratio):
+                out.append(latex.Macro(latex.macro_name("instruction ratio", r.arm), f"\\num{{{fmt.tex_number(ratio, 1)}}}",
+                                       "instruction_chars", src, f"{r.arm}: median per-task ratio of instruction length to "
+                                       "the baseline's"))
             if _true(r.mcp_offered) and _int(r.n_mcp_known):
                 out += [latex.Macro(latex.macro_name("trials no MCP call", r.arm), str(_int(r.n_zero_mcp_calls)),
                                     "mcp_tool_calls", src, f"{r.arm}: offered MCP tools, no MCP call"),
@@ -113,7 +119,10 @@ def limitations_tex(*, simulated: bool, data_source: dict | None, arms: pd.DataF
                            f"{latex.texttt(a)} trials" for a in arms["arm"]])
         lines.append(f"The agent never reached the model in {per_arm} (a rate limit or a failed login answered in its "
                      "place); the verifier still scored them, so they count as the failures the source recorded, "
-                     "although no agent attempted the task.")
+                     "although no agent attempted the task. What such a trial's agent did (its tool and MCP use) is "
+                     "unknown, not none: it is left out of the process metrics, the uptake and the CACE"
+                     + (", and Table~\\ref{tab:infra-bounds} bounds what its outcome could have changed." if has_bounds
+                        else "."))
     if arms is not None and len(arms) and "n_tasks_this_arm_only" in arms and arms["n_tasks_this_arm_only"].fillna(0).astype(int).sum():
         per_arm = latex.series([f"\\{latex.macro_name('tasks arm only', r.arm)}{{}} under {latex.texttt(r.arm)}"
                                 for r in arms.itertuples() if _int(r.n_tasks_this_arm_only)])
@@ -126,6 +135,7 @@ def limitations_tex(*, simulated: bool, data_source: dict | None, arms: pd.DataF
             lines.append(f"MCP tools were offered and never called in {per_arm}: the comparisons measure offering the "
                          "tools, not using them" + (", which the CACE (Table~\\ref{tab:cace}) estimates under its own "
                                                     "assumptions." if has_cace else "."))
+    lines += _validity_lines(arms)
     for r in collinear_endpoints(correlations).itertuples():
         key = _correlation_key(r)
         lines.append(f"For {latex.texttt(r.profile_b)} against {latex.texttt(r.profile_a)}, {latex.escape_tex(r.label_x)} and "
@@ -147,6 +157,46 @@ def _size_of(row) -> str:
     if row.scale == "ratio":
         return " (typical per-task change)"
     return " (difference in percentage points)" if row.scale in fmt.POINT_SCALES else ""
+
+
+def _text(v) -> str:
+    return "" if fmt.missing(v) else str(v)
+
+
+def _validity_lines(arms: pd.DataFrame | None) -> list[str]:
+    """What the design audit found differs between the arms besides the treatment, one sentence each (it holds here)."""
+    if arms is None or not len(arms) or "config_vs_baseline" not in arms:
+        return []
+    out = []
+    for r in arms.itertuples():
+        diff = _text(r.config_vs_baseline)
+        if diff:
+            keys = latex.series([latex.texttt(d.split(" = ", 1)[0]) for d in diff.split("; ")])
+            out.append(f"Beyond the treatment, the configuration of {latex.texttt(r.arm)} differs from the baseline's in "
+                       f"{keys} (Table~\\ref{{tab:design-audit}}).")
+    limits = {_text(v) for v in arms["agent_time_limits"]} if "agent_time_limits" in arms else set()
+    if len(limits - {""}) > 1:
+        out.append("The agent's time limit differs between the arms (Table~\\ref{tab:design-audit}): one arm had more "
+                   "time to work.")
+    for r in arms.itertuples():
+        ratio = getattr(r, "instruction_ratio_median", None)
+        if not fmt.missing(ratio) and abs(float(ratio) - 1) > INSTRUCTION_GAP:
+            out.append(f"The instructions of {latex.texttt(r.arm)} are \\{latex.macro_name('instruction ratio', r.arm)}{{}} "
+                       "times as long as the baseline's (median over the tasks both ran): the arms were told different "
+                       "things, not only given different tools.")
+    if "jobs" in arms and "baseline" in arms:
+        base = arms[arms["baseline"].map(_true)]
+        jobs = {str(r.arm): set(filter(None, _text(r.jobs).split("; "))) for r in arms.itertuples()}
+        if len(base) and all(jobs.values()) and len(jobs) > 1:
+            b = jobs[str(base["arm"].iloc[0])]
+            if all(not (v & b) for a, v in jobs.items() if a != str(base["arm"].iloc[0])):
+                out.append("The arms ran as separate jobs: the treatment was not assigned at random within each task, so "
+                           "whatever else differed between the jobs (time, environment, rate limits) is confounded with it.")
+    mixed = [[x for x in _text(v).split("; ") if x and not x.startswith("none ")] for v in arms.get("token_sources", [])]
+    if any(len(m) > 1 for m in mixed):
+        out.append("Token counts come from more than one source within an arm (Table~\\ref{tab:design-audit}), so the "
+                   "token and cost comparisons mix counting rules.")
+    return out
 
 
 def conclusion_tex(*, simulated: bool, comparisons: pd.DataFrame | None, claim_family: str = "primary") -> str:
