@@ -383,7 +383,7 @@ def _s_column(cells: list[str], decimals: int, sign: bool = False) -> str:
 def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
     summ = tables.profile_summary(metrics, list(SUMMARY_COLUMNS))
     rows = []
-    for r in summ.itertuples():
+    for r in summ[summ["n"] > 0].itertuples():  # a metric no trial of the profile records has nothing to show
         d = fmt.decimals(r.metric)
         rows.append([latex.escape_tex(registry.metric(r.metric).axis_label), latex.escape_tex(r.profile),
                      _s(r.mean, max(d, 1) if abs(r.mean) < 100 else d), _s(r.median, max(d, 1) if abs(r.median) < 100 else d),
@@ -540,7 +540,11 @@ def _mcp_use_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
         shares = [latex.macro_name("share used", m.replace("__", " "), b, "vs", a) for m in g["metric"].unique()]
         share = next((k for k in shares if k in names), None)
         if share:
-            out.append(f"\\{share}{{}} of the {latex.texttt(b)} trials")
+            arms = inputs.audit[0] if inputs.audit is not None else None
+            never = (arms is not None and "n_never_reached_model" in arms
+                     and pd.to_numeric(arms.loc[arms["arm"].astype(str) == str(b), "n_never_reached_model"]).fillna(0).sum() > 0)
+            # A trial whose agent never reached the model is not in the share: its MCP use is unknown.
+            out.append(f"\\{share}{{}} of the {latex.texttt(b)} trials" + (" whose agent reached the model" if never else ""))
         for r in g[g["estimand"] == "cace"].itertuples():
             m = r.metric
             k = latex.macro_name("cace", m.replace("__", " "), b, "vs", a)
