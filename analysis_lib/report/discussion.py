@@ -71,7 +71,7 @@ def discussion_macros(arms: pd.DataFrame | None, correlations: pd.DataFrame | No
                     latex.Macro(latex.macro_name("tasks arm only", r.arm), str(_int(getattr(r, "n_tasks_this_arm_only", 0))),
                                 "task_id", src, f"{r.arm}: tasks no other arm ran")]
             ratio = getattr(r, "instruction_ratio_median", None)
-            if not fmt.missing(ratio):
+            if not fmt.missing(ratio) and abs(float(ratio) - 1) > INSTRUCTION_GAP:  # quoted only where it differs
                 out.append(latex.Macro(latex.macro_name("instruction ratio", r.arm), f"\\num{{{fmt.tex_number(ratio, 1)}}}",
                                        "instruction_chars", src, f"{r.arm}: median per-task ratio of instruction length to "
                                        "the baseline's"))

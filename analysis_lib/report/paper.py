@@ -232,8 +232,10 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                     latex.Macro(key + "Pairs", str(int(r.n_pairs)), r.metric, csrc, f"tasks paired; {what}")]
             if not fmt.missing(r.p_value):
                 out.append(latex.Macro(key + "P", _p_tex(r.p_value), r.metric, csrc, f"{r.test}; {what}"))
-                if not fmt.missing(getattr(r, "p_min", None)) and r.p_min > 0:
-                    out.append(latex.Macro(key + "PMin", f"\\ensuremath{{{float(r.p_min):.3g}}}", r.metric, csrc,
+                floor = getattr(r, "p_min", None)
+                if not fmt.missing(floor) and floor > 0 and (floor > CONFIDENCE_ALPHA or abs(r.p_value - floor) <= 1e-12):
+                    # Quoted only where it says something: the test cannot reject, or p is that smallest p.
+                    out.append(latex.Macro(key + "PMin", f"\\num{{{float(floor):.3g}}}", r.metric, csrc,
                                            f"smallest p {r.test} can give on these pairs; {what}"))
                 if r.tier != PARTIAL_TIER:  # described beside the tiers: no family, no adjusted p
                     out.append(latex.Macro(key + "PAdj", _p_tex(r.p_adjusted, adjusted=True), r.metric, csrc,
