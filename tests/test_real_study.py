@@ -141,6 +141,8 @@ def test_the_paper_pipeline_runs_on_the_real_study(codescalebench, tmp_path):
     assert "Real runs of a public study" in snippets["data.tex"] and "CodeScaleBench" in snippets["data.tex"]
     assert "tab:design-audit" in snippets["design_audit.tex"] and "never reached the model" in snippets["design_audit.tex"]
     assert (root / "results" / "codescalebench" / "notebooks" / "05_paper.ipynb").exists()
+    # Notebook 00 plans no benchmark for runs made elsewhere: no other benchmark's dry-run plan in this study's results.
+    assert not (root / "results" / "codescalebench" / "benchmark").exists()
     # The limitations name what the audit found on this slice, each once. Every mcp trial whose agent ran called an
     # MCP tool (the one that never reached the model is not an attempt): no "offered and never called".
     limits = snippets["discussion.tex"]
