@@ -323,7 +323,7 @@ def test_the_audit_finds_unequal_agent_time_limits_with_and_without_a_study_file
                      "  skills: {paths: ['*/skills/**']}\n")
     result = analyse(runs, None, design=study, workers=1, cache=False)
     limits = [f.message for f in result.audit.findings if f.message.startswith("agent time limits differ")]
-    assert limits == ["agent time limits differ: no_skills 5,400 s (2 trials), skills 3,600 s (2 trials) (as the trials "
+    assert limits == ["agent time limits differ: no_skills 90 min (2 trials), skills 60 min (2 trials) (as the trials "
                       "record them: a configured limit, or the one a timeout reports); one arm had more time to work"]
     pooled = next(f.message for f in analyse(runs, None, workers=1, cache=False).audit.findings if f.check == "pooled")
-    assert "agent time limits 3,600 s (2), 5,400 s (2)" in pooled
+    assert "agent time limits 60 min (2), 90 min (2)" in pooled

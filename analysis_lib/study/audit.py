@@ -327,7 +327,8 @@ def _jobs(sub: pd.DataFrame) -> set[str]:
 
 
 def _seconds(v: float) -> str:
-    return f"{v:,.0f} s"
+    """A time limit in minutes (``3600.0`` -> ``60 min``), the unit limits are set in."""
+    return f"{v / 60:,.1f}".removesuffix(".0") + " min"
 
 
 def _time_limits(sub: pd.DataFrame) -> str:
