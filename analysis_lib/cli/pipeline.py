@@ -203,7 +203,9 @@ def preflight(params_file: str | Path, params: dict[str, Any], root: Path, allow
             study = open_study(folder, root / study_file if study_file else None, root / plan_file if plan_file else None,
                                value("baseline") or None, cache_dir=tmp, runs_label=str(runs_dir))
         except DesignError as exc:
-            raise ParamsError(f"{params_file}: study_file: {str(exc).replace(str(root) + os.sep, '')}") from None
+            # a study file that cannot be used, or arms that overlap or select nothing: stop before any notebook runs
+            raise ParamsError(f"{params_file}: study_file: {str(exc).replace(str(root) + os.sep, '')}; nothing was run "
+                              "or written") from None
         arms = study.arms
         if len(arms) < 2:
             found = f"one profile ({arms[0]}, {len(study.metrics)} trials)" if arms else "no readable trial"

@@ -31,7 +31,16 @@ from ..inference.subgroups import subgroup_effects_by_pair
 from ..report import plan_figures
 from ..report.audit import audit_frames, audit_markdown
 from ..report.beside_itt import beside_markdown
-from ..report.comparison_report import family_role, hypotheses_table, mcnemar_lines, methods_lines, subgroups_table, tier_table, tier_title
+from ..report.comparison_report import (
+    family_role,
+    hypotheses_table,
+    mcnemar_lines,
+    methods_lines,
+    preregistered,
+    subgroups_table,
+    tier_table,
+    tier_title,
+)
 from ..report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
 from ..report.markdown import table as _table
 from ..report.numbers import number
@@ -129,8 +138,8 @@ def _usd(x: Any) -> str:
     return "–" if x is None or pd.isna(x) else number(x, 2) + " USD"
 
 
-def _tier_section(tier: str, rows: pd.DataFrame, plan: plan_mod.AnalysisPlan) -> list[str]:
-    out = [f"## {tier_title(tier, getattr(plan.tiers, tier).correction, plan.claim)}", ""]
+def _tier_section(tier: str, rows: pd.DataFrame, plan: plan_mod.AnalysisPlan, registered: bool = False) -> list[str]:
+    out = [f"## {tier_title(tier, getattr(plan.tiers, tier).correction, plan.claim, registered)}", ""]
     if tier == "exploratory":
         out += ["**Exploratory:** these metrics were declared as exploratory in the plan. They are described with "
                 "estimates and intervals only; no hypothesis test is run and no p-value is reported, so nothing here "
@@ -240,7 +249,7 @@ def results_report(obj: dict, ev: pd.DataFrame, table: pd.DataFrame, metrics: pd
     out += _design_section(obj, plan, baseline, int(metrics["task_id"].nunique()) if len(metrics) else 0)
     out += sequential or []
     for tier in plan_mod.TIERS + (("sensitivity",) if plan.tiers.sensitivity is not None else ()):
-        out += _tier_section(tier, table, plan)
+        out += _tier_section(tier, table, plan, preregistered(check))
     out += _env_section(obj)
     out += _budget_section(obj)
     if figures:

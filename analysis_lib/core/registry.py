@@ -96,6 +96,12 @@ class Metric:
         return f"{self.label} ({self.unit})"
 
     @property
+    def process(self) -> bool:
+        """Whether the metric describes what the agent did (its calls, steps, MCP use), as opposed to the outcome,
+        tokens or time: unknown, never 0, for a trial whose agent never reached a model."""
+        return self.subagents not in ("", _TOKENS) or self.id in ("mcp_used", "mcp_exposed")
+
+    @property
     def testable(self) -> bool:
         return self.kind in ("binary", "continuous", "count")
 
@@ -249,14 +255,17 @@ _ENTRIES = [
        compute=lambda f: len(f.walk.read_files) if f.walk else None, subagents=_CALLS),
     _M("files_edited", "files edited", "files", "distinct files edited (`sed -i`, `>`/`>>`, `tee`, `cp`/`mv` "
        "targets, `apply_patch` envelopes)", "count",
-       compute=lambda f: len(f.walk.edited_files) if f.walk else None, subagents=_CALLS),
+       compute=lambda f: len(f.walk.edited_files) if f.walk else None, subagents=_CALLS,
+       carried="a study's per-trial metrics (CodeScaleBench `task_metrics.json` `files_modified`: distinct files "
+               "written by Edit or Write calls; none recorded for a trial without such a call)"),
     _M("grep_before_edit", "search before first edit", "flag", "a search call (search tool or `grep`/`rg`/`find`/"
        "`ls` in a shell) came before the first edit, or with it; empty when nothing was edited", "binary",
        compute=lambda f: f.walk.searched_before_edit if f.walk else None, subagents=_FIRST_EDIT),
     _M("mcp_calls_by_tool", "MCP calls per tool", "", "JSON object MCP tool name → calls; also one column "
        "`mcp_calls__<tool>` per MCP tool seen (name without `mcp__`, lower-cased, other characters than `[a-z0-9_]` "
-       "as `_`; 0 for trials with a trajectory that did not call it)", "record",
-       compute=lambda f: _json(f.walk.mcp_by_tool) if f.walk else None, subagents=_CALLS),
+       "as `_`; 0 for trials with per-tool counts that did not call it, empty for trials without). Without a "
+       "trajectory, the MCP tools of the tool distribution the source recorded (CodeScaleBench `task_metrics.json` "
+       "`tool_calls_by_name`)", "record", compute=lambda f: _json(f.mcp_by_tool), subagents=_CALLS),
     _M("time_to_first_edit_sec", "time to first edit", "s", "seconds from the timestamp of the root trajectory's "
        "first step (copied context excluded) to the timestamp of the step holding the first edit; empty when "
        "nothing was edited or a timestamp is missing", "continuous", "lower", "ratio", decimals=1,

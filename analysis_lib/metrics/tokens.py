@@ -35,7 +35,7 @@ __all__ = ["TOKEN_SOURCES", "TOKEN_SOURCE_LABELS", "TokenCount", "trajectory_tok
 TOKEN_SOURCES = {
     "trajectory": "ATIF trajectory, one count per API call",
     "study_metrics": "the study's own per-trial metrics (from the raw transcript)",
-    "harbor_result": "Harbor result.json agent_result",
+    "harbor_result": "Harbor's result.json (its agent totals)",
     "carried": "totals the source format carries",
 }
 # The same sources in a table cell.

@@ -25,7 +25,16 @@ from ..core import registry
 from ..core.facts import CallWalk, Outcome
 from ..core.registry import MCP_TOOL_PREFIX, METRICS
 from ..core.success import DEFAULT_SUCCESS, reward_succeeds
-from ..core.tools import DEFAULT_MCP_TOOLS, call_effects, categorize, discovers_mcp, is_discovery, is_permission_denial, name_category
+from ..core.tools import (
+    DEFAULT_MCP_TOOLS,
+    call_effects,
+    categorize,
+    discovers_mcp,
+    is_discovery,
+    is_mcp,
+    is_permission_denial,
+    name_category,
+)
 from ..core.trial import Step, ToolCall, Trajectory, Trial
 from . import pricing
 from .tokens import TokenCount, trajectory_tokens, trial_tokens
@@ -102,7 +111,10 @@ class TrialFacts:
     def __init__(self, trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> None:
         self.trial = trial
         self.config = config
-        self.traj = trial.trajectory
+        # A trial whose agent never reached a model made no attempt: its trajectory (a canned rate-limit or login
+        # message) says nothing of what an agent does, so every process metric of it is unknown, never 0.
+        self.attempted = not trial.metadata.get("never_reached_model")
+        self.traj = trial.trajectory if self.attempted else None
         self.steps = [s for s in self.traj.steps if not s.is_copied_context] if self.traj is not None else []
         self._values: dict[str, Any] = {}
 
@@ -111,6 +123,9 @@ class TrialFacts:
         if value is not _UNSET:
             return value
         m = METRICS[metric_id]
+        if not self.attempted and m.process:
+            self._values[metric_id] = None
+            return None
         value = m.compute(self) if m.compute is not None else None
         if value is None and m.carried:
             value = self.trial.carried_metrics.get(metric_id)
@@ -177,6 +192,17 @@ class TrialFacts:
             return dict(self.walk.names)
         dist = self.trial.carried_metrics.get("tool_distribution")
         return dist if isinstance(dist, dict) else None
+
+    @functools.cached_property
+    def mcp_by_tool(self) -> dict[str, int] | None:
+        """MCP calls per tool: of the trajectory, else of the tool distribution a source carried with its MCP calls
+        counted (a distribution without that count may leave MCP tools out: no per-tool count then)."""
+        if self.walk is not None:
+            return dict(self.walk.mcp_by_tool)
+        dist = self.trial.carried_metrics.get("tool_distribution")
+        if not isinstance(dist, dict) or self.trial.carried_metrics.get("mcp_tool_calls") is None:
+            return None
+        return {name: n for name, n in dist.items() if is_mcp(name, self.config.mcp_tools) and n}
 
     @functools.cached_property
     def first_edit_seconds(self) -> float | None:

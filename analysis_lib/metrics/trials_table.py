@@ -86,12 +86,15 @@ def trial_row(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str,
 # A trial's action sequence (analysis_lib.metrics.actions), carried with its row so that nothing reads the runs twice.
 ACTIONS_COLUMN = "actions"
 # The trial as its source names and configures it, before any study design relabels it.
-RECORD_COLUMNS = ["task_name", "trial_name", "run_config", "dataset_version", "finished_at", "never_reached_model"]
+RECORD_COLUMNS = ["task_name", "trial_name", "run_config", "dataset_version", "finished_at", "never_reached_model",
+                  "instruction_chars", "agent_timeout_sec"]
 
 
 def record_columns(trial: Trial) -> dict[str, Any]:
     """The source's own task and trial names, the configuration the trial shares with its arm (JSON of dotted
-    keys, :func:`analysis_lib.ingest.harbor.run_config`), its dataset, its end, and why it never reached a model."""
+    keys, :func:`analysis_lib.ingest.harbor.run_config`), its dataset, its end, why it never reached a model, and
+    what the design audit compares between arms beyond the configuration: the length of the instruction the agent
+    was given and the agent's time limit (:mod:`analysis_lib.ingest.read`)."""
     meta = trial.metadata
     record = trial_record(meta.get("config"), agent_name=meta.get("agent_name"), model_name=meta.get("model_name"))
     finished = trial.timing.finished_at
@@ -102,6 +105,8 @@ def record_columns(trial: Trial) -> dict[str, Any]:
         "dataset_version": meta.get("dataset") or meta.get("task_dataset"),
         "finished_at": finished.isoformat() if finished else None,
         "never_reached_model": meta.get("never_reached_model"),
+        "instruction_chars": meta.get("instruction_chars"),
+        "agent_timeout_sec": meta.get("agent_timeout_sec"),
     }
 
 
@@ -150,15 +155,16 @@ def trials_table(
     selected = _select(sources, None if placed else tasks, None if placed else profiles, outcome,
                        None if placed else limit, seed)
     results, hits = _read_sources(selected, config, cache, workers, progress)
-    if cache is not None:
-        cache.save(keep={source_key(s) for s in sources})  # what a narrower selection skipped stays cached
     rows = [row for rows_of_source, _ in results for row in rows_of_source]
     errors += [e for _, errs in results for e in errs]
     reruns: list[dict[str, Any]] = []
     if place is not None:
+        # A study file that cannot work raises here, before the cache (or anything else) is written.
         rows, place_errors, reruns = place(rows, _root_dir(runs_dir))
         errors += place_errors
         reruns = [{**r, "trial_path": relative_path(r["trial_path"], _root_dir(runs_dir))} for r in reruns]
+    if cache is not None:
+        cache.save(keep={source_key(s) for s in sources})  # what a narrower selection skipped stays cached
     df = table_of_rows(rows, root_dir=_root_dir(runs_dir))
     if profiles:
         df = df[df["profile"].isin(profiles)]

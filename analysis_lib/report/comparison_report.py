@@ -15,10 +15,18 @@ from ..core import outputs as files
 from ..core.fileio import atomic_write_csv, atomic_write_text
 from ..inference import power
 from ..inference import sequential as seq_mod
-from ..inference.comparisons import COLLINEAR_R, FEW_PAIRS, collinear_endpoints, usable_trials
+from ..inference.comparisons import (
+    COLLINEAR_R,
+    CORRECTION_NAMES,
+    FEW_PAIRS,
+    PARTIAL_TIER,
+    collinear_endpoints,
+    partial_credit,
+    usable_trials,
+)
 from ..inference.repetitions import usual_repetitions
 from ..inference.results import Analysis
-from ..study.plan import AnalysisPlan, PlanError, write_sidecar
+from ..study.plan import AnalysisPlan, PlanCheck, PlanError, write_sidecar
 from ..study.study import Study
 from . import numbers as fmt
 from .audit import audit_frames, audit_markdown, data_banner
@@ -30,10 +38,9 @@ __all__ = [
     "write_comparison_outputs", "comparison_report", "tier_table", "tier_caption", "rates_table",
     "hypotheses_table",
     "subgroups_table", "methods_lines", "claim_sentence", "family_role", "sequential_planning",
-    "collinearity_lines"
+    "collinearity_lines", "preregistered"
 ]
 
-CORRECTION_NAMES = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}
 # The planning section: effects worth detecting, and its Monte-Carlo size (power SE <= 2.5 points).
 PLAN_TOKEN_REDUCTION = 0.20
 PLAN_SUCCESS_LIFT = 0.10
@@ -67,8 +74,9 @@ def write_comparison_outputs(study: Study, analysis: Analysis, out_dir: str | Pa
 # --------------------------------------------------------------------------- shared tables
 
 
-def rates_table(rates: pd.DataFrame, confidence: float = 0.95) -> str:
-    """Per profile: pass rate per trial (task-clustered interval), resolve rate per task, cost per success."""
+def rates_table(rates: pd.DataFrame, confidence: float = 0.95, *, mean_reward: bool = False) -> str:
+    """Per profile: pass rate per trial (task-clustered interval), resolve rate per task, cost per success; with
+    ``mean_reward`` (the rewards score partial credit) the mean reward per trial with its interval too."""
     c = f"{confidence:.0%}"
     rows = [[r.profile, str(r.n_trials), str(r.n_infra_errors), f"{fmt.value('success', r.pass_rate, rate=True)} "
              f"[{fmt.number(100 * r.pass_rate_low, 1)}, {fmt.number(100 * r.pass_rate_high, 1)}]",
@@ -77,9 +85,14 @@ def rates_table(rates: pd.DataFrame, confidence: float = 0.95) -> str:
              f"{fmt.number(100 * r.resolve_rate_high, 1)}]",
              f"{fmt.number(r.cost_per_success, 3)} [{fmt.number(r.cost_per_success_low, 3)}, "
              f"{fmt.number(r.cost_per_success_high, 3)}]"] for r in rates.itertuples()]
-    return md_table(["profile", "trials", "infra errors (excluded)", f"pass rate per trial [{c} CI, task-clustered]",
-                     "design effect", "tasks resolved (majority)", f"resolve rate per task [{c} CI]",
-                     f"cost per success, USD [{c} CI]"], rows)
+    head = ["profile", "trials", "infra errors (excluded)", f"pass rate per trial [{c} CI, task-clustered]",
+            "design effect", "tasks resolved (majority)", f"resolve rate per task [{c} CI]", f"cost per success, USD [{c} CI]"]
+    if mean_reward and "mean_reward" in rates:
+        d = fmt.decimals("reward") + 1
+        head.append(f"mean reward per trial [{c} CI, task-clustered]")
+        for row, r in zip(rows, rates.itertuples(), strict=True):
+            row.append(f"{fmt.number(r.mean_reward, d)} [{fmt.number(r.mean_reward_low, d)}, {fmt.number(r.mean_reward_high, d)}]")
+    return md_table(head, rows)
 
 
 def tier_caption(comparisons: pd.DataFrame, tier: str, alpha: float = 0.05) -> str:
@@ -100,11 +113,17 @@ def tier_caption(comparisons: pd.DataFrame, tier: str, alpha: float = 0.05) -> s
     if "pass_rate" in scales and tested:
         out.append(f"pass@1 intervals are the paired t interval, or invert the sign-flip test, or come from the GEE's t "
                    f"test: each excludes 0 exactly when its unadjusted p < {alpha:g}.")
+    if "mean" in scales:
+        out.append("The rewards score partial credit, so beside the pass/fail comparison stands the mean reward: A and "
+                   "B are the mean over the paired tasks of each task's mean reward, and the estimate is the mean of "
+                   "the per-task differences B − A, with the paired t interval or the interval that inverts the "
+                   f"sign-flip randomisation test; each excludes 0 exactly when its p < {alpha:g}. Described beside "
+                   "the planned tiers: no correction, no verdict.")
     if (sub["total_change_pct"].notna().any() or "cost_per_success" in scales):
         out.append("The change of the total and cost per success carry percentile bootstrap intervals over tasks, "
                    "which cover less than their nominal level with few tasks (about 90 % for a nominal 95 % at 12 "
                    "to 24 tasks in the simulator's calibration, benchmarks/calibration.py).")
-    if tested and tier != "sensitivity":
+    if tested and tier not in ("sensitivity", PARTIAL_TIER):
         out.append("Intervals are not adjusted for multiplicity; the adjusted p decides significance.")
     return " ".join(out)
 
@@ -117,8 +136,10 @@ def tier_table(comparisons: pd.DataFrame, tier: str, confidence: float = 0.95) -
     rows, notes = [], []
     for r in sub.itertuples():
         rate = r.scale in fmt.POINT_SCALES
-        a = fmt.value(r.metric, r.a_value, rate=rate) if r.scale != "cost_per_success" else fmt.number(r.a_value, 3)
-        b = fmt.value(r.metric, r.b_value, rate=rate) if r.scale != "cost_per_success" else fmt.number(r.b_value, 3)
+        if r.scale in ("cost_per_success", "mean"):  # totals and means: as many decimals as the estimate
+            a, b = (fmt.number(v, 3 if r.scale == "cost_per_success" else fmt.estimate_digits(r)) for v in (r.a_value, r.b_value))
+        else:
+            a, b = fmt.value(r.metric, r.a_value, rate=rate), fmt.value(r.metric, r.b_value, rate=rate)
         pairs = str(r.n_pairs) + (f" ({r.n_undefined} undefined)" if r.n_undefined else "")
         total = "" if fmt.missing(r.total_change_pct) else \
             f"{fmt.number(r.total_change_pct, 1, sign=True)} % {fmt.interval(r, 'total_change_low', 'total_change_high')}"
@@ -144,7 +165,7 @@ def tier_table(comparisons: pd.DataFrame, tier: str, confidence: float = 0.95) -
     else:
         corr = CORRECTION_NAMES[str(sub["correction"].iloc[0])] if len(sub) else "–"
         header += [f"change of the total [{c} CI]", "test", "p", f"p ({corr})", "significant"]
-        if tier == "sensitivity":  # a restatement of a planned test, not a family: no correction, no verdict
+        if tier in ("sensitivity", PARTIAL_TIER):  # beside a planned test, not a family: no correction, no verdict
             header, rows = header[:-2], [r[:-2] for r in rows]
     caption = tier_caption(comparisons, tier, 1 - confidence)
     return "\n\n".join(part for part in (caption, md_table(header, rows), "\n".join(notes)) if part)
@@ -188,15 +209,24 @@ def mcnemar_lines(comparisons: pd.DataFrame, confidence: float = 0.95) -> list[s
     return out
 
 
-def tier_title(tier: str, correction: str, claim: str | None = None) -> str:
+def tier_title(tier: str, correction: str, claim: str | None = None, preregistered: bool | None = None) -> str:
     """A tier's heading, worded once for the comparison report, RESULTS.md and the paper. ``correction`` is the
-    tier's correction id; ``claim`` the family that carries the plan's claim (``primary`` or ``hypotheses``), when known."""
+    tier's correction id; ``claim`` the family that carries the plan's claim (``primary`` or ``hypotheses``), when known;
+    ``preregistered``: whether the plan used was recorded before the first trial and not changed since (only then are
+    its tests "pre-registered"; otherwise they are the plan's, "planned")."""
     corr = CORRECTION_NAMES[correction]
     role = "" if claim is None else "; " + ("the plan's claim" if claim == "primary" else "supportive")
-    return {"primary": f"Primary metrics (pre-registered tests, {corr} over the tier{role})",
-            "secondary": f"Secondary metrics (pre-registered tests, {corr} over the tier)",
+    tests = "pre-registered tests" if preregistered is True else "planned tests"
+    return {"primary": f"Primary metrics ({tests}, {corr} over the tier{role})",
+            "secondary": f"Secondary metrics ({tests}, {corr} over the tier)",
             "exploratory": "Exploratory metrics (descriptive: estimates and intervals, no test)",
-            "sensitivity": "Sensitivity analyses (a planned test with repetitions combined otherwise)"}[tier]
+            "sensitivity": "Sensitivity analyses (a planned test with repetitions combined otherwise)",
+            PARTIAL_TIER: "Partial credit: the mean reward beside pass/fail (no correction, no verdict)"}[tier]
+
+
+def preregistered(check: PlanCheck | None) -> bool:
+    """Whether the plan an analysis used is a pre-registration: recorded before the first trial, and unchanged."""
+    return check is not None and check.fixed_before_data is True and not check.changed
 
 
 def collinearity_lines(correlations: pd.DataFrame | None) -> list[str]:
@@ -304,7 +334,11 @@ def _repetitions_section(study: Analysis, confidence: float) -> list[str]:
     """Variance components and pass@k / pass^k: what the repetitions of a task add."""
     out = ["## Repetitions: variance components and pass@k", ""]
     v = study.variance
-    if not v.empty:
+    if not v.empty and v["within_task"].isna().all():
+        # One repetition per task: nothing to split a task's variance with (no "nan %" table).
+        out += ["The within-task variance cannot be estimated: no task has more than one repetition under a profile, "
+                "so what repetitions would add is unknown from these runs.", ""]
+    elif not v.empty:
         rows = [
             [
                 r.profile,
@@ -313,7 +347,8 @@ def _repetitions_section(study: Analysis, confidence: float) -> list[str]:
                 fmt.number(r.between_task, 3),
                 fmt.number(r.within_task, 3),
                 fmt.number(r.icc, 2),
-                " / ".join(f"{100 * getattr(r, f'within_share_{k}'):.0f} %" for k in (1, 3, 5)),
+                " / ".join(fmt.number(100 * getattr(r, f"within_share_{k}"), 0) + " %" for k in (1, 3, 5))
+                if all(not fmt.missing(getattr(r, f"within_share_{k}")) for k in (1, 3, 5)) else fmt.DASH,
             ]
             for r in v.itertuples()
         ]
@@ -571,15 +606,16 @@ def comparison_report(st: Study, study: Analysis, *, plan_next: bool = False) ->
         "",
         "## Profiles",
         "",
-        rates_table(study.rates, conf),
+        rates_table(study.rates, conf, mean_reward=partial_credit(usable_trials(metrics), plan.partial().metric)),
         "",
     ]
     if comp.empty:
         parts += ["No profile pair to compare (fewer than two profiles).", ""]
-    for tier in ("primary", "secondary", "exploratory", "sensitivity"):
+    for tier in ("primary", PARTIAL_TIER, "secondary", "exploratory", "sensitivity"):
         if not (comp["tier"] == tier).any():
             continue
-        title = tier_title(tier, getattr(plan.tiers, tier).correction, plan.claim)
+        correction = "none" if tier == PARTIAL_TIER else getattr(plan.tiers, tier).correction
+        title = tier_title(tier, correction, plan.claim, preregistered(check))
         parts += [f"## {title}", "", tier_table(comp, tier, conf), ""]
         if tier == "primary":
             parts += mcnemar_lines(comp, conf) + [""] + collinearity_lines(study.correlations)

@@ -190,7 +190,8 @@ def side_by_side(metrics: pd.DataFrame, task_id: str, profile_a: str, profile_b:
     cols = [c for c in columns if c in sub]
     vals = sub[["profile"] + cols].copy()
     for c in cols:
-        vals[c] = pd.to_numeric(vals[c], errors="coerce")
+        # Plain floats: a nullable count unknown under both profiles (a trial that never reached the model) is NaN.
+        vals[c] = pd.to_numeric(vals[c], errors="coerce").astype(float)
     wide = vals.groupby("profile")[cols].mean().T
     wide = wide.reindex(columns=[profile_a, profile_b])
     wide.index.name = "metric"

@@ -9,6 +9,7 @@ give byte-identical files. When the runs are simulated, the title says "simulate
 from __future__ import annotations
 
 import io
+import textwrap
 from pathlib import Path
 
 # No matplotlib.use() here: in a notebook the inline backend must stay; headless runs fall back to Agg.
@@ -73,9 +74,29 @@ def remove_figure(out_dir: str | Path, name: str) -> None:
         (Path(out_dir) / f"{name}.{ext}").unlink(missing_ok=True)
 
 
-def _figure(height: float) -> tuple[plt.Figure, plt.Axes]:
+# Task names longer than this are shortened in the middle on an axis (their start and their suffix stay).
+TASK_LABEL_CHARS = 30
+
+
+def task_label(task_id: str, limit: int = TASK_LABEL_CHARS) -> str:
+    """A task id as a tick label: shortened in the middle past ``limit`` characters, so that the labels leave the
+    plot its width at a readable size (``element-web-unread-indicators-diverge-fix-001`` -> ``element-web-unrea…-fix-001``)."""
+    if len(task_id) <= limit:
+        return task_id
+    tail = max(8, limit // 3)
+    return task_id[: limit - tail - 1] + "…" + task_id[-tail:]
+
+
+def _wrap(text: str, width: int = 52) -> str:
+    """A long axis label on two lines, so that it does not widen the figure beyond the column."""
+    return textwrap.fill(text, width) if len(text) > width else text
+
+
+def _figure(height: float, *, labels_inside: bool = False) -> tuple[plt.Figure, plt.Axes]:
+    """A figure one column wide. ``labels_inside``: long tick labels (task names) take room from the axes instead of
+    widening the saved figure, which the paper would then shrink, labels and all, to fit the column."""
     set_style()
-    return plt.subplots(figsize=(WIDTH_IN, height))
+    return plt.subplots(figsize=(WIDTH_IN, height), layout="constrained" if labels_inside else None)
 
 
 def plot_rates(rates: pd.DataFrame, simulated: bool, colors: dict | None = None) -> plt.Figure:
@@ -139,7 +160,7 @@ def plot_per_task_changes(changes: pd.DataFrame, comparisons: pd.DataFrame, metr
                           colors: dict | None = None) -> plt.Figure:
     """Per-task change vs the baseline, tasks sorted by effect; the dashed line is each profile's estimate."""
     tasks = list(changes["task_id"].cat.categories) if len(changes) else []
-    fig, ax = _figure(0.9 + 0.1 * len(tasks))
+    fig, ax = _figure(0.9 + 0.12 * len(tasks), labels_inside=True)  # 6 pt labels need 0.12 in a row
     profiles = sorted(changes["profile"].unique())
     colors = colors or profile_colors(profiles)
     pos = {t: i for i, t in enumerate(tasks)}
@@ -153,15 +174,15 @@ def plot_per_task_changes(changes: pd.DataFrame, comparisons: pd.DataFrame, metr
         if len(est) and pd.notna(est.iloc[0]):
             ax.axvline(est.iloc[0], color=colors[profile], linestyle="--", linewidth=0.9)
     ax.axvline(0, color="0.3", linewidth=0.8)
-    ax.set_yticks(range(len(tasks)), tasks, fontsize=5.5)
+    ax.set_yticks(range(len(tasks)), [task_label(str(t)) for t in tasks], fontsize=6)
     ax.invert_yaxis()
     planned = _planned_rows(comparisons, metric)
     label = planned["label"].iloc[0] if len(planned) else metric
     value = per_task_value(repetition_aggregate(metric, str(planned["repetitions"].iloc[0]))) if len(planned) else "per-task value"
-    ax.set_xlabel(f"{label}: change vs baseline of the {value} (%)")
+    ax.set_xlabel(_wrap(f"{label}: change vs baseline of the {value} (%)", 36))
     ax.legend(fontsize=6, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
-    ax.set_title(title("Per-task change (dashed: estimate)", simulated), pad=16)
-    fig.tight_layout()
+    # Over the figure, not the axes: long task names push the axes right, and a title centred on them would overflow.
+    fig.suptitle(title("Per-task change (dashed: estimate)", simulated), fontsize=plt.rcParams["axes.titlesize"])
     return fig
 
 
@@ -179,18 +200,20 @@ def plot_task_outcomes(outcomes: pd.DataFrame, simulated: bool) -> plt.Figure:
     wide = outcomes.pivot(index="task_id", columns="profile", values="share")
     text = outcomes.assign(t=outcomes["n_pass"].astype(int).astype(str) + "/" + outcomes["n_reps"].astype(str)) \
         .pivot(index="task_id", columns="profile", values="t")
+    wide.index = [task_label(str(t)) for t in wide.index]
+    text.index = wide.index
     fig, ax = _figure(0.9 + 0.14 * len(wide))
     sns.heatmap(wide, ax=ax, cmap="Blues", vmin=0, vmax=1, annot=text, fmt="", annot_kws={"fontsize": 5},
                 cbar_kws={"label": "share of repetitions passed"}, linewidths=0.3, linecolor="white")
     ax.set_ylabel("")
     ax.set_xlabel("")
-    ax.tick_params(axis="y", labelsize=5.5)
+    ax.tick_params(axis="y", labelsize=6)
     # Profile names are wider than a heatmap column: slanted, they never run into each other.
     ax.tick_params(axis="x", labelsize=6, rotation=30)
     for label in ax.get_xticklabels():
         label.set_horizontalalignment("right")
         label.set_rotation_mode("anchor")
-    ax.set_title(title("Per-task outcomes (majority of repetitions decides)", simulated))
+    ax.set_title(_wrap(title("Per-task outcomes (majority of repetitions decides)", simulated), 44))
     fig.tight_layout()
     return fig
 
@@ -213,7 +236,7 @@ def forest_rows(comparisons: pd.DataFrame, tiers: tuple[str, ...] = ("primary", 
 
 FOREST_NOTE = ("Filled markers are significant after the plan's correction (adjusted p at the right). Intervals are "
                "unadjusted 95% intervals of each estimate. The resolve-rate interval is Tango's score interval; the "
-               "pre-registered McNemar exact test is more conservative, so that interval can exclude 0 while the test "
+               "planned McNemar exact test is more conservative, so that interval can exclude 0 while the test "
                "does not reject (the exact odds-ratio interval, which agrees with the test, is in the table). An arrow at "
                "the edge marks an interval that continues beyond it (too few tasks to bound it).")
 
@@ -259,7 +282,8 @@ def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None 
                            scale[0], "typical per-task change (%), 95% CI"), fontsize=6.5)
         ax.tick_params(axis="x", labelsize=6)
     base = ", ".join(sorted(comparisons["profile_a"].astype(str).unique()))
-    axes[0, 0].set_title(title(f"Against baseline {base}", simulated))
+    # "Against baseline baseline" says the name twice when the baseline arm is called so.
+    axes[0, 0].set_title(title(f"Against {base}" if base.lower() == "baseline" else f"Against baseline {base}", simulated))
     fig.tight_layout()
     return fig
 

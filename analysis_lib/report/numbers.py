@@ -87,6 +87,8 @@ def estimate_digits(row) -> int:
     if row.scale in ("ratio", "cost_per_success", *POINT_SCALES):
         return 1
     d = decimals(row.metric)
+    if row.scale == "mean":
+        return d + 1  # a mean of rewards (0.83, 0.5, ...) needs one decimal more than a reward
     return max(d, 1) if registry.metric(row.metric).kind == "count" else d
 
 

@@ -15,9 +15,10 @@ import orjson
 from ..core.success import used_mcp
 from ..core.trial import IngestError, Trial, trial_record
 from ..ingest.load import load_trials, number_repetitions
-from .study_file import Arm, StudyDesign, TaskRule, glob_regex
+from .study_file import Arm, DesignError, StudyDesign, TaskRule, glob_regex
 
-__all__ = ["placement", "place_trials", "load_placed_trials", "Assignment", "assign", "RERUN_COLUMNS", "apply_design"]
+__all__ = ["placement", "place_trials", "load_placed_trials", "Assignment", "assign", "matching_arms", "RERUN_COLUMNS",
+           "apply_design"]
 
 
 def _lookup(record: dict[str, Any], key: str) -> Any:
@@ -49,6 +50,13 @@ def _arm_matches(arm: Arm, rel_path: str, record: dict[str, Any]) -> bool:
     return all(_matches(_lookup(record, k), v) for k, v in arm.fields.items())
 
 
+def matching_arms(design: StudyDesign, rel_path: str, record: dict[str, Any]) -> list[str]:
+    """The arms of ``design`` whose selectors all match the trial at ``rel_path`` (``/`` between folders) with
+    configuration ``record``, in the study file's order."""
+    rel_path = rel_path.replace(os.sep, "/")
+    return [name for name, arm in design.arms.items() if _arm_matches(arm, rel_path, record)]
+
+
 @dataclass(frozen=True, slots=True)
 class Assignment:
     """Where a trial goes under a design: its arm and task id, the repetition its folder names (None: by
@@ -70,7 +78,7 @@ def assign(design: StudyDesign, *, rel_path: str, task_id: str, task_name: str |
     ``record``: the trial's configuration, flattened to dotted keys (plus ``profile``).
     """
     rel_path = rel_path.replace(os.sep, "/")
-    arms = [name for name, arm in design.arms.items() if _arm_matches(arm, rel_path, record)]
+    arms = matching_arms(design, rel_path, record)
     if len(arms) != 1:
         problem = (f"matches no arm of the study design ({', '.join(sorted(design.arms))})" if not arms
                    else f"matches several arms of the study design ({', '.join(arms)}); arms must not overlap")
@@ -124,15 +132,27 @@ def apply_design(rows: list[dict[str, Any]], design: StudyDesign, root_dir: str
     ``mcp_tool_calls``, ``mcp_used``); other keys travel along. Of a trial run more than once (same arm,
     task and repetition), the design's ``reruns`` rule keeps the first, the last, or all of them as further
     repetitions; every rerun is listed with whether it was kept, for the design audit.
+
+    Raises :class:`~analysis_lib.study.study_file.DesignError` (one line naming the study file) when two arms select
+    the same trial or an arm selects none of the rows: such a design cannot be compared as declared.
     """
     placed: list[dict[str, Any]] = []
     errors: list[IngestError] = []
+    matched: dict[str, int] = dict.fromkeys(design.arms, 0)
     for row in rows:
         config = row.get("run_config") or {}
         record = dict(orjson.loads(config) if isinstance(config, str) else config)
         record["profile"] = row["profile"]
         record["source_format"] = row.get("source_format")
-        a = assign(design, rel_path=_rel(row["trial_path"], root_dir), task_id=str(row["task_id"]),
+        rel_path = _rel(row["trial_path"], root_dir)
+        arms = matching_arms(design, rel_path, record)
+        if len(arms) > 1:
+            # Overlapping arms are a study file that cannot work: no trial would be compared as declared.
+            raise DesignError(f"{design.where}: arms {arms[0]} and {arms[1]} overlap: both select {rel_path}; "
+                              "an arm's selectors must not match another arm's trials")
+        for name in arms:
+            matched[name] += 1
+        a = assign(design, rel_path=rel_path, task_id=str(row["task_id"]),
                    task_name=row.get("task_name"), trial_name=row.get("trial_name"), record=record)
         if a.arm is None:
             errors.append(IngestError(row["trial_path"], "design", f"{a.problem}; not analysed", "warning"))
@@ -146,6 +166,12 @@ def apply_design(rows: list[dict[str, Any]], design: StudyDesign, root_dir: str
         if arm.mcp:
             new["mcp_used"] = used_mcp(new.get("mcp_used"), new.get("mcp_tool_calls"))
         placed.append(new)
+    empty = [name for name, n in matched.items() if n == 0]
+    if empty and rows:
+        # An arm that selects nothing would leave a one-arm analysis that compares nothing it declared.
+        name = empty[0]
+        raise DesignError(f"{design.where}: arms.{name}: its selector ({design.arms[name].rule()}) matches none of the "
+                          f"{len(rows)} trials read; every arm's selector must match a trial")
     kept, reruns = _reruns(placed, design.reruns)
     return kept, errors, reruns
 

@@ -21,7 +21,8 @@ the paper pipeline, ``design=`` in the Python API) declares what the runs do not
 An arm is chosen by path globs (relative to the runs folder, ``*`` within one folder name, ``**``
 across folders) and/or by fields of the trial's own record (its configuration, flattened to dotted
 keys: ``agent.import_path``, ``agent.kwargs.mcp_config``, ``agent.mcp_servers``, ``profile`` for the
-runner's condition...). A trial that matches no arm, or several, is left out with one warning row.
+runner's condition...). A trial that matches no arm is left out with one warning row; arms that select the
+same trial, or an arm that selects none, stop the analysis with one line before anything is written.
 Without a study file the default rules of each reader stand (:mod:`analysis_lib.ingest`), and the
 design audit warns about anything they pool despite a different configuration.
 """
@@ -37,7 +38,7 @@ from typing import Any, Literal
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ..core.success import DEFAULT_SUCCESS, parse_success
 
@@ -138,7 +139,7 @@ class Source(_Strict):
 
 
 class StudyDesign(_Strict):
-    """A study file, validated. ``path`` is where it was read from (not part of the design)."""
+    """A study file, validated. :attr:`where` names the file it was read from (not part of the design or its hash)."""
 
     name: str
     simulated: bool = False
@@ -150,6 +151,13 @@ class StudyDesign(_Strict):
     reruns: Literal["first", "last", "all"] = "all"
     dataset_version: VersionRule | None = None
     success: str = DEFAULT_SUCCESS
+    # The file the design was read from, for the one-line errors of placing trials (not part of the design).
+    _path: str | None = PrivateAttr(default=None)
+
+    @property
+    def where(self) -> str:
+        """The study file's path as read, for error lines; ``<study>`` for a design built in code."""
+        return self._path or "<study>"
 
     @field_validator("success")
     @classmethod
@@ -214,7 +222,7 @@ def parse_design(obj: Any, source: str = "<study>") -> StudyDesign:
     if not isinstance(obj, dict):
         raise DesignError(f"{source}: a study file is a mapping (name, arms, ...), got {type(obj).__name__}")
     try:
-        return StudyDesign.model_validate(obj)
+        design = StudyDesign.model_validate(obj)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "(top)"
@@ -222,6 +230,8 @@ def parse_design(obj: Any, source: str = "<study>") -> StudyDesign:
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         raise DesignError(f"{source}: {loc}: {msg}") from None
+    design._path = source
+    return design
 
 
 def load_design(path: str | os.PathLike) -> StudyDesign:
