@@ -9,7 +9,7 @@ on a time limit or a stop, and when the runner dies, even by ``kill -9``.
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import json
 import os
 import re
@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from ..core.parent_death import die_with_parent
 
 # Grace period between SIGTERM and SIGKILL when a program must stop.
 KILL_GRACE_SEC = 3.0
@@ -81,20 +83,6 @@ def check_stop() -> None:
         raise KeyboardInterrupt("stop requested")
 
 
-def _die_with_parent() -> None:
-    """In the child (Linux): get SIGKILL when the runner dies, even by SIGKILL.
-
-    Otherwise an agent started by a runner that was killed keeps running, and spending, as an
-    orphan, and may finish after the resumed run has already re-run its trial.
-    """
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-
-
 def run_process(
     argv: Sequence[str],
     *,
@@ -132,7 +120,9 @@ def run_process(
             stdout=stdout if stdout is not None else subprocess.PIPE,
             stderr=stderr if stderr is not None else subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            # SIGKILL when the runner dies, even by SIGKILL: otherwise an agent started by a killed runner keeps
+            # running, and spending, as an orphan, and may finish after the resumed run re-ran its trial.
+            preexec_fn=functools.partial(die_with_parent, signal.SIGKILL, os.getpid()),
             pass_fds=(status_w,) if status_w is not None else (),
         )
     except OSError as exc:
