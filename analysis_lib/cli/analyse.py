@@ -55,7 +55,7 @@ def print_trial_list(df: pd.DataFrame) -> None:
 
 def run_cli(args: argparse.Namespace) -> int:
     """``python -m analysis_lib RUNS_DIR``: Layer 1, then the comparisons (two profiles or more) and the LLM analyses
-    (unless ``--no-llm``); exit 0 when trials were analysed, 1 when none, 2 on a usage error."""
+    (unless ``--no-llm``); exit 0 when trials were analysed, 1 when none, 2 on a usage error, 3 when LLM judgements failed."""
     outcome = "succeeded" if args.succeeded else "failed" if args.failed else None
     # --list and --estimate-cost only print: nothing is written but the estimate itself.
     out_dir = None if args.list or args.estimate_cost else args.output
@@ -144,7 +144,8 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
 
 
 def _run_layer2(args: argparse.Namespace, result: Layer1Result) -> int:
-    from ..judge.run import run_layer2  # litellm takes seconds to import: only when the LLM analyses run
+    """The LLM analyses; 0, 3 when judgements failed (judge.run.JUDGEMENTS_FAILED_EXIT), 2 when a budget cannot be kept."""
+    from ..judge.run import layer2_exit_code, run_layer2  # litellm takes seconds to import: only when the LLM analyses run
 
     # Only the trials of the table (a --limit sample, a selection) are read again, named as the table names
     # them: its arm (a study file's, when there is one), task and repetition.
@@ -156,5 +157,9 @@ def _run_layer2(args: argparse.Namespace, result: Layer1Result) -> int:
         row = table[relative_to_runs(t.trial_path, args.runs_dir)]
         t.profile, t.task_id, t.repetition = str(row.profile), str(row.task_id), int(row.repetition)
     args.simulated = result.simulated
-    run_layer2(trials, result.metrics, Path(args.output), args)
-    return 0
+    try:
+        summary = run_layer2(trials, result.metrics, Path(args.output), args)
+    except ValueError as exc:  # e.g. --budget-usd with a judge model that has no price
+        print(f"error: {exc}; no LLM analyses", file=sys.stderr)
+        return 2
+    return layer2_exit_code(summary)
