@@ -633,7 +633,10 @@ def run_plan(
                          "plan the run with the same analysis plan")
     try:
         with folder_lock(runs_path, what="runs folder", lock_file=state_dir(runs_path) / LOCK_FILE, command="bench", warn=_stderr):
-            return _run_locked(plan_, runs_path, out_path, log, a_path, a_plan, force)
+            try:
+                return _run_locked(plan_, runs_path, out_path, log, a_path, a_plan, force)
+            finally:
+                clear_scratch(runs_path)  # each trial removed its own; this removes the runs folder's (empty) one
     except OSError as exc:  # the lock itself could not be made (read-only or full runs folder)
         raise RunnerDiskError(f"cannot write into the runs folder {runs_path}: {_os_reason(exc, runs_path)}") from None
 

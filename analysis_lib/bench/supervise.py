@@ -72,11 +72,15 @@ def _reap() -> dict[int, int]:
 
 def _alive_descendants(me: psutil.Process) -> list[psutil.Process]:
     out = []
-    for p in me.children(recursive=True):
+    try:
+        children = me.children(recursive=True)
+    except psutil.Error:
+        return out
+    for p in children:
         try:
             if p.status() != psutil.STATUS_ZOMBIE:
                 out.append(p)
-        except psutil.NoSuchProcess:
+        except psutil.Error:  # ended meanwhile, or not ours to look at (a setuid program)
             pass
     return out
 
@@ -91,7 +95,7 @@ def _signal_all(me: psutil.Process, pgid: int, sig: int) -> int:
     for p in procs:
         try:
             p.send_signal(sig)
-        except psutil.NoSuchProcess:
+        except psutil.Error:  # ended meanwhile, or not ours to signal (a setuid program)
             pass
     return len(procs)
 
