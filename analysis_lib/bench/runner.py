@@ -54,6 +54,8 @@ GENERATOR = "analysis_lib.bench"
 NOT_RUN = ("pending", "skipped_budget", "skipped_sequential")
 DEFAULT_MODEL = "claude-sonnet-4-5-20250929"
 TS_FORMAT = "%Y-%m-%d__%H-%M-%S"
+# The runner's lock inside the runs folder's state folder (ingest never reads ``.bench/``).
+LOCK_FILE = "runner.lock"
 
 
 @dataclass
@@ -637,12 +639,8 @@ def run_plan(
                 return _run_locked(plan_, runs_path, out_path, log, a_path, a_plan, force)
             finally:
                 clear_scratch(runs_path)  # each trial removed its own; this removes the runs folder's (empty) one
-    except OSError as exc:  # the lock itself could not be made (read-only or full runs folder)
+    except OSError as exc:  # a runs folder that cannot be written before the first trial (read-only, full)
         raise RunnerDiskError(f"cannot write into the runs folder {runs_path}: {_os_reason(exc, runs_path)}") from None
-
-
-# The runner's lock inside the runs folder's state folder (ingest never reads ``.bench/``).
-LOCK_FILE = "runner.lock"
 
 
 def _os_reason(exc: OSError, runs_dir: Path) -> str:
@@ -757,10 +755,10 @@ def _run_locked(plan_: Plan, runs_path: Path, out_path: Path | None, log: Callab
         # A full disk or a folder turned read-only: the cut trial's staging folder is debris (it runs again on
         # resume) and removing it may free the room the run record needs; then the run is recorded as failed.
         shutil.rmtree(state_dir(runs_path) / "staging", ignore_errors=True)
-        line = (f"cannot write into the runs folder {runs_path}: {_os_reason(exc, runs_path)}; {len(done)} of {n_total} "
-                "trials finished and journaled; make room and re-run the same command to resume")
-        _record_failure(rc, done, guard, out_path, line)
-        raise RunnerDiskError(line) from None
+        why = (f"{_os_reason(exc, runs_path)}; {len(done)} of {n_total} trials finished and journaled; "
+               "make room and re-run the same command to resume")
+        _record_failure(rc, done, guard, out_path, f"cannot write into the runs folder: {why}")  # no machine path in outputs
+        raise RunnerDiskError(f"cannot write into the runs folder {runs_path}: {why}") from None
     # Staging folders of trials cut short and never re-run (e.g. after a budget stop) are debris now.
     shutil.rmtree(state_dir(runs_path) / "staging", ignore_errors=True)
     status = "sequential_stop" if seq is not None and seq.stopped_early else ("budget_stop" if guard.stopped else "complete")
