@@ -54,7 +54,7 @@ def print_trial_list(df: pd.DataFrame) -> None:
 
 def run_cli(args: argparse.Namespace) -> int:
     """``python -m analysis_lib RUNS_DIR``: Layer 1, then the comparisons (two profiles or more) and the LLM analyses
-    (unless ``--no-llm``); exit 0 when trials were analysed, 1 when none, 2 on a usage error."""
+    (unless ``--no-llm``); exit 0 when trials were analysed, 1 when none, 2 on a usage error, 3 when LLM judgements failed."""
     outcome = "succeeded" if args.succeeded else "failed" if args.failed else None
     # --list and --estimate-cost only print: nothing is written but the estimate itself.
     out_dir = None if args.list or args.estimate_cost else args.output
@@ -141,12 +141,17 @@ def _run_comparisons(args: argparse.Namespace, result: Study) -> int:
 
 
 def _run_layer2(args: argparse.Namespace, result: Study) -> int:
-    from ..judge.run import run_layer2  # litellm takes seconds to import: only when the LLM analyses run
+    """The LLM analyses; 0, 3 when judgements failed (judge.run.JUDGEMENTS_FAILED_EXIT), 2 when a budget cannot be kept."""
+    from ..judge.run import layer2_exit_code, run_layer2  # litellm takes seconds to import: only when the LLM analyses run
 
     # Only the trials of the table (a --limit sample, a selection) are read again, named as the table names
     # them (its arm, task and repetition); the judge is told the study's baseline, as the comparisons are.
     trials, _ = result.load_trials()
     args.simulated = result.simulated
     args.baseline = args.compare[0] if args.compare else result.require_baseline() if result.arms else None
-    run_layer2(trials, result.metrics, Path(args.output), args)
-    return 0
+    try:
+        summary = run_layer2(trials, result.metrics, Path(args.output), args)
+    except ValueError as exc:  # e.g. --budget-usd with a judge model that has no price
+        print(f"error: {exc}; no LLM analyses", file=sys.stderr)
+        return 2
+    return layer2_exit_code(summary)

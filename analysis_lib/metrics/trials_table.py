@@ -21,6 +21,7 @@ import gc
 import hashlib
 import os
 import random
+import signal
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -36,6 +37,7 @@ from tqdm.auto import tqdm
 from ..codecanvas.metrics import codecanvas_metrics
 from ..core import outputs as files
 from ..core.fileio import atomic_write_bytes
+from ..core.parent_death import die_with_parent
 from ..core.trial import IngestError, Trial, trial_record
 from ..core.version import __version__
 from ..ingest.discover import TrialSource, discover
@@ -247,7 +249,8 @@ def _read_all(sources: list[TrialSource], config: MetricsConfig, workers: int | 
     # 300 trials of 200 KB).
     gc.freeze()
     try:
-        with ProcessPoolExecutor(n_workers) as pool:
+        # Workers die with this process, even when it is killed (kill -9): none is left reading for minutes.
+        with ProcessPoolExecutor(n_workers, initializer=die_with_parent, initargs=(signal.SIGKILL, os.getpid())) as pool:
             # map() starts the workers before the progress bar starts its thread (forking a threaded process is unsafe).
             return _collect(pool.map(read, sources, chunksize=chunksize), len(sources), progress, out)
     except BrokenProcessPool as exc:
