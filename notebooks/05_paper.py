@@ -61,7 +61,8 @@ if banner:
     display(Markdown(f"> **{banner}**"))
 import json
 
-metrics = study.metrics
+# The one token policy: trials whose token counts are not trusted count in no token or cost figure (study.token_exclusions).
+metrics = study.trusted_metrics
 comparisons = pd.read_csv(paths.comparisons_csv) if paths.comparisons_csv.exists() else None
 rates_file = paths.comparisons_dir / "profile_rates.csv"
 rates = pd.read_csv(rates_file) if rates_file.exists() else None
@@ -100,7 +101,7 @@ inputs = paper.PaperInputs(
     llm_snippets=llm_snippets, correlations=correlations,
     audit=audit_frames(study.audit) if study.audit is not None else None, data_source=data_source,
     beside=read_beside(paths.comparisons_dir) or None,
-    sequential=sequential_record, sequential_estimates=sequential_estimates)
+    sequential=sequential_record, sequential_estimates=sequential_estimates, study=study)
 paper_path = Path(project_root) / paper_dir
 fig_path = Path(project_root) / figures_dir
 written = paper.write_paper_snippets(inputs, paper_path, fig_path,

@@ -28,6 +28,7 @@ from nbclient import NotebookClient
 from papermill.exceptions import PapermillExecutionError
 
 from ..core import outputs as files
+from ..core.fileio import atomic_write_text
 from ..ingest.discover import discover
 from ..report.outputs import output_paths
 from ..study.study import StudyError, open_study
@@ -41,6 +42,8 @@ __all__ = ["PIPELINE_NOTEBOOKS", "ParamsError", "NotebookFailed", "pipeline_note
 PIPELINE_NOTEBOOKS = ("00_run_benchmark", "01_metrics", "02_stats", "03_llm_analysis", "04_codecanvas", "05_paper")
 # Notebooks people use by hand in JupyterLab; recorded and guarded by nbval, not part of `paper`.
 INTERACTIVE_NOTEBOOKS = ("explore", "label")
+# The first line of the paper skeleton's copy beside an own run's snippets.
+SKELETON_COPY_NOTE = "% A copy of paper/main.tex, made anew by every `make paper`: edit paper/main.tex, not this file.\n"
 # Set by the driver itself (the project folder as seen from notebooks/), not by a parameter file.
 INTERNAL_PARAMETERS = ("project_root",)
 # The kernel's own log (a loopback-TCP notice at start, a shutdown interrupt) is not the user's business.
@@ -214,6 +217,10 @@ def preflight(params_file: str | Path, params: dict[str, Any], root: Path, allow
                               f"the runs of another profile{hint}; nothing was run or written")
         if study.baseline.name is None:
             raise ParamsError(f"{params_file}: {study.baseline_error}; nothing was run or written")
+        problems = study.audit.problems() if study.audit is not None else []
+        if problems and len(problems) >= len(arms) - 1:  # no arm pair the plan could test (the command line's rule)
+            raise ParamsError(f"{params_file}: the design cannot support the planned comparisons: {problems[0].message}; "
+                              "nothing was run or written")
         cache = output_paths(root, str(value("output_dir"))).analytics / ".cache"
         cache.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(Path(tmp) / files.TRIALS_CACHE, cache / files.TRIALS_CACHE)
@@ -274,9 +281,11 @@ def run_pipeline(params_file: str | Path, root: str | Path = ".", out_dir: str |
     if latex and (only is None or "05_paper" in only):
         t0 = time.perf_counter()
         paper_dir = root / str(params.get("paper_dir") or "paper")
-        if not (paper_dir / "main.tex").exists() and (root / "paper" / "main.tex").exists():
-            # Own runs write their snippets elsewhere; they get a copy of the paper skeleton beside them.
-            shutil.copyfile(root / "paper" / "main.tex", paper_dir / "main.tex")
+        skeleton = root / "paper" / "main.tex"
+        if paper_dir.resolve() != skeleton.parent.resolve() and skeleton.exists():
+            # Own runs write their snippets elsewhere; they get a copy of the paper skeleton beside them, made anew on
+            # every run so that it never falls behind the snippets it inputs (its first line says so).
+            atomic_write_text(paper_dir / "main.tex", SKELETON_COPY_NOTE + skeleton.read_text(encoding="utf-8"))
         try:
             pdf = compile_paper(paper_dir, quiet)
         except RuntimeError as exc:

@@ -31,7 +31,7 @@ def analyse_comparisons(study: Study, plan: AnalysisPlan | None = None, *, compa
     plan = plan if plan is not None else study.plan
     if plan is None:
         raise ValueError("no analysis plan: the study was opened without one that could be read")
-    metrics = study.metrics
+    metrics = study.trusted_metrics  # the one token policy: untrusted token counts are left out here too
     for col in ("profile", "task_id"):
         if col not in metrics.columns:
             raise ValueError(f"the metrics frame has no {col!r} column")

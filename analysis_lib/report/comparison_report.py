@@ -585,7 +585,8 @@ def _fixed_design(trials: pd.DataFrame, a: str, b: str, spec, plan: AnalysisPlan
 def comparison_report(st: Study, study: Analysis, *, plan_next: bool = False) -> str:
     """The reviewer's Markdown report of ``study``'s analysis: where the data came from, the design audit, profile
     rates, the plan's tiers, the McNemar details, planning, methods."""
-    metrics, check, audit, simulated, source = st.metrics, st.plan_check, st.audit, st.simulated, st.source
+    # The token policy: trials whose token counts are not trusted count in no token or cost figure here either.
+    metrics, check, audit, simulated, source = st.trusted_metrics, st.plan_check, st.audit, st.simulated, st.source
     if check is None:
         raise PlanError("the study carries no analysis plan")
     plan, comp = study.plan, study.comparisons

@@ -202,7 +202,7 @@ def plot_task_outcomes(outcomes: pd.DataFrame, simulated: bool) -> plt.Figure:
         .pivot(index="task_id", columns="profile", values="t")
     wide.index = [task_label(str(t)) for t in wide.index]
     text.index = wide.index
-    fig, ax = _figure(0.9 + 0.14 * len(wide))
+    fig, ax = _figure(max(2.0, 0.9 + 0.14 * len(wide)))  # a few tasks still leave room for the title and colour bar
     sns.heatmap(wide, ax=ax, cmap="Blues", vmin=0, vmax=1, annot=text, fmt="", annot_kws={"fontsize": 5},
                 cbar_kws={"label": "share of repetitions passed"}, linewidths=0.3, linecolor="white")
     ax.set_ylabel("")

@@ -22,6 +22,7 @@ from ..core import registry
 from ..core.fileio import atomic_write_text
 from ..inference.comparisons import PARTIAL_TIER, RATE_DIFFERENCE_UNIT, interval_note, p_floor_note
 from ..inference.repetitions import usual_repetitions
+from ..study.study import Study
 from . import latex, markdown, tables
 from . import numbers as fmt
 from .audit import audit_markdown, audit_tex, data_banner
@@ -29,6 +30,7 @@ from .beside_itt import beside_macros, beside_markdown, beside_tex
 from .comparison_report import mcnemar_lines, rates_table, tier_table, tier_title
 from .discussion import comparison_key, conclusion_tex, discussion_macros, limitations_tex
 from .figures import FOREST_NOTE
+from .method import method_tex, title_tex
 from .sequential import adjusted_table, design_sentence, paper_paragraph, sequential_macros
 
 __all__ = ["PaperInputs", "PlanRecord", "quoted_macros", "write_paper_snippets", "FIGURE_CAPTIONS"]
@@ -110,6 +112,8 @@ class PaperInputs:
     sequential_estimates: pd.DataFrame | None = None
     # r of the per-task log ratios between primary endpoints (endpoint_correlations.csv): collinear ones are a limitation.
     correlations: pd.DataFrame | None = None
+    # The study the paper describes: its title and Method are written from it (report.method).
+    study: Study | None = None
 
     def source(self, key: str) -> str:
         return self.sources.get(key, f"{key}.csv")
@@ -293,7 +297,18 @@ def _s(x, digits: int, sign: bool = False) -> str:
     return fmt.tex_number(x, digits, sign=sign)
 
 
-def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
+def token_note(study: Study | None) -> str:
+    """The token policy said where a table's cost or tokens leave trials out (empty when none are)."""
+    left = study.token_exclusions if study is not None else None
+    if left is None or not len(left):
+        return ""
+    n = len(left)
+    arms = ", ".join(f"{int(c)} in {latex.escape_tex(a)}" for a, c in left["profile"].value_counts().sort_index().items())
+    return (f" The tokens and cost of {n} trial{'s' if n != 1 else ''} ({arms}) are left out, as everywhere: only "
+            "Harbor's result.json counts them, which runs high for a Claude Code trial (Section~\\ref{sec:method}).")
+
+
+def rates_tex(rates: pd.DataFrame, simulated: bool, token_policy: str = "") -> str:
     dp, dr, dc = fmt.decimals("pass_rate"), fmt.decimals("resolve_rate"), fmt.decimals("cost_per_success")
     rows = [[latex.escape_tex(r.profile), str(int(r.n_outcome)), _s(100 * r.pass_rate, dp), _s(100 * r.pass_rate_low, dp),
              _s(100 * r.pass_rate_high, dp), f"{int(r.tasks_resolved)}/{int(r.n_tasks)}", _s(100 * r.resolve_rate, dr),
@@ -305,7 +320,8 @@ def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
            "S[table-format=2.1] S[table-format=3.1] S[table-format=1.3]"
     note = ("Pass rate: successful trials / trials with an outcome (\\%), Wilson interval at the design-effective "
             "size (repetitions of a task clustered). Resolve rate: tasks passed by the majority of their repetitions "
-            "(a tie fails) / tasks (\\%), Wilson interval over tasks. Cost per success: total cost / successes (USD).")
+            "(a tie fails) / tasks (\\%), Wilson interval over tasks. Cost per success: total cost / successes over the "
+            "trials whose cost is known (USD)." + token_policy)
     return _tabular(head, spec, rows, "Pass and resolve rates per profile" + (" (simulated data)" if simulated else ""),
                     "tab:rates", wide=True, note=note)
 
@@ -382,7 +398,7 @@ def _s_column(cells: list[str], decimals: int, sign: bool = False) -> str:
     return f"S[table-format={'+' if sign else ''}{max(digits, 1)}.{decimals}]"
 
 
-def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
+def summary_tex(metrics: pd.DataFrame, simulated: bool, token_policy: str = "") -> str:
     summ = tables.profile_summary(metrics, list(SUMMARY_COLUMNS))
     rows = []
     for r in summ[summ["n"] > 0].itertuples():  # a metric no trial of the profile records has nothing to show
@@ -393,9 +409,9 @@ def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
     cells = [c for row in rows for c in row[2:4]]
     return _tabular(["Metric", "Profile", "{Mean over trials}", "{Median over trials}", "Trials"],
                     f"ll {_s_column(cells, 3)} {_s_column(cells, 3)} r", rows,
-                    "Per-trial process and cost metrics per profile (mean and median over trials)"
+                    "Per-trial process and cost metrics per profile (mean and median over the trials that record each)"
                     + (" (simulated data)" if simulated else ""),
-                    "tab:profile-summary", wide=True)
+                    "tab:profile-summary", wide=True, note=token_policy.strip())
 
 
 # --------------------------------------------------------------------------- prose
@@ -719,15 +735,17 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     snip = Path(paper_dir) / "snippets"
     sim, msrc = inputs.simulated, inputs.source("metrics")
     for stale in ("comparisons.tex", "codecanvas.tex", "resolve_rates.tex", "rates.tex", "design_audit.tex", "beside_itt.tex",
-                  "discussion.tex", "conclusion.tex"):
+                  "discussion.tex", "conclusion.tex", "method.tex", "title.tex"):
         # A table from an earlier run must not outlive its input.
         (snip / stale).unlink(missing_ok=True)
     written: dict[str, Path] = {}
     macros = quoted_macros(inputs)
     written["macros"] = atomic_write_text(snip / "macros.tex", latex.render_macros(macros, sim, msrc))
     if inputs.rates is not None:
-        written["rates"] = latex.write_tex(snip / "rates.tex", rates_tex(inputs.rates, sim), sim, inputs.source("rates"))
-    written["profile_summary"] = latex.write_tex(snip / "profile_summary.tex", summary_tex(inputs.metrics, sim), sim, msrc)
+        written["rates"] = latex.write_tex(snip / "rates.tex", rates_tex(inputs.rates, sim, token_note(inputs.study)), sim,
+                                           inputs.source("rates"))
+    written["profile_summary"] = latex.write_tex(snip / "profile_summary.tex",
+                                                 summary_tex(inputs.metrics, sim, token_note(inputs.study)), sim, msrc)
     if inputs.comparisons is not None and len(inputs.comparisons):
         claim = inputs.plan.claim_family if inputs.plan else None
         written["comparisons"] = latex.write_tex(snip / "comparisons.tex", comparisons_tex(inputs.comparisons, sim, claim,
@@ -764,6 +782,11 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
         demoted = "\n".join("##" + ln if ln.startswith("#") else ln for ln in inputs.llm_snippets.strip().splitlines())
         md_sections.append(("LLM analyses (Layer 2, explanatory; numbers come from the tables above)", demoted))
     written["data"] = latex.write_tex(snip / "data.tex", _data_paragraph(inputs), sim, msrc)
+    method = None
+    if inputs.study is not None:
+        written["title"] = latex.write_tex(snip / "title.tex", title_tex(inputs.study), sim, msrc)
+        method = method_tex(inputs.study)
+        written["method"] = latex.write_tex(snip / "method.tex", method, sim, msrc)
     if inputs.audit is not None and len(inputs.audit[0]):
         written["design_audit"] = latex.write_tex(
             snip / "design_audit.tex", audit_tex(*inputs.audit, "Design audit: what the runs are, arm by arm, before any "
@@ -781,7 +804,8 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     written["discussion"] = latex.write_tex(snip / "discussion.tex", limitations, sim, msrc)
     written["conclusion"] = latex.write_tex(snip / "conclusion.tex", conclusion, sim, msrc)
     # The same sentences as the PDF, first in the Markdown (after the design audit, which opens it).
-    prose = [("Results", latex.prose_markdown(results, macros).replace("\n", "\n\n")),
+    prose = ([("Method", latex.prose_markdown(method, macros))] if method else []) + [
+             ("Results", latex.prose_markdown(results, macros).replace("\n", "\n\n")),
              ("Discussion and limitations", latex.prose_markdown(limitations, macros)),
              ("Conclusion", latex.prose_markdown(conclusion, macros))]
     at = 1 if md_sections and md_sections[0][0] == "Design audit" else 0

@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ..metrics.tokens import TOKEN_SOURCE_LABELS, TOKEN_SOURCES
+from ..metrics.tokens import TOKEN_SOURCE_LABELS, TOKEN_SOURCES, untrusted_tokens
 from .study_file import StudyDesign
 
 __all__ = ["AUDIT_COLUMNS", "Finding", "DesignAudit", "design_audit", "audit_from_frames", "pooled_configurations",
@@ -41,7 +41,9 @@ _DATASET_KEYS = ("source", "task.source")
 # Keys that name the MCP treatment itself: arms offered MCP and arms not differ in them by design.
 _MCP_KEY = re.compile(r"mcp", re.IGNORECASE)
 # The keys a default profile is made of (``<agent>@<model>``): profiles differ in them by definition.
-_PROFILE_KEYS = ("agent.name", "agent.model_name", "agent.import_path")
+_PROFILE_KEYS = ("agent.name", "agent.model_name", "agent.import_path",
+                 # a results table's records name their configuration and arm (analysis_lib.ingest.results_table)
+                 "configuration", "arm")
 # Instructions whose length differs between arms by more than this share (median per-task ratio) are flagged.
 INSTRUCTION_GAP = 0.10
 # Arms whose median start times lie further apart than this are flagged (time confounds the comparison).
@@ -465,13 +467,14 @@ def _token_findings(metrics: pd.DataFrame, table: pd.DataFrame, base: str | None
     out: list[Finding] = []
     if "token_source" not in metrics or not len(table):
         return out
-    harbor = metrics[(metrics["token_source"] == "harbor_result")
-                     & metrics["agent_name"].fillna("").astype(str).str.contains("claude", case=False)]
+    agents = metrics["agent_name"] if "agent_name" in metrics else pd.Series(None, index=metrics.index, dtype=object)
+    harbor = metrics[[untrusted_tokens(s, a) is not None for s, a in zip(metrics["token_source"], agents, strict=True)]]
     if len(harbor):
         has, its = ("has", "its") if len(harbor) == 1 else ("have", "their")
         out.append(Finding("warning", "tokens", f"{_n(len(harbor), 'Claude Code trial')} ({_arm_counts(harbor)}) {has} "
                            "tokens only from Harbor's result.json, which repeats one API call's usage on every "
-                           f"content block: {its} token counts run high"))
+                           f"content block: {its} token counts run high, so {its} tokens and cost are left out of "
+                           "every token and cost table and comparison"))
     rated = table[table["token_ratio_median"].notna()]
     if len(rated) and (rated["token_ratio_median"] - 1).abs().max() > RATIO_GAP / 2:
         desc = ", ".join(f"{r.arm} {r.token_ratio_median:.2f}× ({r.token_ratio_min:.2f}–{r.token_ratio_max:.2f})"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
@@ -29,6 +30,7 @@ from ..core.trial import IngestError, InputError, Trial
 from ..ingest.provenance import is_simulated
 from ..metrics.actions import Action, parse_actions
 from ..metrics.summary import aggregate_metrics, summary_frame
+from ..metrics.tokens import TOKEN_COLUMNS, untrusted_tokens
 from ..metrics.trial_metrics import DEFAULT_CONFIG, MetricsConfig
 from ..metrics.trials_table import ACTIONS_COLUMN, read_trials_table, relative_to_runs, table_of_trials, trials_table
 from .audit import DesignAudit, audit_from_frames, design_audit
@@ -125,16 +127,42 @@ class Study:
                                                                           strict=True)}
 
     @functools.cached_property
+    def token_exclusions(self) -> pd.DataFrame:
+        """The trials whose token counts are not trusted (:func:`analysis_lib.metrics.tokens.untrusted_tokens`): arm,
+        task, trial path and why. Their tokens and cost are left out of every table and comparison."""
+        m = self.metrics
+        if not len(m) or "token_source" not in m:
+            return pd.DataFrame(columns=["profile", "task_id", "trial_path", "reason"])
+        agents = m["agent_name"] if "agent_name" in m else pd.Series(None, index=m.index, dtype=object)
+        reasons = pd.Series([untrusted_tokens(s, a) for s, a in zip(m["token_source"], agents, strict=True)], index=m.index)
+        left = m.loc[reasons.notna(), ["profile", "task_id", "trial_path"]].assign(reason=reasons[reasons.notna()])
+        return left.reset_index(drop=True)
+
+    @functools.cached_property
+    def trusted_metrics(self) -> pd.DataFrame:
+        """The trials table every token and cost table and comparison reads: the token and cost cells of the trials
+        in :attr:`token_exclusions` left empty (the one token policy), everything else as in :attr:`metrics`."""
+        left = set(self.token_exclusions["trial_path"])
+        if not left:
+            return self.metrics
+        out = self.metrics.copy()
+        rows = out["trial_path"].isin(left)
+        for col in TOKEN_COLUMNS:
+            if col in out:
+                out.loc[rows, col] = np.nan
+        return out
+
+    @functools.cached_property
     def summary(self) -> pd.DataFrame:
-        """Per arm: counts, pass rate, means and medians (``metrics_summary.csv``)."""
-        out = summary_frame(self.metrics)
+        """Per arm: counts, pass rate, means and medians (``metrics_summary.csv``), under the token policy."""
+        out = summary_frame(self.trusted_metrics)
         out["simulated"] = self.simulated
         return out
 
     @functools.cached_property
     def aggregate(self) -> dict[str, Any]:
         """Per-arm aggregates with full tool distributions (``aggregate_metrics.json``)."""
-        return aggregate_metrics(self.metrics, simulated=self.simulated, seed=self.seed, summary=self.summary)
+        return aggregate_metrics(self.trusted_metrics, simulated=self.simulated, seed=self.seed, summary=self.summary)
 
     def require_baseline(self) -> str:
         """The baseline arm; :class:`StudyError` when none was resolved (nobody guesses one)."""

@@ -142,6 +142,11 @@ class StudyDesign(_Strict):
     """A study file, validated. :attr:`where` names the file it was read from (not part of the design or its hash)."""
 
     name: str
+    # What the paper says of the study where the runs cannot say it, printed verbatim: its title, and what the
+    # treatment arms were given and the control arm (the baseline) was not.
+    title: str | None = None
+    treatment: str | None = None
+    control: str | None = None
     simulated: bool = False
     source: Source | None = None
     baseline: str | None = None
