@@ -51,6 +51,7 @@ paths = outputs.output_paths(project_root, output_dir)
 import matplotlib.pyplot as plt
 
 from analysis_lib import Study, write_comparisons
+from analysis_lib.core import outputs as files
 from analysis_lib.report import figures, tables
 from analysis_lib.report.audit import data_banner
 from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table
@@ -109,7 +110,7 @@ from analysis_lib.report import sequential as seq_report
 from analysis_lib.inference.sequential import analyse_run
 from analysis_lib.core.trial import InputError
 
-run_record_file = study.runs_path(project_root) / "full_run.json"
+run_record_file = study.runs_path(project_root) / files.FULL_RUN
 run_sequential = None
 if run_record_file.exists():
     try:

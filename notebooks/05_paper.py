@@ -47,6 +47,7 @@ paths = outputs.output_paths(project_root, output_dir)
 import os
 
 from analysis_lib import Study
+from analysis_lib.core import outputs as files
 from analysis_lib.report import paper
 from analysis_lib.report.audit import audit_frames, data_banner
 from analysis_lib.report.beside_itt import read_beside
@@ -64,17 +65,17 @@ import json
 # The one token policy: trials whose token counts are not trusted count in no token or cost figure (study.token_exclusions).
 metrics = study.trusted_metrics
 comparisons = pd.read_csv(paths.comparisons_csv) if paths.comparisons_csv.exists() else None
-rates_file = paths.comparisons_dir / "profile_rates.csv"
+rates_file = paths.comparisons_dir / files.PROFILE_RATES
 rates = pd.read_csv(rates_file) if rates_file.exists() else None
-hyp_file = paths.comparisons_dir / "hypotheses.csv"
+hyp_file = paths.comparisons_dir / files.HYPOTHESES
 hypotheses = pd.read_csv(hyp_file) if hyp_file.exists() else None  # only when the plan declares a sequence
-corr_file = paths.comparisons_dir / "endpoint_correlations.csv"  # r of the primary endpoints' per-task log ratios
+corr_file = paths.comparisons_dir / files.ENDPOINT_CORRELATIONS  # r of the primary endpoints' per-task log ratios
 correlations = pd.read_csv(corr_file) if corr_file.exists() else None
-plan_file = paths.analytics / "analysis_plan.json"
+plan_file = paths.analytics / files.PLAN_SIDECAR
 plan_record = paper.PlanRecord.from_sidecar(json.loads(plan_file.read_text(encoding="utf-8"))) if plan_file.exists() else None
-cc_file = paths.codecanvas / "codecanvas_table.csv"
+cc_file = paths.codecanvas / files.CODECANVAS_TABLE
 codecanvas = pd.read_csv(cc_file) if cc_file.exists() else None
-llm_file = paths.llm / "paper_snippets.md"
+llm_file = paths.llm / files.PAPER_SNIPPETS
 llm_snippets = llm_file.read_text(encoding="utf-8") if llm_file.exists() else None
 from analysis_lib.report.sequential import SEQUENTIAL_JSON, read_outputs
 
@@ -96,7 +97,7 @@ inputs = paper.PaperInputs(
     baseline=study.require_baseline(), plan=plan_record,
     sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
              "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file), "hypotheses": paths.rel(hyp_file),
-             "audit": paths.rel(paths.analytics / "design_audit.csv"), "beside": paths.rel(paths.comparisons_dir),
+             "audit": paths.rel(paths.analytics / files.DESIGN_AUDIT), "beside": paths.rel(paths.comparisons_dir),
              "sequential": paths.rel(paths.comparisons_dir / SEQUENTIAL_JSON), "correlations": paths.rel(corr_file)},
     llm_snippets=llm_snippets, correlations=correlations,
     audit=audit_frames(study.audit) if study.audit is not None else None, data_source=data_source,

@@ -20,7 +20,6 @@ from ..study.layer1 import analyse
 from ..study.plan import PlanError
 from ..study.study import Study, StudyError
 from ..study.study_file import DesignError
-from .comparisons import write_comparisons
 
 
 def config_from_args(args: argparse.Namespace) -> MetricsConfig:
@@ -131,6 +130,10 @@ def _run_comparisons(args: argparse.Namespace, result: Study) -> int:
         print(f"error: the design cannot support the planned comparisons: {audit.problems()[0].message} "
               f"(see design_audit.csv); no comparisons written", file=sys.stderr)
         return 1
+    # scipy's statistics take a second to import: only when there is something to compare (not for --list, one
+    # profile or --estimate-cost).
+    from .comparisons import write_comparisons
+
     try:
         write_comparisons(result, args.output, compare_pair=tuple(args.compare) if args.compare else None,
                           plan_next=args.plan_next)

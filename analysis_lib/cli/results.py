@@ -21,6 +21,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from ..core import outputs as files
 from ..core.fileio import atomic_write_text, read_json
 from ..core.trial import InputError
 from ..inference import sequential as seq_mod
@@ -104,7 +105,7 @@ def find_runs_dir(full_run: str | os.PathLike, obj: dict, override: str | os.Pat
         if name:
             candidates.append(Path("runs") / f"bench-{name}")
     for c in candidates:
-        if (c / "index.json").is_file():
+        if (c / files.RUN_INDEX).is_file():
             return c
     tried = ", ".join(plan_mod.display_path(c) for c in candidates)
     raise ResultsError(f"{full_run}: runs folder not found (looked for index.json in {tried}); pass --runs-dir")

@@ -48,6 +48,12 @@ CODECANVAS_ANALYSIS = "codecanvas_analysis.json"
 PAPER_SNIPPETS = "paper_snippets.md"
 MACROS = "macros.tex"
 
+# The benchmark runner's record of a run and the runs folder's own index, beside the trials it ran (what the
+# runner writes and the analysis, RESULTS.md and the notebooks read), and the plan notebook 00 writes.
+FULL_RUN = "full_run.json"
+RUN_INDEX = "index.json"
+BENCHMARK_PLAN = "plan.json"
+
 # The folders of a pipeline's output folder (analysis_lib.report.outputs.OutputPaths).
 ANALYTICS_DIR = "analytics"
 COMPARISONS_DIR = "comparisons"

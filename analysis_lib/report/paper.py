@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..codecanvas.outputs import BOARD_METRICS, COMPARISON_METRICS
+from ..core import outputs as files
 from ..core import registry
 from ..core.fileio import atomic_write_text
 from ..inference.comparisons import PARTIAL_TIER, RATE_DIFFERENCE_UNIT, interval_note, p_floor_note
@@ -188,11 +189,11 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
         out.append(latex.Macro("BaselineProfile", latex.escape_tex(inputs.baseline), "profile", src, "baseline"))
     if inputs.plan is not None:
         p = inputs.plan
-        out += [latex.Macro("PlanHash", p.sha256[:12], "analysis_plan_sha256", "analysis_plan.json", "first 12 hex digits"),
-                latex.Macro("PlanName", latex.escape_tex(p.name), "plan_name", "analysis_plan.json"),
-                latex.Macro("PlanFixedAt", _utc(p.recorded_at), "recorded_at", "analysis_plan.json",
+        out += [latex.Macro("PlanHash", p.sha256[:12], "analysis_plan_sha256", files.PLAN_SIDECAR, "first 12 hex digits"),
+                latex.Macro("PlanName", latex.escape_tex(p.name), "plan_name", files.PLAN_SIDECAR),
+                latex.Macro("PlanFixedAt", _utc(p.recorded_at), "recorded_at", files.PLAN_SIDECAR,
                             "when the plan was recorded"),
-                latex.Macro("FirstTrialAt", _utc(p.first_trial_at), "first_trial_at", "analysis_plan.json",
+                latex.Macro("FirstTrialAt", _utc(p.first_trial_at), "first_trial_at", files.PLAN_SIDECAR,
                             "start of the earliest trial")]
     if inputs.rates is not None:
         rsrc = inputs.source("rates")
@@ -740,7 +741,7 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
         (snip / stale).unlink(missing_ok=True)
     written: dict[str, Path] = {}
     macros = quoted_macros(inputs)
-    written["macros"] = atomic_write_text(snip / "macros.tex", latex.render_macros(macros, sim, msrc))
+    written["macros"] = atomic_write_text(snip / files.MACROS, latex.render_macros(macros, sim, msrc))
     if inputs.rates is not None:
         written["rates"] = latex.write_tex(snip / "rates.tex", rates_tex(inputs.rates, sim, token_note(inputs.study)), sim,
                                            inputs.source("rates"))
@@ -813,7 +814,7 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     written["figures"] = latex.write_tex(snip / "figures.tex", _figures_tex(Path(figures_dir), figures_rel, sim), sim, msrc)
     md_sections.append(("Quoted numbers (macros.tex)", markdown.table(
         ["macro", "value", "metric id", "what"], [["\\" + m.name, m.text, m.metric_id, m.note] for m in macros])))
-    written["paper_snippets"] = atomic_write_text(Path(paper_dir) / "paper_snippets.md",
+    written["paper_snippets"] = atomic_write_text(Path(paper_dir) / files.PAPER_SNIPPETS,
                                                   markdown.render_snippets(md_sections, sim, msrc,
                                                                            data_banner(sim, inputs.data_source)))
     return written
