@@ -249,15 +249,19 @@ def _grid_box(metrics: pd.DataFrame, profile_a: str, profile_b: str, sort: str, 
         max_height="320px", overflow="auto"))]
 
 
-def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool = False, profile_a: str | None = None,
+def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool, profile_a: str,
                   profile_b: str | None = None):
     """The A-vs-B explorer: profile, task and repetition pickers, the outcome grid and the paired view.
 
-    Clicking a grid cell selects that task and repetition; choosing the same profile twice shows a
-    message instead of a comparison. Returns the widget (display it with :func:`show`).
+    ``profile_a``: the study's baseline (it opens as A; nothing here chooses one). Clicking a grid cell selects that
+    task and repetition; choosing the same profile twice shows a message instead of a comparison. Returns the widget
+    (display it with :func:`show`).
     """
     profiles = sorted(metrics["profile"].unique())
-    a0 = profile_a if profile_a in profiles else profiles[0]
+    if profile_a not in profiles:
+        raise ValueError(f"profile A {profile_a!r} is not a profile of these trials ({', '.join(map(str, profiles))}): "
+                         "pass the study's baseline")
+    a0 = profile_a
     b0 = profile_b if profile_b in profiles and profile_b != a0 else next((p for p in profiles if p != a0), a0)
     dd_a = widgets.Dropdown(options=profiles, value=a0, description="A")
     dd_b = widgets.Dropdown(options=profiles, value=b0, description="B")
