@@ -82,11 +82,18 @@ def _agents(sub: pd.DataFrame) -> str | None:
     return " with ".join(parts)
 
 
+def _usable(m: pd.DataFrame) -> pd.DataFrame:
+    """The trials with a verdict (no infrastructure error): what the analysis reads and the Method describes."""
+    return m[~m["infra_error"].fillna(False).astype(bool)] if "infra_error" in m else m
+
+
 def _arms_paragraph(study: Study) -> str:
     m = study.metrics
     base = study.baseline.name
     design = study.design
     offered = study.mcp_offered
+    per_arm = {arm: _agents(m[m["profile"].astype(str) == arm]) for arm in study.arms}
+    shared = next(iter(per_arm.values())) if len(set(per_arm.values())) == 1 else None
     lines = []
     for arm in sorted(study.arms, key=lambda a: (a != base, a)):  # the baseline first
         sub = m[m["profile"].astype(str) == arm]
@@ -96,7 +103,7 @@ def _arms_paragraph(study: Study) -> str:
         who = _agents(sub)
         role = "the baseline" if arm == base else "compared with the baseline"
         text = f"{texttt(arm)} ({role}): {len(sub)} trials of {sub['task_id'].nunique()} tasks, {rep_text}"
-        if who:
+        if who and shared is None:
             text += f"; {who}"
         if design is not None:
             if arm == base and design.control:
@@ -108,7 +115,8 @@ def _arms_paragraph(study: Study) -> str:
         elif offered.get(arm) is False:
             text += "; no MCP tools"
         lines.append(text)
-    return "\\textbf{Arms.} " + "; ".join(lines) + "."
+    every = f" Every arm ran {shared}." if shared else ""
+    return "\\textbf{Arms.} " + "; ".join(lines) + "." + every
 
 
 def _outcome_paragraph(study: Study) -> str:
@@ -131,11 +139,16 @@ def _outcome_paragraph(study: Study) -> str:
 def _sources_paragraph(study: Study) -> str:
     """Per arm, where the tokens, the process counts and the time come from; who the token policy leaves out."""
     m = study.metrics
+    usable = _usable(m)  # an infrastructure error has no tokens, no process and no time to speak of
     out = []
     if "token_source" in m:
         per_arm = []
-        for arm in study.arms:
-            sub = m[m["profile"].astype(str) == arm]
+        kinds = usable["token_source"].fillna("none").astype(str).unique()
+        if len(kinds) == 1 and kinds[0] != "none":
+            per_arm = None
+            out.append(f"Tokens and cost were counted by {SOURCE_WORDS.get(kinds[0], kinds[0])} in every trial.")
+        for arm in study.arms if per_arm is not None else []:
+            sub = usable[usable["profile"].astype(str) == arm]
             counts = sub["token_source"].dropna().astype(str).value_counts()
             if counts.empty:
                 continue
@@ -154,19 +167,21 @@ def _sources_paragraph(study: Study) -> str:
         out.append(f"The tokens and cost of {n} trial{'s' if n != 1 else ''} ({arms}) are left out of every token and "
                    f"cost table and comparison: {escape_tex(str(left['reason'].iloc[0]))}, so such totals run high.")
     if "has_trajectory" in m:
-        kept = []
+        kept, every = [], True
         for arm in study.arms:
-            sub = m[m["profile"].astype(str) == arm]
-            kept.append(f"{int(sub['has_trajectory'].fillna(False).astype(bool).sum())} of {len(sub)} in {texttt(arm)}")
-        if all(k.startswith(f"{len(m[m['profile'].astype(str) == a])} of") for k, a in zip(kept, study.arms, strict=True)):
+            sub = usable[usable["profile"].astype(str) == arm]
+            n = int(sub["has_trajectory"].fillna(False).astype(bool).sum())
+            every = every and n == len(sub)
+            kept.append(f"{n} of {len(sub)} in {texttt(arm)}")
+        if every:
             out.append("Tool use and the process metrics are counted from each trial's trajectory.")
         else:
             out.append("Tool use and the process metrics are counted from the trials' trajectories where the runs kept "
                        f"one ({series(kept)}); for the others only the counts the source recorded are known, and a "
                        "process metric known for fewer than half of an arm's trials is described, not tested.")
-    if "elapsed_source" in m and m["elapsed_source"].notna().any():
-        kinds = m["elapsed_source"].dropna().astype(str).value_counts()
-        said = [f"{ELAPSED_SOURCES.get(k, k)} ({_count(int(v), len(m))})" if len(kinds) > 1 else ELAPSED_SOURCES.get(k, k)
+    if "elapsed_source" in usable and usable["elapsed_source"].notna().any():
+        kinds = usable["elapsed_source"].dropna().astype(str).value_counts()
+        said = [f"{ELAPSED_SOURCES.get(k, k)} ({_count(int(v), len(usable))})" if len(kinds) > 1 else ELAPSED_SOURCES.get(k, k)
                 for k, v in kinds.items()]
         out.append("Wall-clock time is " + series(said) + ".")
     return "\\textbf{Where the numbers come from.} " + " ".join(out) if out else ""
