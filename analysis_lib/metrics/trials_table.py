@@ -390,7 +390,8 @@ def read_trials_table(path: str | os.PathLike) -> pd.DataFrame:
 # Identity and naming columns read as text (a task id "007" must not become 7).
 TEXT_COLUMNS = frozenset({"profile", "task_id", "run_id", "trial_path", "task_name", "trial_name", "source_format",
                           "agent_name", "model_name", "task_dataset", "exception", "token_source", "other_token_source",
-                          "dataset_version", "started_at", "finished_at", "run_config", "never_reached_model"})
+                          "dataset_version", "started_at", "finished_at", "run_config", "never_reached_model",
+                          "configuration", "arm"})
 
 
 def column_dtype(name: str) -> str | None:
