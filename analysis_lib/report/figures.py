@@ -258,8 +258,10 @@ def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None 
                        "pass_rate": f"difference in pass@1, mean over tasks ({pp}), 95% CI"}.get(
                            scale[0], "typical per-task change (%), 95% CI"), fontsize=6.5)
         ax.tick_params(axis="x", labelsize=6)
-    base = ", ".join(sorted(comparisons["profile_a"].astype(str).unique()))
-    axes[0, 0].set_title(title(f"Against baseline {base}", simulated))
+    bases = sorted(comparisons["profile_a"].astype(str).unique())
+    # Several baselines (one per configuration) would not fit a title: each row's B is compared with its own A.
+    axes[0, 0].set_title(title(f"Against baseline {bases[0]}" if len(bases) == 1 else
+                               f"Each B against its own baseline A ({len(bases)} baselines)", simulated))
     fig.tight_layout()
     return fig
 

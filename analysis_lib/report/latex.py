@@ -149,6 +149,11 @@ _PROSE_RULES = [
     (r"\\num\{([^}]*)\}", r"\1"),
     (r"p_\{\\mathrm\{adj\}\}", "p_adj"),
     (r"\\ensuremath\{([^}]*)\}", r"\1"),
+    (r"\\tau\^2", "τ²"),  # the heterogeneity of a pooled estimate
+    (r"\\tau\b", "τ"),
+    (r"\bI\^2", "I²"),
+    (r"\\textsuperscript\{2\}", "²"),
+    (r"\\times\b", "×"),
     (r"\$([^$]*)\$", r"\1"),
     (r"\\,", " "),
     (r"~", " "),
