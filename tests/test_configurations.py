@@ -280,6 +280,15 @@ def test_registry_report_quotes_the_pooled_numbers_with_the_prediction_note(regi
     assert "\n".join(pooling_markdown(analysis.comparisons, read_pooling(out))) in report
 
 
+@pytest.mark.real_fixtures
+def test_the_command_line_prints_each_pooled_metric_in_one_line(skillsbench_registry, run_cli, tmp_path):
+    run = run_cli(skillsbench_registry, "--study", REGISTRY, "--plan", PLAN_ALL, "--no-llm", "--no-cache", "-o", tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert ("pass@1 (mean of per-task pass rates) pooled over 6 configurations: +16.0 pp [+9.7, +22.2] (REML, HKSJ t on "
+            "5 df, p = 0.001); I² = 52 %, Q = 10.52 (p = 0.062); 95% prediction interval [+1.9, +30.0] pp") in run.stdout
+    assert (tmp_path / files.POOLED).exists() and (tmp_path / files.DESIGN_CONFIGURATIONS).exists()
+
+
 # --------------------------------------------------------------------------- moderators (simulated)
 
 

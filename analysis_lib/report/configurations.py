@@ -22,7 +22,7 @@ from ..core import outputs as files
 from ..core.fileio import atomic_write_csv
 from ..inference.comparisons import POINT_SCALES, RATE_DIFFERENCE_UNIT
 from ..inference.pooling import EFFECT_COLUMNS, METHOD_COLUMNS, PI_NOTE
-from ..inference.results import ConfigurationPooling
+from ..inference.results import ConfigurationPooling, Pooled
 from ..study.study import Study
 from . import latex
 from . import numbers as fmt
@@ -31,7 +31,7 @@ from .markdown import table as md_table
 __all__ = ["POOLED_COLUMNS", "PoolingTables", "ConfigurationInputs", "configuration_inputs", "study_audit_lines",
            "pooling_tables", "write_pooling", "read_pooling", "pooling_markdown", "configuration_audit_markdown",
            "configuration_audit_tex", "configurations_tex", "pooling_macros", "pooled_sentence", "heterogeneity_tex",
-           "forest_captions", "forest_stem"]
+           "forest_captions", "forest_stem", "pooled_line"]
 
 # pooled.csv: the three pooled estimates per primary metric (METHOD_COLUMNS), what was left out, the notes; a
 # primary metric that could not be pooled is one row with role ``not pooled`` and why in ``note``.
@@ -184,6 +184,15 @@ def _arms(comparisons: pd.DataFrame) -> tuple[str, str]:
     """The control and treatment arm names of a configuration study's rows (``<configuration> / <arm>``)."""
     first = comparisons.iloc[0]
     return (str(first.profile_a)[len(str(first.configuration)) + 3:], str(first.profile_b)[len(str(first.configuration)) + 3:])
+
+
+def pooled_line(pooled: Pooled) -> str:
+    """One line of a pooled metric for the command line: the REML + HKSJ estimate, heterogeneity, the prediction
+    interval."""
+    p = _Row(pooled.primary)
+    return (f"{pooled.label} pooled over {pooled.k} configurations: {_est(p)} (REML, HKSJ t on {int(p.df)} df, "
+            f"{fmt.p_value(p.p_value, prefix=True)}); I² = {fmt.number(100 * p.I2, 0)} %, Q = {fmt.number(p.Q, 2)} "
+            f"({fmt.p_value(p.Q_p, prefix=True)}); {pooled.confidence:.0%} prediction interval {_pi(p)}")
 
 
 # --------------------------------------------------------------------------- Markdown
