@@ -31,7 +31,10 @@ from .markdown import table as md_table
 __all__ = ["POOLED_COLUMNS", "PoolingTables", "ConfigurationInputs", "configuration_inputs", "study_audit_lines",
            "pooling_tables", "write_pooling", "read_pooling", "pooling_markdown", "configuration_audit_markdown",
            "configuration_audit_tex", "configurations_tex", "pooling_macros", "pooled_sentence", "heterogeneity_tex",
-           "forest_captions", "forest_stem", "pooled_line"]
+           "forest_captions", "forest_stem", "pooled_line", "configuration_threats_tex", "THREAT_CHECKS"]
+
+# The audit's checks that only a configuration shows (study.configurations): when one warns, the limitations say it.
+THREAT_CHECKS = ("time_limits", "uptake", "configurations")
 
 # pooled.csv: the three pooled estimates per primary metric (METHOD_COLUMNS), what was left out, the notes; a
 # primary metric that could not be pooled is one row with role ``not pooled`` and why in ``note``.
@@ -544,3 +547,16 @@ def heterogeneity_tex(tables: PoolingTables | None, control: str, treatment: str
     if reg:
         text += " Moderators: " + _tex(reg[0]) + "."
     return text
+
+
+def configuration_threats_tex(findings: pd.DataFrame | None) -> str:
+    """The Limitations' paragraph on what threatens a configuration's comparison (the audit's warnings that only a
+    configuration shows: agent time limits that differ between its arms, low uptake, an arm missing); empty when
+    none applies."""
+    if findings is None or findings.empty:
+        return ""
+    threats = findings[(findings["severity"] == "warning") & findings["check"].isin(THREAT_CHECKS)]
+    if threats.empty:
+        return ""
+    return ("\\paragraph{Within configurations.} The design audit (Table~\\ref{tab:design-audit}) found what may bias a "
+            "configuration's comparison beyond chance: " + " ".join(_tex(m.rstrip(".")) + "." for m in threats["message"]))

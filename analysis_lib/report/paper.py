@@ -30,6 +30,7 @@ from .comparison_report import mcnemar_lines, rates_table, tier_table, tier_titl
 from .configurations import (
     ConfigurationInputs,
     configuration_audit_tex,
+    configuration_threats_tex,
     configurations_tex,
     forest_captions,
     heterogeneity_tex,
@@ -738,6 +739,9 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
                                   has_cace="compliance" in beside and len(beside["compliance"]) > 0)
     if configs is not None:
         limitations += "\n" + heterogeneity_tex(configs.pooling, configs.control, configs.treatment, configs.configurations)
+        threats = configuration_threats_tex(inputs.audit[1] if inputs.audit is not None else None)
+        if threats:
+            limitations += "\n" + threats
     conclusion = conclusion_tex(simulated=sim, comparisons=inputs.comparisons,
                                 claim_family=inputs.plan.claim_family if inputs.plan is not None else "primary")
     written["discussion"] = latex.write_tex(snip / "discussion.tex", limitations, sim, msrc)
