@@ -23,7 +23,7 @@ from analysis_lib import analyse
 from analysis_lib.core import outputs as files
 from analysis_lib.inference.analysis import analyse_comparisons
 from analysis_lib.inference.pooling import PI_NOTE
-from analysis_lib.report import explore
+from analysis_lib.report import explore, figures
 from analysis_lib.report.configurations import pooling_markdown, read_pooling
 from analysis_lib.stats import meta
 from analysis_lib.study.study import Study, open_study, study_of_trials
@@ -276,6 +276,9 @@ def test_registry_report_quotes_the_pooled_numbers_with_the_prediction_note(regi
     assert "| 95% prediction interval (a new configuration) |  |  |  | [+1.9, +30.0] pp |" in section
     assert "I² = 52 % [0, 81], Cochran's Q = 10.52 on 5 df (p = 0.062)" in section and PI_NOTE in section
     assert "No configuration has an estimate (no task with values under both profiles" in section  # tokens
+    # The comparisons' forest names each row by its configuration (the treatment is the same in every one).
+    labels = figures.forest_rows(analysis.comparisons)["label"]
+    assert "pass@1 (mean of per-task pass rates): OpenHands (Grok 4.3)" in set(labels) and not labels.str.contains(" / ").any()
     # Read back from the CSVs, the pooling renders as the analysis wrote it from memory.
     assert "\n".join(pooling_markdown(analysis.comparisons, read_pooling(out))) in report
 

@@ -204,7 +204,9 @@ def forest_rows(comparisons: pd.DataFrame, tiers: tuple[str, ...] = ("primary", 
     df = comparisons[comparisons["tier"].isin(tiers) & comparisons["estimate"].notna()
                      & comparisons["scale"].isin([*POINT_SCALES, "ratio", "cost_per_success"])].copy()
     k = np.where(df["scale"].isin(POINT_SCALES), 100.0, 1.0)
-    out = pd.DataFrame({"label": df["label"].astype(str) + ": " + df["profile_b"].astype(str),
+    # A study with configurations compares one treatment in each: its configuration names the row.
+    b = df["configuration"] if "configuration" in df else df["profile_b"]
+    out = pd.DataFrame({"label": df["label"].astype(str) + ": " + b.astype(str),
                         "metric": df["metric"], "profile_b": df["profile_b"], "scale": df["scale"],
                         "estimate": df["estimate"] * k, "low": df["ci_low"] * k, "high": df["ci_high"] * k,
                         "significant": df["significant"], "p_adjusted": df["p_adjusted"]})
