@@ -469,3 +469,19 @@ def test_the_paper_pipeline_pools_the_registry(skillsbench_registry, tmp_path):
     if latex:
         log = (out / "paper" / "main.log").read_text(errors="replace")
         assert (out / "paper" / "main.pdf").stat().st_size > 10_000 and "Undefined control sequence" not in log
+
+
+@pytest.mark.real_fixtures
+def test_a_configuration_missing_an_arm_is_named_and_left_out_the_rest_is_pooled(registry):
+    study, _, _ = registry
+    m = study.metrics
+    gone = "OpenHands (Grok 4.3)"
+    partial = m[~((m["configuration"] == gone) & (m["arm"] == "with_skills"))].reset_index(drop=True)
+    cut = Study.from_table(partial, design=study.design, plan=study.plan)
+    assert gone in cut.configurations and gone not in cut.configuration_pairs() and len(cut.pairs()) == 5
+    warned = [f.message for f in cut.audit.findings if f.check == "configurations" and f.severity == "warning"]
+    assert warned == [f"{gone}: no trial in with_skills; the configuration is left out of the comparisons and of the pooling"]
+    analysis = analyse_comparisons(cut, beside=False)
+    assert gone not in set(analysis.comparisons["configuration"])
+    (pooled,) = analysis.pooling.pooled
+    assert pooled.k == 5 and gone not in set(pooled.effects["label"])
