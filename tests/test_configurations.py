@@ -360,6 +360,7 @@ beside_itt: {compliance: false, infrastructure_bounds: false, divergence: false}
 
 
 @pytest.mark.real_fixtures
+@pytest.mark.slow  # loads the registry's 3,132 trials whole, as the explorer notebook does (about 12 s)
 def test_the_explorer_picks_a_configuration_before_a_and_b(skillsbench_registry):
     study, trials = study_of_trials(skillsbench_registry, REGISTRY, PLAN_ALL)
     pairs = study.configuration_pairs()
