@@ -95,6 +95,29 @@ for tier in ("primary", "secondary", "exploratory", "sensitivity"):
 display(Markdown("\n".join(mcnemar_lines(comparisons))))
 
 # %% [markdown]
+# ## Per configuration, and pooled across configurations (a study with configurations only)
+#
+# When the study file declares configurations (agent and model, suites), each configuration's treatment is compared
+# with its own control above, one correction per tier over all of them. Here each primary metric's effect is
+# pooled across the configurations with a random-effects model: REML tau² with the Hartung-Knapp-Sidik-Jonkman
+# interval, Paule-Mandel and DerSimonian-Laird beside it, the heterogeneity (tau², I², Q) and the prediction
+# interval for a new configuration, with its note (`pooled.csv`, `pooled_configurations.csv`), and its forest
+# plot. Any other study shows nothing here.
+
+# %%
+from analysis_lib.report.configurations import forest_stem, pooling_markdown, pooling_tables
+
+if analysis.pooling is not None:
+    display(Markdown("\n".join(pooling_markdown(comparisons, pooling_tables(analysis.pooling, simulated))[2:])))
+for stale in fig_dir.glob("forest_pooled_*.p*"):  # a forest from an earlier study must not outlive it
+    stale.unlink()
+for pooled in analysis.pooling.pooled if analysis.pooling is not None else []:
+    fig = figures.plot_pooled_forest(pooled, simulated)
+    figures.save_figure(fig, fig_dir, forest_stem(pooled.metric))
+    display(fig)
+    plt.close(fig)
+
+# %% [markdown]
 # ## Sequential design (a sequential run only)
 #
 # When the plan declares interim looks and the runs carry the benchmark runner's record of them

@@ -77,6 +77,8 @@ cc_file = paths.codecanvas / files.CODECANVAS_TABLE
 codecanvas = pd.read_csv(cc_file) if cc_file.exists() else None
 llm_file = paths.llm / files.PAPER_SNIPPETS
 llm_snippets = llm_file.read_text(encoding="utf-8") if llm_file.exists() else None
+from analysis_lib.core.outputs import POOLED
+from analysis_lib.report.configurations import configuration_inputs
 from analysis_lib.report.sequential import SEQUENTIAL_JSON, read_outputs
 
 # A sequential run (notebook 02): its design, the look it stopped at and the estimates adjusted for the stop.
@@ -98,11 +100,13 @@ inputs = paper.PaperInputs(
     sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
              "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file), "hypotheses": paths.rel(hyp_file),
              "audit": paths.rel(paths.analytics / files.DESIGN_AUDIT), "beside": paths.rel(paths.comparisons_dir),
-             "sequential": paths.rel(paths.comparisons_dir / SEQUENTIAL_JSON), "correlations": paths.rel(corr_file)},
+             "sequential": paths.rel(paths.comparisons_dir / SEQUENTIAL_JSON), "correlations": paths.rel(corr_file),
+             "pooled": paths.rel(paths.comparisons_dir / POOLED)},
     llm_snippets=llm_snippets, correlations=correlations,
     audit=audit_frames(study.audit) if study.audit is not None else None, data_source=data_source,
     beside=read_beside(paths.comparisons_dir) or None,
-    sequential=sequential_record, sequential_estimates=sequential_estimates, study=study)
+    sequential=sequential_record, sequential_estimates=sequential_estimates, study=study,
+    configurations=configuration_inputs(study, paths.comparisons_dir))
 paper_path = Path(project_root) / paper_dir
 fig_path = Path(project_root) / figures_dir
 written = paper.write_paper_snippets(inputs, paper_path, fig_path,
@@ -125,6 +129,8 @@ display(pd.DataFrame([{"macro": m.name, "value": m.text, "metric_id": m.metric_i
 # Each figure file and what it shows.
 
 # %%
-for stem, caption in paper.FIGURE_CAPTIONS.items():
+from analysis_lib.report.configurations import forest_captions
+
+for stem, caption in {**paper.FIGURE_CAPTIONS, **forest_captions(inputs.configurations.pooling if inputs.configurations else None)}.items():
     present = (fig_path / f"{stem}.pdf").exists()
     print(f"{stem}: {'present' if present else 'absent'} - {caption.replace(chr(92), '')}")

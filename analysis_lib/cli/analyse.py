@@ -16,6 +16,7 @@ import pandas as pd
 from ..bench.environment import runs_dir_warnings
 from ..core.tools import DEFAULT_MCP_TOOLS
 from ..metrics.trial_metrics import MetricsConfig
+from ..report.configurations import pooled_line
 from ..study.layer1 import analyse
 from ..study.plan import PlanError
 from ..study.study import Study, StudyError
@@ -135,11 +136,13 @@ def _run_comparisons(args: argparse.Namespace, result: Study) -> int:
     from .comparisons import write_comparisons
 
     try:
-        write_comparisons(result, args.output, compare_pair=tuple(args.compare) if args.compare else None,
-                          plan_next=args.plan_next)
+        analysis = write_comparisons(result, args.output, compare_pair=tuple(args.compare) if args.compare else None,
+                                     plan_next=args.plan_next)
     except (PlanError, StudyError) as exc:
         print(f"error: {exc}; no comparisons written", file=sys.stderr)
         return 2
+    for pooled in analysis.pooling.pooled if analysis.pooling is not None else []:
+        print(("SIMULATED: " if result.simulated else "") + pooled_line(pooled), file=sys.stderr if args.quiet else sys.stdout)
     return 0
 
 

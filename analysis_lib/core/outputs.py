@@ -15,6 +15,8 @@ RERUNS = "reruns.csv"
 ACTIONS = "trial_actions.json"
 DESIGN_AUDIT = "design_audit.csv"
 DESIGN_FINDINGS = "design_findings.csv"
+# A study with configurations: one audit row per configuration.
+DESIGN_CONFIGURATIONS = "design_configurations.csv"
 METRICS_SUMMARY = "metrics_summary.csv"
 AGGREGATE_METRICS = "aggregate_metrics.json"
 PLAN_SIDECAR = "analysis_plan.json"
@@ -30,6 +32,11 @@ PASS_AT_K = "pass_at_k.csv"
 ENDPOINT_CORRELATIONS = "endpoint_correlations.csv"
 SUBGROUPS = "subgroups.csv"
 COMPARISON_REPORT = "comparison_report.md"
+# A study with configurations: each primary metric's effect pooled across them (three methods per metric), the
+# entries pooled (one per configuration and metric), and the exploratory meta-regression on declared moderators.
+POOLED = "pooled.csv"
+POOLED_CONFIGURATIONS = "pooled_configurations.csv"
+META_REGRESSION = "meta_regression.csv"
 # Beside intention to treat, one file per estimand family.
 COMPLIANCE = "compliance.csv"
 INFRA_BOUNDS = "infra_bounds.csv"

@@ -400,7 +400,7 @@ def read_trials_table(path: str | os.PathLike) -> pd.DataFrame:
 TEXT_COLUMNS = frozenset({"profile", "task_id", "run_id", "trial_path", "task_name", "trial_name", "source_format",
                           "agent_name", "model_name", "task_dataset", "exception", "token_source", "other_token_source",
                           "dataset_version", "started_at", "finished_at", "run_config", "never_reached_model",
-                          "elapsed_source"})
+                          "elapsed_source", "configuration", "arm"})
 
 
 def column_dtype(name: str) -> str | None:

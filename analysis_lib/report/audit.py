@@ -38,7 +38,7 @@ def audit_frames(audit: DesignAudit) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-arm table, findings) of an audit, as the CSV files hold them."""
     arms = audit.arms.copy()
     if len(arms):
-        arms.insert(1, "baseline", arms["arm"] == audit.baseline)
+        arms.insert(int(arms.columns.get_loc("arm")) + 1, "baseline", audit.baseline_column())
     findings = pd.DataFrame([(f.severity, f.check, f.message) for f in audit.findings], columns=["severity", "check", "message"])
     return arms, findings
 

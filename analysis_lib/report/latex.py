@@ -153,6 +153,11 @@ _PROSE_RULES = [
     (r"\\infty", "\u221e"),
     (r"\\pm", "\u00b1"),
     (r"\\textasciicircum\{\}", "^"),
+    (r"\\tau\^2", "τ²"),  # the heterogeneity of a pooled estimate
+    (r"\\tau\b", "τ"),
+    (r"\bI\^2", "I²"),
+    (r"\\textsuperscript\{2\}", "²"),
+    (r"\\times\b", "×"),
     (r"\$([^$]*)\$", r"\1"),
     (r"\\,", " "),
     (r"~", " "),

@@ -29,6 +29,17 @@ from . import numbers as fmt
 from .audit import audit_markdown, audit_tex, data_banner
 from .beside_itt import beside_macros, beside_markdown, beside_tex
 from .comparison_report import mcnemar_lines, rates_table, tier_table, tier_title
+from .configurations import (
+    ConfigurationInputs,
+    configuration_audit_tex,
+    configuration_threats_tex,
+    configurations_tex,
+    forest_captions,
+    heterogeneity_tex,
+    pooled_sentence,
+    pooling_macros,
+    pooling_markdown,
+)
 from .discussion import comparison_key, conclusion_tex, discussion_macros, limitations_tex
 from .figures import FOREST_NOTE
 from .method import method_tex, title_tex
@@ -115,6 +126,8 @@ class PaperInputs:
     correlations: pd.DataFrame | None = None
     # The study the paper describes: its title and Method are written from it (report.method).
     study: Study | None = None
+    # A study with configurations: its arms within each, its per-configuration audit and its pooled effects.
+    configurations: ConfigurationInputs | None = None
 
     def source(self, key: str) -> str:
         return self.sources.get(key, f"{key}.csv")
@@ -273,6 +286,8 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
     if inputs.beside:
         out += beside_macros(inputs.beside, inputs.sources.get("beside", "comparisons"))
     out += median_macros(inputs)
+    if inputs.configurations is not None:
+        out += pooling_macros(inputs.configurations.pooling, inputs.source("pooled"))
     out += discussion_macros(inputs.audit[0] if inputs.audit is not None else None, inputs.correlations,
                              inputs.comparisons, inputs.sources)
     return out
@@ -401,6 +416,9 @@ def _s_column(cells: list[str], decimals: int, sign: bool = False) -> str:
 
 def summary_tex(metrics: pd.DataFrame, simulated: bool, token_policy: str = "") -> str:
     summ = tables.profile_summary(metrics, list(SUMMARY_COLUMNS))
+    summ = summ[summ["n"] > 0]  # a metric no trial of a profile records (a results table's tokens) has no row
+    if summ.empty:
+        return "% no trial records a process or cost metric (a results table carries outcomes only): no summary table"
     rows = []
     for r in summ[summ["n"] > 0].itertuples():  # a metric no trial of the profile records has nothing to show
         d = fmt.decimals(r.metric)
@@ -516,6 +534,14 @@ def _comparison_clause(r, names: set[str]) -> str | None:
     return text + tail + ")"
 
 
+def _pooled_or_metric_sentence(inputs: PaperInputs, metric_id: str, names: set[str]) -> str | None:
+    """A metric pooled across configurations is said by its range and pooled estimate (the table has each
+    configuration's); any other by :func:`_metric_sentence`."""
+    c = inputs.configurations
+    pooled = pooled_sentence(c.pooling, metric_id, names, c.control, c.treatment) if c is not None else None
+    return pooled or _metric_sentence(inputs, metric_id, names)
+
+
 def _metric_sentence(inputs: PaperInputs, metric_id: str, names: set[str]) -> str | None:
     """What a research question says of one metric: its comparisons against the baseline, else its medians."""
     comp = inputs.comparisons
@@ -610,7 +636,10 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
     comp = inputs.comparisons
     for heading, ids in RESEARCH_QUESTIONS:
         sentences = []
-        if heading == "Success" and inputs.rates is not None:
+        if heading == "Success" and inputs.rates is not None and inputs.configurations is not None:
+            sentences.append("The pass rate per trial and the resolve rate per task of each configuration's arms are in "
+                             "Table~\\ref{tab:rates}.")
+        elif heading == "Success" and inputs.rates is not None:
             n = lambda *parts: "\\" + latex.macro_name(*parts) + "{}"  # noqa: E731
             sentences.append("Pass rates per trial were " + latex.series(
                 [f"{n('pass rate', p)} under {latex.texttt(p)} (95\\% CI {n('pass rate low', p)} to {n('pass rate high', p)})"
@@ -619,7 +648,7 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
                  for p in inputs.rates["profile"]]) + ".")
         if heading == "Success":
             sentences += _mean_reward_sentences(inputs, names)
-        sentences += [s for s in (_metric_sentence(inputs, m, names) for m in ids) if s]
+        sentences += [s for s in (_pooled_or_metric_sentence(inputs, m, names) for m in ids) if s]
         if heading == "Efficiency" and comp is not None and any(
                 _key(r) + "Total" in names for r in comp[comp["tier"] == "primary"].itertuples()):
             sentences.append(f"({TOTAL_CAVEAT[0].upper()}{TOTAL_CAVEAT[1:]}.)")
@@ -688,9 +717,9 @@ def _claim_text(inputs: PaperInputs) -> str:
     return text
 
 
-def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool) -> str:
+def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool, extra: dict[str, str] | None = None) -> str:
     envs = []
-    for stem, caption in FIGURE_CAPTIONS.items():
+    for stem, caption in {**FIGURE_CAPTIONS, **(extra or {})}.items():
         if simulated:
             caption = "SIMULATED DATA. " + caption
         if (figures_dir / f"{stem}.pdf").exists():
@@ -747,12 +776,21 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
                                            inputs.source("rates"))
     written["profile_summary"] = latex.write_tex(snip / "profile_summary.tex",
                                                  summary_tex(inputs.metrics, sim, token_note(inputs.study)), sim, msrc)
+    configs = inputs.configurations
     if inputs.comparisons is not None and len(inputs.comparisons):
         claim = inputs.plan.claim_family if inputs.plan else None
-        written["comparisons"] = latex.write_tex(snip / "comparisons.tex", comparisons_tex(inputs.comparisons, sim, claim,
-                                                                                           _preregistered(inputs)), sim,
-                                                 inputs.source("comparisons"))
+        if configs is not None and "configuration" in inputs.comparisons:
+            # Results per configuration in one table, with the pooled estimates under each pooled metric.
+            titles = {t: tier_title(t, str(g["correction"].iloc[0]), claim, _preregistered(inputs))
+                      for t, g in inputs.comparisons.groupby("tier")}
+            table = configurations_tex(inputs.comparisons, configs.pooling, sim, titles)
+        else:
+            table = comparisons_tex(inputs.comparisons, sim, claim, _preregistered(inputs))
+        written["comparisons"] = latex.write_tex(snip / "comparisons.tex", table, sim, inputs.source("comparisons"))
     md_sections = _markdown_sections(inputs, macros)
+    if configs is not None and configs.pooling is not None and inputs.comparisons is not None:
+        md_sections.append(("Per configuration, and pooled across configurations",
+                            "\n".join(pooling_markdown(inputs.comparisons, configs.pooling)[2:])))
     if inputs.beside:
         written["beside_itt"] = latex.write_tex(snip / "beside_itt.tex", beside_tex(inputs.beside, sim), sim,
                                                 inputs.sources.get("beside", "comparisons"))
@@ -788,7 +826,15 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
         written["title"] = latex.write_tex(snip / "title.tex", title_tex(inputs.study), sim, msrc)
         method = method_tex(inputs.study)
         written["method"] = latex.write_tex(snip / "method.tex", method, sim, msrc)
-    if inputs.audit is not None and len(inputs.audit[0]):
+    if configs is not None and configs.audit is not None and inputs.audit is not None:
+        # Arms as columns do not fit many configurations: one row per configuration, the findings below.
+        written["design_audit"] = latex.write_tex(
+            snip / "design_audit.tex", configuration_audit_tex(configs.audit, inputs.audit[1], configs.control, configs.treatment,
+                                                               "Design audit: what the runs are, configuration by configuration, "
+                                                               "before any test" + (" (simulated data)" if sim else "")),
+            sim, inputs.source("audit"))
+        md_sections.insert(0, ("Design audit", "\n".join(audit_markdown(*inputs.audit)[4:])))
+    elif inputs.audit is not None and len(inputs.audit[0]):
         written["design_audit"] = latex.write_tex(
             snip / "design_audit.tex", audit_tex(*inputs.audit, "Design audit: what the runs are, arm by arm, before any "
                                                   "test" + (" (simulated data)" if sim else "")), sim, inputs.source("audit"))
@@ -800,6 +846,11 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     limitations = limitations_tex(simulated=sim, data_source=inputs.data_source, arms=arms, correlations=inputs.correlations,
                                   comparisons=inputs.comparisons, has_bounds="bounds" in beside and len(beside["bounds"]) > 0,
                                   has_cace="compliance" in beside and len(beside["compliance"]) > 0)
+    if configs is not None:
+        limitations += "\n" + heterogeneity_tex(configs.pooling, configs.control, configs.treatment, configs.configurations)
+        threats = configuration_threats_tex(inputs.audit[1] if inputs.audit is not None else None)
+        if threats:
+            limitations += "\n" + threats
     conclusion = conclusion_tex(simulated=sim, comparisons=inputs.comparisons,
                                 claim_family=inputs.plan.claim_family if inputs.plan is not None else "primary")
     written["discussion"] = latex.write_tex(snip / "discussion.tex", limitations, sim, msrc)
@@ -811,7 +862,8 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
              ("Conclusion", latex.prose_markdown(conclusion, macros))]
     at = 1 if md_sections and md_sections[0][0] == "Design audit" else 0
     md_sections[at:at] = prose
-    written["figures"] = latex.write_tex(snip / "figures.tex", _figures_tex(Path(figures_dir), figures_rel, sim), sim, msrc)
+    extra = forest_captions(configs.pooling) if configs is not None else {}
+    written["figures"] = latex.write_tex(snip / "figures.tex", _figures_tex(Path(figures_dir), figures_rel, sim, extra), sim, msrc)
     md_sections.append(("Quoted numbers (macros.tex)", markdown.table(
         ["macro", "value", "metric id", "what"], [["\\" + m.name, m.text, m.metric_id, m.note] for m in macros])))
     written["paper_snippets"] = atomic_write_text(Path(paper_dir) / files.PAPER_SNIPPETS,

@@ -71,6 +71,14 @@ class DesignAudit:
     baseline: str | None = None
     design_name: str | None = None
     pairs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # A study with configurations: one row per configuration (study.configurations.CONFIGURATION_AUDIT_COLUMNS), and
+    # the baseline profile of each (None: the one ``baseline``).
+    configurations: pd.DataFrame | None = None
+    baselines: list[str] | None = None
+
+    def baseline_column(self) -> pd.Series:
+        """Per row of ``arms``: whether it is a baseline (with configurations, each configuration's control)."""
+        return self.arms["arm"].isin(self.baselines if self.baselines is not None else [self.baseline])
 
     def problems(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "problem"]
@@ -215,7 +223,8 @@ def audit_from_frames(arms: pd.DataFrame, findings: pd.DataFrame | None, metrics
                                           findings[["severity", "check", "message"]].itertuples(index=False)]
     pairs = task_pairs(metrics, baseline) if baseline is not None and len(metrics) else pd.DataFrame(
         columns=["arm", "task_id", "in_baseline", "in_arm", "complete"])
-    arms = arms.reindex(columns=AUDIT_COLUMNS)
+    # A study with configurations names each arm's configuration first.
+    arms = arms.reindex(columns=(["configuration"] if "configuration" in arms else []) + AUDIT_COLUMNS)
     arms["mcp_offered"] = arms["mcp_offered"].map(lambda v: None if pd.isna(v) else v is True or str(v).lower() == "true")
     return DesignAudit(arms, found, baseline=baseline, design_name=design.name if design is not None else None, pairs=pairs)
 
