@@ -218,27 +218,37 @@ def _read_sources(sources: list[TrialSource], config: MetricsConfig, cache: Tria
                   progress: bool) -> tuple[list[Rows], int]:
     """The rows and errors of every source, in order, from the cache or read; and the number of cache hits."""
     results: list[Rows | None] = [None] * len(sources)
-    fingerprints: list[str] = []
     if cache is not None:
-        # Taken before reading: a file changed while it is read leaves a fingerprint that no longer matches.
-        fingerprints = [fingerprint(s) for s in sources]
-        results = [cache.get(source_key(s), fp) for s, fp in zip(sources, fingerprints, strict=True)]
+        # Only what the cache holds is fingerprinted here; the others are fingerprinted by their reader, in parallel.
+        for i, s in enumerate(sources):
+            key = source_key(s)
+            if key in cache.entries:
+                results[i] = cache.get(key, fingerprint(s))
     todo = [i for i, res in enumerate(results) if res is None]
-    for i, res in zip(todo, _read_all([sources[i] for i in todo], config, workers, progress), strict=True):
+    done = _read_all([sources[i] for i in todo], config, workers, progress, fingerprints=cache is not None)
+    for i, (fp, res) in zip(todo, done, strict=True):
         results[i] = res
         if cache is not None:
-            cache.put(source_key(sources[i]), fingerprints[i], res)
+            cache.put(source_key(sources[i]), fp, res)
     return [res for res in results if res is not None], len(sources) - len(todo)
 
 
-def _read_all(sources: list[TrialSource], config: MetricsConfig, workers: int | None, progress: bool) -> list[Rows]:
-    """:func:`source_rows` of every source, in order: in this process, or in a process pool when there are enough.
+def _read_one(src: TrialSource, config: MetricsConfig, fingerprints: bool) -> tuple[str, Rows]:
+    """:func:`source_rows` of ``src``, with its fingerprint taken before reading (a file changed while it is read
+    leaves a fingerprint that no longer matches) when asked."""
+    fp = fingerprint(src) if fingerprints else ""
+    return fp, source_rows(src, config)
+
+
+def _read_all(sources: list[TrialSource], config: MetricsConfig, workers: int | None, progress: bool,
+              fingerprints: bool = False) -> list[tuple[str, Rows]]:
+    """:func:`_read_one` of every source, in order: in this process, or in a process pool when there are enough.
 
     A worker that dies (killed, out of memory) costs time, not trials: what it left is read here.
     """
     n_workers = workers if workers is not None else (os.cpu_count() or 1)
-    read = functools.partial(source_rows, config=config)
-    out: list[Rows] = []
+    read = functools.partial(_read_one, config=config, fingerprints=fingerprints)
+    out: list[tuple[str, Rows]] = []
     if n_workers <= 1 or len(sources) < MIN_PARALLEL:
         return _collect(map(read, sources), len(sources), progress, out)
     n_workers = min(n_workers, len(sources))
@@ -261,7 +271,8 @@ def _read_all(sources: list[TrialSource], config: MetricsConfig, workers: int | 
         gc.unfreeze()
 
 
-def _collect(results: Iterable[Rows], total: int, progress: bool, out: list[Rows]) -> list[Rows]:
+def _collect(results: Iterable[tuple[str, Rows]], total: int, progress: bool, out: list[tuple[str, Rows]]
+             ) -> list[tuple[str, Rows]]:
     """Append ``results`` to ``out`` as they come, with a progress bar when asked and worth it."""
     bar = None
     if progress and total >= 2:

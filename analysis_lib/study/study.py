@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,11 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from ..core import outputs as files
-from ..core.fileio import atomic_write_csv, atomic_write_json, read_json
+from ..core.fileio import atomic_write_bytes, atomic_write_csv, atomic_write_json, read_json
 from ..core.success import DEFAULT_SUCCESS
 from ..core.trial import IngestError, InputError, Trial
 from ..ingest.provenance import is_simulated
-from ..metrics.actions import Action, parse_actions
+from ..metrics.actions import Action, TrialActions
 from ..metrics.summary import aggregate_metrics, summary_frame
 from ..metrics.tokens import TOKEN_COLUMNS, untrusted_tokens
 from ..metrics.trial_metrics import DEFAULT_CONFIG, MetricsConfig
@@ -100,7 +101,7 @@ class Study:
     n_sources: int = 0
     cache_hits: int = 0
     # Trial path -> its action sequence (None: no trajectory), for the divergence of discordant trials.
-    actions: dict[str, list[Action] | None] = field(default_factory=dict)
+    actions: Mapping[str, list[Action] | None] = field(default_factory=TrialActions)
     # Why no baseline could be chosen (a declared baseline that is not an arm), else None.
     baseline_error: str | None = None
     files: list[Path] = field(default_factory=list)
@@ -278,8 +279,7 @@ class Study:
             atomic_write_csv(out / files.METRICS_DETAIL, self.metrics.drop(columns=[ACTIONS_COLUMN], errors="ignore")),
             atomic_write_csv(out / files.ERRORS, self.errors),
             atomic_write_csv(out / files.RERUNS, self.reruns),
-            atomic_write_json(out / files.ACTIONS, {p: None if a is None else [[x.name, x.target, x.mcp] for x in a]
-                                                    for p, a in sorted(self.actions.items())}),
+            atomic_write_bytes(out / files.ACTIONS, _actions_json(self.actions)),
         ]
         audit = self.audit
         findings = pd.DataFrame([(f.severity, f.check, f.message) for f in audit.findings] if audit else [],
@@ -324,9 +324,7 @@ class Study:
                 audit.baselines = baseline_profiles(metrics, design)
                 audit.configurations = (pd.read_csv(table, dtype={"configuration": "object"}) if table.exists() else
                                         pd.DataFrame(columns=CONFIGURATION_AUDIT_COLUMNS))
-        actions: dict[str, list[Action] | None] = {}
-        if (out / files.ACTIONS).exists():
-            actions = {p: parse_actions(a) for p, a in read_json(out / files.ACTIONS, stage="study").items()}
+        actions = TrialActions(read_json(out / files.ACTIONS, stage="study") if (out / files.ACTIONS).exists() else None)
         return cls(rec.runs_dir, metrics, errors, baseline, audit, design, rec.study_file,
                    PlanCheck.from_json(rec.plan) if rec.plan is not None else None, reruns, rec.simulated, rec.seed,
                    rec.n_sources, rec.cache_hits, actions, None if rec.baseline is not None else rec.baseline_source)
@@ -438,7 +436,7 @@ def _resolve(result: Study, runs_dir: str | os.PathLike, out_dir: str | os.PathL
     """What a study decides once its table is built: simulated or not, the plan check, the baseline, the audit."""
     df = result.metrics
     if ACTIONS_COLUMN in df:
-        result.actions = {str(p): parse_actions(a) for p, a in zip(df["trial_path"], df.pop(ACTIONS_COLUMN), strict=True)}
+        result.actions = TrialActions(dict(zip(map(str, df["trial_path"]), df.pop(ACTIONS_COLUMN), strict=True)))
     result.simulated = result.simulated or bool(result.design is not None and result.design.simulated)
     df["simulated"] = result.simulated
     result.plan_check = plan_check if plan_check is not None else _plan_check(runs_dir, out_dir, plan)
@@ -461,6 +459,13 @@ def _audit(study: Study) -> DesignAudit:
         return configuration_audit(study.metrics, design=study.design, reruns=study.reruns, errors=study.errors)
     return design_audit(study.metrics, baseline=study.baseline.name, design=study.design, reruns=study.reruns,
                         errors=study.errors)
+
+
+def _actions_json(actions: Mapping[str, list[Action] | None]) -> bytes:
+    """``trial_actions.json`` of a study's actions, whether kept encoded or given as sequences."""
+    if not isinstance(actions, TrialActions):
+        actions = TrialActions({p: None if a is None else [[x.name, x.target, x.mcp] for x in a] for p, a in actions.items()})
+    return actions.to_json()
 
 
 def _error_path(path: str, runs_dir: str | os.PathLike) -> str:
