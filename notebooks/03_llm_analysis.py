@@ -95,7 +95,7 @@ else:
                                  concurrency=4, refresh=False, judge_samples=judge_samples,
                                  judge_temperature=judge_temperature, blind=blind, unblind_mcp=unblind_mcp,
                                  judge_model_b=None, estimate_cost=False, quiet=True, seed=seed, simulated=simulated,
-                                 baseline=study.require_baseline(),
+                                 baseline=study.require_baseline(), pairs=study.pairs(),
                                  human_labels=str(Path(project_root) / human_labels) if human_labels else None)
     summary = run_layer2(trials, metrics, paths.llm, options)
     print({k: summary.get(k) for k in ("requests", "cache_hits", "skipped", "failed_analyses")})

@@ -487,3 +487,16 @@ def test_a_configuration_missing_an_arm_is_named_and_left_out_the_rest_is_pooled
     assert gone not in set(analysis.comparisons["configuration"])
     (pooled,) = analysis.pooling.pooled
     assert pooled.k == 5 and gone not in set(pooled.effects["label"])
+    assert cut.untestable() is None  # one configuration's problem does not stop the other five
+
+
+@pytest.mark.real_fixtures
+def test_a_study_whose_every_configuration_lacks_an_arm_cannot_be_compared(registry):
+    """The command line's and the pipeline's stop counts the study's pairs (one per configuration), not its arms."""
+    study, _, _ = registry
+    m = study.metrics
+    keep = m["configuration"].isin(sorted(study.configurations)[:2]) & (m["arm"] == "with_skills")
+    cut = Study.from_table(m[keep | ~m["configuration"].isin(sorted(study.configurations)[:2])
+                             & (m["arm"] == "no_skills")].reset_index(drop=True), design=study.design, plan=study.plan)
+    assert cut.pairs() == [] and cut.untestable() == ("no configuration has trials in both no_skills and with_skills: "
+                                                      "nothing to compare")

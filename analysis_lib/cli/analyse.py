@@ -16,7 +16,6 @@ import pandas as pd
 from ..bench.environment import runs_dir_warnings
 from ..core.tools import DEFAULT_MCP_TOOLS
 from ..metrics.trial_metrics import MetricsConfig
-from ..report.configurations import pooled_line
 from ..study.layer1 import analyse
 from ..study.plan import PlanError
 from ..study.study import Study, StudyError
@@ -125,10 +124,10 @@ def _run_comparisons(args: argparse.Namespace, result: Study) -> int:
             return 2
     elif len(profiles) < 2:
         return 0
-    audit = result.audit
-    if not args.compare and audit is not None and audit.problems() and len(audit.problems()) >= len(profiles) - 1:
-        # No profile pair the plan could test: one line, no table of NaN.
-        print(f"error: the design cannot support the planned comparisons: {audit.problems()[0].message} "
+    untestable = None if args.compare else result.untestable()
+    if untestable:
+        # No arm pair the plan could test: one line, no table of NaN.
+        print(f"error: the design cannot support the planned comparisons: {untestable} "
               f"(see design_audit.csv); no comparisons written", file=sys.stderr)
         return 1
     # scipy's statistics take a second to import: only when there is something to compare (not for --list, one
@@ -141,6 +140,8 @@ def _run_comparisons(args: argparse.Namespace, result: Study) -> int:
     except (PlanError, StudyError) as exc:
         print(f"error: {exc}; no comparisons written", file=sys.stderr)
         return 2
+    from ..report.configurations import pooled_line  # scipy's stats: only where comparisons ran
+
     for pooled in analysis.pooling.pooled if analysis.pooling is not None else []:
         print(("SIMULATED: " if result.simulated else "") + pooled_line(pooled), file=sys.stderr if args.quiet else sys.stdout)
     return 0
@@ -155,6 +156,7 @@ def _run_layer2(args: argparse.Namespace, result: Study) -> int:
     trials, _ = result.load_trials()
     args.simulated = result.simulated
     args.baseline = args.compare[0] if args.compare else result.require_baseline() if result.arms else None
+    args.pairs = result.pairs(tuple(args.compare) if args.compare else None) if len(result.arms) > 1 else None
     try:
         summary = run_layer2(trials, result.metrics, Path(args.output), args)
     except ValueError as exc:  # e.g. --budget-usd with a judge model that has no price

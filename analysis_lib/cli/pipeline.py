@@ -217,9 +217,9 @@ def preflight(params_file: str | Path, params: dict[str, Any], root: Path, allow
                               f"the runs of another profile{hint}; nothing was run or written")
         if study.baseline.name is None:
             raise ParamsError(f"{params_file}: {study.baseline_error}; nothing was run or written")
-        problems = study.audit.problems() if study.audit is not None else []
-        if problems and len(problems) >= len(arms) - 1:  # no arm pair the plan could test (the command line's rule)
-            raise ParamsError(f"{params_file}: the design cannot support the planned comparisons: {problems[0].message}; "
+        untestable = study.untestable()  # no arm pair the plan could test (the command line's rule)
+        if untestable:
+            raise ParamsError(f"{params_file}: the design cannot support the planned comparisons: {untestable}; "
                               "nothing was run or written")
         cache = output_paths(root, str(value("output_dir"))).analytics / ".cache"
         cache.mkdir(parents=True, exist_ok=True)

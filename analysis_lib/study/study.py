@@ -217,6 +217,16 @@ class Study:
             return list(self.configuration_pairs().values())
         return profile_pairs(self.arms, baseline=self.require_baseline())
 
+    def untestable(self) -> str | None:
+        """Why no arm pair the plan could test remains (the design audit names a problem for every pair), else None."""
+        problems = self.audit.problems() if self.audit is not None else []
+        if self.baseline.name is None:
+            return None
+        pairs = self.pairs()
+        if not pairs:
+            return problems[0].message if problems else "no pair of arms to compare"
+        return problems[0].message if len(problems) >= len(pairs) else None
+
     def line(self) -> str:
         """One line for a command's or notebook's header: what was analysed, under which design and baseline."""
         origin = f"study file {self.design_path}" if self.design_path else "the readers' default profiles"
