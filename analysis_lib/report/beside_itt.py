@@ -239,7 +239,8 @@ def beside_tex(frames: dict[str, pd.DataFrame], simulated: bool) -> str:
         parts.append(
             "\\begin{table*}[tbp]\n\\centering\n\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
             "\\caption{Effect of offering MCP (ITT) and among trials that used it (CACE)"
-            + (" (simulated data)" if simulated else "") + "}\n\\label{tab:cace}\n\\begin{tabular}{lllll}\n\\toprule\n"
+            + (" (simulated data)" if simulated else "") + "}\n\\label{tab:cace}\n"
+            "\\begin{tabular}{" + latex.column(0.2) + latex.column(0.22) + "lll}\n\\toprule\n"
             "Metric & B & ITT [95\\% CI] & Used MCP & CACE [95\\% CI] \\\\\n\\midrule\n" + "\n".join(rows)
             + "\n\\bottomrule\n\\end{tabular}\n\\par\\smallskip\\parbox{\\linewidth}{\\footnotesize "
             + _tex_text(f"ITT: {ESTIMANDS['itt_mean']}. CACE: ITT / share of B's trials that called an MCP tool "
@@ -254,7 +255,8 @@ def beside_tex(frames: dict[str, pd.DataFrame], simulated: bool) -> str:
         parts.append(
             "\\begin{table*}[tbp]\n\\centering\n\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
             "\\caption{Primary comparisons with bounds for the trials lost to infrastructure failures"
-            + (" (simulated data)" if simulated else "") + "}\n\\label{tab:infra-bounds}\n\\begin{tabular}{llllll}\n"
+            + (" (simulated data)" if simulated else "") + "}\n\\label{tab:infra-bounds}\n"
+            "\\begin{tabular}{" + latex.column(0.14) + latex.column(0.18) + "llll}\n"
             "\\toprule\nMetric & B & Planned [95\\% CI] & Lost A/B & Lower bound & Upper bound \\\\\n\\midrule\n"
             + "\n".join(rows) + "\n\\bottomrule\n\\end{tabular}\n\\par\\smallskip\\parbox{\\linewidth}{\\footnotesize "
             "Lost: trials with an infrastructure error or whose agent never reached a model, per arm. Bounds: their "

@@ -332,7 +332,8 @@ def rates_tex(rates: pd.DataFrame, simulated: bool, token_policy: str = "") -> s
             for r in rates.itertuples()]
     head = ["Profile", "Trials", "{Pass rate per trial}", "\\multicolumn{2}{c}{95\\% CI}", "Tasks", "{Resolve rate per task}",
             "\\multicolumn{2}{c}{95\\% CI}", "{Cost/success}"]
-    spec = "lr S[table-format=2.1] S[table-format=2.1] S[table-format=3.1] c S[table-format=2.1] " \
+    # Profile names of studies with configurations are long: the first column wraps, ragged, within a fifth of the page.
+    spec = latex.column(0.2) + "r S[table-format=2.1] S[table-format=2.1] S[table-format=3.1] c S[table-format=2.1] " \
            "S[table-format=2.1] S[table-format=3.1] S[table-format=1.3]"
     note = ("Pass rate: successful trials / trials with an outcome (\\%), Wilson interval at the design-effective "
             "size (repetitions of a task clustered). Resolve rate: tasks passed by the majority of their repetitions "
