@@ -466,6 +466,10 @@ def test_the_paper_pipeline_pools_the_registry(skillsbench_registry, tmp_path):
     # primary, three sensitivity and two partial-credit rows (the registry's rewards are mean scores: partial credit)
     assert snippets["comparisons.tex"].count("\\quad OpenHands (Kimi K2.6)") == 6
     assert "mean reward (paired t)} \\\\" in snippets["comparisons.tex"]
+    # Partial credit in six configurations: one sentence with the range, not one per configuration.
+    assert "Paired over the" not in results and results.count("Paired within each configuration") == 1
+    assert re.search(r"differed from \\texttt\{no\\_skills\} by between \\[A-Za-z]+Est\{\} \(OpenHands \(Gemini 3.5 "
+                     r"Flash\)\) and \\[A-Za-z]+Est\{\} \(OpenHands \(DeepSeek V4 Pro\); paired t;", results), results
     markdown = (out / "paper" / "paper_snippets.md").read_text()
     assert "+16.0 pp (95% CI +9.7 pp to +22.2 pp" in markdown.replace("\u2212", "-") and PI_NOTE in markdown
     if latex:

@@ -675,6 +675,8 @@ def _mean_reward_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
             [f"{n('mean reward', p)} under {latex.texttt(p)} (95\\% CI {n('mean reward low', p)} to {n('mean reward high', p)})"
              for p in profiles]) + ".")
     comp = inputs.comparisons
+    if inputs.configurations is not None:
+        return _configuration_reward_sentences(inputs, names)
     for (a, b), g in comp[comp["tier"] == PARTIAL_TIER].groupby(["profile_a", "profile_b"], sort=False):
         clauses = []
         for r in g.itertuples():
@@ -688,6 +690,24 @@ def _mean_reward_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
                        f"{latex.texttt(a)} by \\{k}Est{{}} ({'; '.join(clauses)}; described beside pass/fail, not part of "
                        "the plan's claim).")
     return out
+
+
+def _configuration_reward_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
+    """Under partial credit, in a study with configurations: the range of the paired mean-reward differences over the
+    configurations (each in Table~\\ref{tab:comparisons}), not one sentence per configuration."""
+    cfg, comp = inputs.configurations, inputs.comparisons
+    assert cfg is not None and comp is not None
+    first = [g.iloc[0] for _, g in comp[comp["tier"] == PARTIAL_TIER].groupby(["profile_a", "profile_b"], sort=False)]
+    shown = [r for r in first if _key(r) + "Est" in names and not fmt.missing(r["estimate"])]
+    if not shown:
+        return []
+    lo, hi = min(shown, key=lambda r: r["estimate"]), max(shown, key=lambda r: r["estimate"])
+    test = latex.escape_tex(str(lo["test"]))
+    return [f"The rewards score partial credit. Paired within each configuration on the tasks both arms ran, the mean "
+            f"reward of {latex.texttt(cfg.treatment)} differed from {latex.texttt(cfg.control)} by between "
+            f"\\{_key(lo)}Est{{}} ({latex.escape_tex(str(lo['configuration']))}) and \\{_key(hi)}Est{{}} "
+            f"({latex.escape_tex(str(hi['configuration']))}; {test}; Table~\\ref{{tab:comparisons}}; described beside "
+            "pass/fail, not part of the plan's claim)."]
 
 
 def _sequential_lines(inputs: PaperInputs) -> list[str]:
