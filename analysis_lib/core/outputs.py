@@ -48,6 +48,11 @@ CODECANVAS_ANALYSIS = "codecanvas_analysis.json"
 PAPER_SNIPPETS = "paper_snippets.md"
 MACROS = "macros.tex"
 
+# An output folder holds one analysis (analysis_lib.core.output_set): the manifest naming the set it holds, and the
+# staging folder a run writes into before its files replace that set.
+OUTPUT_MANIFEST = "output_manifest.json"
+STAGING_DIR = ".staging"
+
 # The folders of a pipeline's output folder (analysis_lib.report.outputs.OutputPaths).
 ANALYTICS_DIR = "analytics"
 COMPARISONS_DIR = "comparisons"
