@@ -41,7 +41,7 @@ from ..core.parent_death import die_with_parent
 from ..core.trial import IngestError, Trial, trial_record
 from ..core.version import __version__
 from ..ingest.discover import TrialSource, discover
-from ..ingest.fingerprint import fingerprint
+from ..ingest.fingerprint import fingerprint, runs_fingerprint
 from ..ingest.load import repetition_numbers
 from ..ingest.provenance import is_simulated
 from ..ingest.read import read_source
@@ -72,6 +72,8 @@ class TrialsTable:
     # Trials of one arm, task and repetition run more than once, and which were kept, as the placement listed them
     # (trial paths relative to the runs folder); empty without a placement.
     reruns: list[dict[str, Any]] = field(default_factory=list)
+    # The runs folder's fingerprint, taken before reading (ingest.fingerprint.runs_fingerprint).
+    inputs: dict[str, str] = field(default_factory=dict)
 
 
 def trial_row(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str, Any]:
@@ -152,6 +154,8 @@ def trials_table(
     cache = TrialCache(cache_dir, config) if cache_dir is not None else None
     # Loose files unchanged since the last run are not opened again to tell their kind.
     sources, errors = discover(runs_dir, kinds=cache.kinds if cache is not None else None)
+    # Taken before reading: the analysis compares it again before it commits its outputs.
+    inputs = runs_fingerprint(runs_dir, sources)
     # Under a placement, profiles and tasks are known only after reading: no selection of sources by them.
     placed = place is not None
     selected = _select(sources, None if placed else tasks, None if placed else profiles, outcome,
@@ -182,7 +186,7 @@ def trials_table(
     df = df.reset_index(drop=True)
     simulated = is_simulated(runs_dir, [s.path for s in sources if s.kind == "trial_dir"])
     df["simulated"] = simulated  # every table made from simulated runs says so, row by row
-    return TrialsTable(df, errors, len(selected), hits, simulated, reruns)
+    return TrialsTable(df, errors, len(selected), hits, simulated, reruns, inputs)
 
 
 def table_of_rows(rows: list[dict[str, Any]], root_dir: str | None = None) -> pd.DataFrame:
