@@ -28,7 +28,7 @@ from llm_server import Reply
 
 from analysis_lib.core import output_set
 from analysis_lib.core.lock import BUSY_EXIT_CODE
-from analysis_lib.core.outputs import COMPARISONS, METRICS_DETAIL, OUTPUT_MANIFEST, PLAN_RECORD, STAGING_DIR
+from analysis_lib.core.outputs import COMPARISONS, METRICS_DETAIL, OUTPUT_MANIFEST, PLAN_RECORD, PLAN_SIDECAR, STAGING_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -479,3 +479,31 @@ def test_pooling_reads_an_analysed_study_only_from_its_complete_set(tmp_path, ru
     assert res.stderr.splitlines()[0] == (f"error: output folder {outs[0]}: {changed} changed since {m.line()} wrote it: "
                                           "the set is not that run's any more; run the command that made it again; left out")
     assert "pooled over 2 studies" in res.stdout
+
+
+@pytest.mark.slow  # four analyses, one with the judges against the loopback server (litellm's import)
+def test_the_steps_an_analysis_skips_are_kept_from_a_set_of_the_same_inputs(tmp_path, run_cli, llm_server):
+    llm_server.default = lambda body: Reply(answer_for(body))
+    runs, out = small_runs(tmp_path / "runs"), tmp_path / "out"
+    judge = ["--model", "openai/loopback-judge", "--api-base", llm_server.url]
+    assert run_cli(runs, "-o", out, "--no-llm", "-q").returncode == 0
+    first = output_set.check_set(out, label="out")
+    res = run_cli(runs, "-o", out, "--llm-only", "-q", *judge)  # the judges alone: the comparisons stay
+    assert res.returncode == 0, res.stderr
+    judged = output_set.check_set(out, label="out")
+    assert judged.steps == ["layer1", "comparisons", "llm"] and judged.carried == {"comparisons": first.run_id}
+    # The comparisons' files, byte for byte (the plan sidecar both steps write is Layer 1's again).
+    assert {k: f.sha256 for k, f in judged.files.items() if f.step == "comparisons"} == \
+        {k: f.sha256 for k, f in first.files.items() if f.step == "comparisons" and k != PLAN_SIDECAR}
+    assert "layer2_summary.json" in judged.files
+    res = run_cli(runs, "-o", out, "--no-llm", "-q")  # the statistics again: the judges' records stay
+    assert res.returncode == 0, res.stderr
+    again = output_set.check_set(out, label="out")
+    assert again.carried == {"llm": judged.run_id} and "layer2_summary.json" in again.files
+    # Other runs: what the previous set's judges said of its trials is not carried over to these.
+    res = run_cli(small_runs(tmp_path / "other", n_tasks=4), "-o", out, "--no-llm", "-q")
+    assert res.returncode == 0, res.stderr
+    assert f"note: the llm outputs of {again.line()} were made from other inputs (runs, study file, plan or " \
+           "selection): not kept" in res.stderr
+    other = output_set.check_set(out, label="out")
+    assert other.carried == {} and "layer2_summary.json" not in other.files and not (out / "layer2_summary.json").exists()
