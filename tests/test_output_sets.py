@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 from builders import agent_step, small_runs, trajectory, write_trial
 from ci_rule import skip_or_fail_in_ci
@@ -507,3 +508,23 @@ def test_the_steps_an_analysis_skips_are_kept_from_a_set_of_the_same_inputs(tmp_
            "selection): not kept" in res.stderr
     other = output_set.check_set(out, label="out")
     assert other.carried == {} and "layer2_summary.json" not in other.files and not (out / "layer2_summary.json").exists()
+
+
+@pytest.mark.slow  # a real analysis of the 216 sample trials in a pool of two reader workers
+def test_ctrl_c_of_the_terminal_while_the_reader_workers_run_ends_the_analysis_in_one_line(tmp_path, sample_runs):
+    """A terminal's Ctrl-C reaches the whole process group: the analysis and its reader workers."""
+    out = tmp_path / "out"
+    proc = _analysis(tmp_path, sample_runs, out, "--no-llm", "--no-cache", "--workers", "2")
+    deadline = time.monotonic() + 120
+    workers: list = []
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        workers = psutil.Process(proc.pid).children()
+        time.sleep(0.01)
+    assert len(workers) == 2, "the reader pool never started"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)  # it used to wait forever for the interrupted workers
+    assert proc.returncode == 130
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == f"interrupted: {out} holds no complete output set"
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert alive == []
+    assert not (out / OUTPUT_MANIFEST).exists()

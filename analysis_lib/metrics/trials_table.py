@@ -254,7 +254,7 @@ def _read_all(sources: list[TrialSource], config: MetricsConfig, workers: int | 
     gc.freeze()
     try:
         # Workers die with this process, even when it is killed (kill -9): none is left reading for minutes.
-        with ProcessPoolExecutor(n_workers, initializer=die_with_parent, initargs=(signal.SIGKILL, os.getpid())) as pool:
+        with ProcessPoolExecutor(n_workers, initializer=_reader_worker, initargs=(os.getpid(),)) as pool:
             # map() starts the workers before the progress bar starts its thread (forking a threaded process is unsafe).
             return _collect(pool.map(read, sources, chunksize=chunksize), len(sources), progress, out)
     except BrokenProcessPool as exc:
@@ -263,6 +263,14 @@ def _read_all(sources: list[TrialSource], config: MetricsConfig, workers: int | 
         return _collect(map(read, sources[len(out):]), len(sources) - len(out), progress, out)
     finally:
         gc.unfreeze()
+
+
+def _reader_worker(parent_pid: int) -> None:
+    """Set up a reader worker: it dies with the analysis, even by kill -9, and leaves Ctrl-C to it. A terminal's
+    Ctrl-C reaches every process of the group; a worker interrupted inside the pool's protocol left the analysis
+    waiting for it forever, while the analysis, interrupted alone, lets the workers end their chunk and stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(signal.SIGKILL, parent_pid)
 
 
 def _collect(results: Iterable[Rows], total: int, progress: bool, out: list[Rows]) -> list[Rows]:
