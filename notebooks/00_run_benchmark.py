@@ -64,6 +64,7 @@ paths = outputs.output_paths(project_root, output_dir, staging_dir=staging_dir)
 
 # %%
 from analysis_lib.bench.runner import plan, run_full
+from analysis_lib.core import outputs as files
 from analysis_lib.core.fileio import atomic_write_csv, atomic_write_json
 from analysis_lib.study.plan import load_plan
 
@@ -83,7 +84,7 @@ else:
     display(schedule.head(12))
     display(pd.Series(p.projection, name="spend projection").to_frame())
     _ = atomic_write_csv(paths.benchmark / "schedule.csv", schedule)
-    _ = atomic_write_json(paths.benchmark / "plan.json", p.to_json())
+    _ = atomic_write_json(paths.benchmark / files.BENCHMARK_PLAN, p.to_json())
 
 # %% [markdown]
 # ## Interim looks (a sequential plan only)
@@ -112,6 +113,6 @@ if dry_run or not manifest:
           "nothing to run: no manifest")
 else:
     report = run_full(manifest_path, runs_per_condition, schedule_seed, phase_budget_usd,
-                      output=paths.benchmark / "full_run.json", runs_dir=Path(project_root) / bench_runs_dir,
+                      output=paths.benchmark / files.FULL_RUN, runs_dir=Path(project_root) / bench_runs_dir,
                       analysis_plan=Path(project_root) / plan_file)
     print(f"benchmark finished; run folders in {bench_runs_dir} (analyse them with runs_dir: {bench_runs_dir})")

@@ -91,9 +91,13 @@ print(f"{len(metrics)} trials, {metrics['profile'].nunique()} profiles, {metrics
 # Per arm: trials, tasks and repetitions, reruns, infrastructure errors, tasks in one arm only, complete
 # pairs, MCP tools offered and used, where the token counts come from and how far their sources
 # disagree, dataset versions and when each arm ran. The comparisons (notebook 02) use complete pairs only.
+# A study whose study file declares configurations is audited within each configuration.
 
 # %%
-display(Markdown("\n".join(audit_markdown(*audit_frames(study.audit)))))
+from analysis_lib.report.configurations import study_audit_lines
+
+# A study with configurations adds one row per configuration (pairs, errors, uptake, time limits within each).
+display(Markdown("\n".join(audit_markdown(*audit_frames(study.audit)) + study_audit_lines(study))))
 
 # %% [markdown]
 # ## Per-profile summary

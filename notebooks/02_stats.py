@@ -52,6 +52,7 @@ paths = outputs.output_paths(project_root, output_dir, figures_dir=figures_dir, 
 import matplotlib.pyplot as plt
 
 from analysis_lib import Study, write_comparisons
+from analysis_lib.core import outputs as files
 from analysis_lib.report import figures, tables
 from analysis_lib.report.audit import data_banner
 from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table
@@ -95,6 +96,29 @@ for tier in ("primary", "secondary", "exploratory", "sensitivity"):
 display(Markdown("\n".join(mcnemar_lines(comparisons))))
 
 # %% [markdown]
+# ## Per configuration, and pooled across configurations (a study with configurations only)
+#
+# When the study file declares configurations (agent and model, suites), each configuration's treatment is compared
+# with its own control above, one correction per tier over all of them. Here each primary metric's effect is
+# pooled across the configurations with a random-effects model: REML tau² with the Hartung-Knapp-Sidik-Jonkman
+# interval, Paule-Mandel and DerSimonian-Laird beside it, the heterogeneity (tau², I², Q) and the prediction
+# interval for a new configuration, with its note (`pooled.csv`, `pooled_configurations.csv`), and its forest
+# plot. Any other study shows nothing here.
+
+# %%
+from analysis_lib.report.configurations import forest_stem, pooling_markdown, pooling_tables
+
+if analysis.pooling is not None:
+    display(Markdown("\n".join(pooling_markdown(comparisons, pooling_tables(analysis.pooling, simulated))[2:])))
+for stale in fig_dir.glob("forest_pooled_*.p*"):  # a forest from an earlier study must not outlive it
+    stale.unlink()
+for pooled in analysis.pooling.pooled if analysis.pooling is not None else []:
+    fig = figures.plot_pooled_forest(pooled, simulated)
+    figures.save_figure(fig, fig_dir, forest_stem(pooled.metric))
+    display(fig)
+    plt.close(fig)
+
+# %% [markdown]
 # ## Sequential design (a sequential run only)
 #
 # When the plan declares interim looks and the runs carry the benchmark runner's record of them
@@ -110,7 +134,7 @@ from analysis_lib.report import sequential as seq_report
 from analysis_lib.inference.sequential import analyse_run
 from analysis_lib.core.trial import InputError
 
-run_record_file = study.runs_path(project_root) / "full_run.json"
+run_record_file = study.runs_path(project_root) / files.FULL_RUN
 run_sequential = None
 if run_record_file.exists():
     try:

@@ -67,11 +67,12 @@ if simulated:
 # %%
 from analysis_lib.codecanvas import write_codecanvas_outputs
 from analysis_lib.codecanvas.metrics import codecanvas_columns
+from analysis_lib.core import outputs as files
 from analysis_lib.core.fileio import atomic_write_csv
 
 table = codecanvas_columns(study.metrics)
 paths.codecanvas.mkdir(parents=True, exist_ok=True)
-atomic_write_csv(paths.codecanvas / "codecanvas_table.csv", table)
+atomic_write_csv(paths.codecanvas / files.CODECANVAS_TABLE, table)
 metric_cols = [c for c in table.columns if c not in ("profile", "task_id", "repetition", "run_id", "trial_path")]
 with_canvas = table[table[metric_cols].notna().any(axis=1)]
 print(f"{len(with_canvas)} of {len(table)} trials have CodeCanvas data")
@@ -103,6 +104,6 @@ else:
 
 # %%
 write_codecanvas_outputs([], study.metrics, paths.codecanvas, simulated=simulated)
-report = paths.codecanvas / "codecanvas_comparison.md"
+report = paths.codecanvas / files.CODECANVAS_COMPARISON
 if report.exists():
     display(Markdown(report.read_text(encoding="utf-8")))

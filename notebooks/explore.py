@@ -15,7 +15,8 @@
 # %% [markdown]
 # # Explore the runs: A versus B, step by step (interactive)
 #
-# Not part of the pipeline. In JupyterLab (`make lab`) pick two profiles: the outcome grid shows
+# Not part of the pipeline. In JupyterLab (`make lab`) pick two profiles (in a study with configurations, a
+# configuration first, then its two arms): the outcome grid shows
 # every task x repetition x arm coloured by outcome, sorted by the per-task difference; click a cell
 # to open the paired view of that task and repetition: both trajectories in two aligned lanes (tool
 # category by colour, MCP calls and errors marked), cumulative tokens and cost of both, the first
@@ -71,6 +72,11 @@ profiles = study.arms
 tasks = sorted(metrics["task_id"].unique())
 baseline = study.require_baseline()
 other = next((p for p in profiles if p != baseline), baseline)
+# A study with configurations compares the arms within each: pick a configuration, then its control (A) and
+# treatment (B).
+configurations = study.configuration_pairs()
+if configurations:
+    baseline, other = next(iter(configurations.values()))
 passed = int(metrics["success"].fillna(False).sum())
 print(f"{len(trials)} trials, {passed} passed (success: {study.success_rule}), {len(profiles)} profiles, {len(tasks)} tasks, "
       f"{len(study.errors)} unreadable; A (baseline): {baseline} ({study.baseline.source})")
@@ -85,7 +91,7 @@ print(f"{len(trials)} trials, {passed} passed (success: {study.success_rule}), {
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-explorer = explore.pair_explorer(trials, metrics, simulated, baseline, other)
+explorer = explore.pair_explorer(trials, metrics, simulated, baseline, other, configurations=configurations or None)
 
 # %%
 explore.show(explorer, explore.pair_explorer_html(trials, metrics, baseline, other, simulated),

@@ -78,9 +78,12 @@ def test_a_process_the_holder_forked_does_not_keep_the_lock_after_the_holder_die
         import os, sys, time
         from analysis_lib.core.lock import folder_lock
         with folder_lock(sys.argv[1], what="runs folder"):
+            ready_r, ready_w = os.pipe()
             if os.fork() == 0:
+                os.write(ready_w, b"x")  # the child's after-fork hooks have run
                 time.sleep(120)
                 os._exit(0)
+            os.read(ready_r, 1)
             print("held", flush=True)
             time.sleep(120)
     """)

@@ -176,6 +176,27 @@ def test_the_paper_pipeline_runs_on_the_real_study(codescalebench, tmp_path):
     assert "\\newcommand{\\MeanRewardBaseline}{\\num{0.600}}" in macros and "\\newcommand{\\MeanRewardMcp}{\\num{0.464}}" in macros
     assert "\\newcommand{\\RewardMcpVsBaselineMeanPairedTEst}{\\num{-0.027}}" in macros
     assert "\\MeanRewardBaseline{}" in snippets["results.tex"] and "\\RewardMcpVsBaselineMeanPairedTEst{}" in snippets["results.tex"]
+    # The Method is the study's: its title, agent, model and treatment, its success rule, where each number came from
+    # per arm (the study's metrics 7, Harbor 1, the trajectory 1), what the time measures and the token policy.
+    assert "\\newcommand{\\StudyTitle}{Claude Code with and without a Sourcegraph MCP server" in snippets["title.tex"]
+    method = snippets["method.tex"]
+    assert "agent \\texttt{claude-code} with model \\texttt{anthropic/claude-haiku-4-5-20251001}" in method
+    assert "a Sourcegraph MCP server (code search and navigation" in method and "baseline-local-direct job" in method
+    assert "its reward is above 0, so any partial credit is a pass" in method and "\\texttt{reward > 0}" in method
+    for arm in ("baseline", "mcp"):
+        assert (f"\\texttt{{{arm}}}: Harbor's result.json for 1 of 9 trials, the study's own per-trial metrics for 7 of 9 "
+                "trials and the trajectory (each API call counted once) for 1 of 9 trials") in method
+    assert "Wall-clock time is the agent's execution phase" in method
+    assert "The tokens and cost of 2 trials (1 in \\texttt{baseline} and 1 in \\texttt{mcp}) are left out" in method
+    assert "from each trial's trajectory" not in (paper_dir / "main.tex").read_text()
+    # One token policy: the two Harbor-only trials' costs (one estimated from 8.8 M tokens) leave Table 2's cost per
+    # success, as they left the comparisons, and the table says so.
+    rates = pd.read_csv(root / "results" / "codescalebench" / "comparisons" / "profile_rates.csv").set_index("profile")
+    kept = detail[detail["token_source"] != "harbor_result"]
+    for arm in ("baseline", "mcp"):
+        sub = kept[(kept["profile"] == arm) & kept["total_cost_usd"].notna()]
+        assert rates.loc[arm, "cost_per_success"] == pytest.approx(sub["total_cost_usd"].sum() / sub["success"].sum())
+    assert "are left out, as everywhere" in snippets["rates.tex"] and "are left out, as everywhere" in snippets["profile_summary.tex"]
     if shutil.which("pdflatex"):
         assert (paper_dir / "main.pdf").stat().st_size > 10_000
         assert "Overfull \\hbox" not in (paper_dir / "main.log").read_text(errors="replace")  # 7-digit token counts fit
@@ -341,3 +362,65 @@ def test_the_audit_finds_unequal_agent_time_limits_with_and_without_a_study_file
                       "record them: a configured limit, or the one a timeout reports); one arm had more time to work"]
     pooled = next(f.message for f in analyse(runs, None, workers=1, cache=False).audit.findings if f.check == "pooled")
     assert "agent time limits 60 min (2), 90 min (2)" in pooled
+
+
+def _slice_of(codescalebench: Path, into: Path, tasks: dict[str, list[str]]) -> Path:
+    """A copy of some of the slice's trial folders: {arm: [suite/task, ...]}, in the slice's own layout."""
+    for arm, names in tasks.items():
+        for name in names:
+            suite, task = name.split("/")
+            shutil.copytree(codescalebench / "csb_sdlc" / suite / arm / task, into / "csb_sdlc" / suite / arm / task)
+    return into
+
+
+def _pipeline_project(root: Path, runs: Path) -> Path:
+    """A copy of the project's notebooks, params and paper skeleton, with parameters for ``runs`` and its study file."""
+    shutil.copytree(ROOT / "notebooks", root / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(ROOT / "params", root / "params")
+    (root / "paper").mkdir()
+    shutil.copyfile(ROOT / "paper" / "main.tex", root / "paper" / "main.tex")
+    params = root / "params" / "small.yaml"
+    params.write_text(f"runs_dir: {os.path.relpath(runs, root)}\nstudy_file: params/studies/codescalebench.yaml\n"
+                      "output_dir: results/small\nfigures_dir: results/small/figures\npaper_dir: results/small/paper\n"
+                      "manifest: ''\n")
+    return params
+
+
+@pytest.mark.slow  # the paper pipeline with real TeX on two trials (about 30 s)
+def test_one_complete_pair_of_the_slice_gives_a_readable_paper(codescalebench, tmp_path):
+    """Two trials (one task, both arms): every interval is open to infinity and every test cannot reject at this
+    size; the pipeline still writes a paper that says so, in TeX and in Markdown."""
+    from analysis_lib.cli import pipeline
+
+    runs = _slice_of(codescalebench, tmp_path / "runs", {a: ["csb_sdlc_debug/linux-iwlwifi-subdevice-fault-001"]
+                                                         for a in ("baseline", "mcp")})
+    root = tmp_path / "project"
+    params = _pipeline_project(root, runs)
+    if os.environ.get("CI") == "true":
+        assert shutil.which("pdflatex"), "CI=true but pdflatex is missing: .ci/run installs TeX"
+    pipeline.run_pipeline(params, root, quiet=True, latex=shutil.which("pdflatex") is not None)
+    paper_dir = root / "results" / "small" / "paper"
+    snippets = {p.name: p.read_text() for p in (paper_dir / "snippets").glob("*.tex")}
+    assert "\\ensuremath{+\\infty}" in snippets["macros.tex"] and "\\num{{" not in snippets["macros.tex"]
+    assert "cannot reject at this size" in snippets["comparisons.tex"]
+    # The Markdown's prose renders the open ends (the table of quoted macros below it shows their TeX as written).
+    prose = (paper_dir / "paper_snippets.md").read_text().split("## Quoted numbers")[0]
+    assert "## Method" in prose and "+∞" in prose and "\\infty" not in prose
+    if shutil.which("pdflatex"):
+        assert (paper_dir / "main.pdf").stat().st_size > 10_000
+
+
+def test_a_study_with_no_complete_pair_stops_before_any_notebook(codescalebench, tmp_path):
+    """Two arms that share no task: nothing can be compared, so the pipeline says so in one line and writes nothing."""
+    from analysis_lib.cli import pipeline
+
+    runs = _slice_of(codescalebench, tmp_path / "runs", {"baseline": ["csb_sdlc_fix/element-web-unread-indicators-diverge-fix-001"],
+                                                         "mcp": ["csb_sdlc_fix/webclients-excessive-repeated-api-fix-001"]})
+    root = tmp_path / "project"
+    params = _pipeline_project(root, runs)
+    allowed = pipeline.allowed_parameters(pipeline.pipeline_notebooks(root / "notebooks"))
+    with pytest.raises(pipeline.ParamsError) as err:
+        pipeline.preflight(params, pipeline.load_params(params, allowed), root, allowed)
+    line = str(err.value)
+    assert "\n" not in line and "the design cannot support the planned comparisons" in line
+    assert line.endswith("nothing was run or written") and not (root / "results").exists()

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core import outputs as files
 from ..core.fileio import read_json
 from ..core.trial import InputError
 from ..inference import sequential as seq_mod
@@ -33,7 +34,7 @@ ORDERS = ("auto", "schedule", "time")
 
 def _schedule_order(runs_dir: Path) -> list[str] | None:
     """Task ids in the order of their first scheduled trial, from the runner's record; None without one."""
-    path = runs_dir / "full_run.json"
+    path = runs_dir / files.FULL_RUN
     if not path.exists():
         return None
     obj = read_json(path, stage="run record")

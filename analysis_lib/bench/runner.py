@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..core import outputs as files
 from ..core.fileio import atomic_write_bytes, atomic_write_json, read_json
 from ..core.lock import folder_lock
 from ..core.trial import InputError
@@ -557,7 +558,7 @@ def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, s
                              "task_order": task_order(rc.plan._entries)}
     # runs_dir: where the trials are, relative to the file (no machine path), for `analysis_lib results`.
     if runs_copy:
-        atomic_write_json(rc.runs_dir / "full_run.json", {**obj, "runs_dir": "."})
+        atomic_write_json(rc.runs_dir / files.FULL_RUN, {**obj, "runs_dir": "."})
     if output is not None:
         try:
             rel = os.path.relpath(rc.runs_dir, Path(output).resolve().parent)
@@ -568,7 +569,7 @@ def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, s
         return obj
     runs = sorted({(r["condition"], r["run"]) for r in rows})
     atomic_write_json(
-        rc.runs_dir / "index.json",
+        rc.runs_dir / files.RUN_INDEX,
         {
             "simulated": False,
             "generator": GENERATOR,
@@ -586,7 +587,7 @@ def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, s
                 }
                 for c, r in runs
             ],
-            "full_run": "full_run.json",
+            "full_run": files.FULL_RUN,
             "note": "real agent runs made by the benchmark runner",
         },
     )

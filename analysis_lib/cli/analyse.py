@@ -19,11 +19,11 @@ from ..core import outputs as files
 from ..core.lock import BUSY_EXIT_CODE, FolderBusy
 from ..core.tools import DEFAULT_MCP_TOOLS
 from ..metrics.trial_metrics import MetricsConfig
+from ..report.configurations import pooled_line
 from ..study.layer1 import analyse
 from ..study.plan import PlanError
 from ..study.study import Study, StudyError
 from ..study.study_file import DesignError
-from .comparisons import write_comparisons
 
 
 def config_from_args(args: argparse.Namespace) -> MetricsConfig:
@@ -261,12 +261,18 @@ def _run_comparisons(args: argparse.Namespace, result: Study, out_dir: Path) -> 
         print(f"error: the design cannot support the planned comparisons: {audit.problems()[0].message} "
               f"(see design_audit.csv); no comparisons written", file=sys.stderr)
         return 1
+    # scipy's statistics take a second to import: only when there is something to compare (not for --list, one
+    # profile or --estimate-cost).
+    from .comparisons import write_comparisons
+
     try:
-        write_comparisons(result, out_dir, compare_pair=tuple(args.compare) if args.compare else None,
-                          plan_next=args.plan_next)
+        analysis = write_comparisons(result, out_dir, compare_pair=tuple(args.compare) if args.compare else None,
+                                     plan_next=args.plan_next)
     except (PlanError, StudyError) as exc:
         print(f"error: {exc}; no comparisons written", file=sys.stderr)
         return 2
+    for pooled in analysis.pooling.pooled if analysis.pooling is not None else []:
+        print(("SIMULATED: " if result.simulated else "") + pooled_line(pooled), file=sys.stderr if args.quiet else sys.stdout)
     return 0
 
 

@@ -30,6 +30,7 @@ from papermill.exceptions import PapermillExecutionError
 
 from ..core import output_set
 from ..core import outputs as files
+from ..core.fileio import atomic_write_text
 from ..core.lock import BUSY_EXIT_CODE, FolderBusy
 from ..ingest.discover import discover
 from ..report.outputs import output_paths
@@ -46,6 +47,8 @@ __all__ = ["PIPELINE_NOTEBOOKS", "ParamsError", "NotebookFailed", "InputsChanged
 PIPELINE_NOTEBOOKS = ("00_run_benchmark", "01_metrics", "02_stats", "03_llm_analysis", "04_codecanvas", "05_paper")
 # Notebooks people use by hand in JupyterLab; recorded and guarded by nbval, not part of `paper`.
 INTERACTIVE_NOTEBOOKS = ("explore", "label")
+# The first line of the paper skeleton's copy beside an own run's snippets.
+SKELETON_COPY_NOTE = "% A copy of paper/main.tex, made anew by every `make paper`: edit paper/main.tex, not this file.\n"
 # Set by the driver itself, not by a parameter file: the project folder as seen from notebooks/, and the staged image
 # of it the run writes into (analysis_lib.core.output_set).
 INTERNAL_PARAMETERS = ("project_root", "staging_dir")
@@ -235,6 +238,10 @@ def preflight(params_file: str | Path, params: dict[str, Any], root: Path, allow
                               f"the runs of another profile{hint}; nothing was run or written")
         if study.baseline.name is None:
             raise ParamsError(f"{params_file}: {study.baseline_error}; nothing was run or written")
+        problems = study.audit.problems() if study.audit is not None else []
+        if problems and len(problems) >= len(arms) - 1:  # no arm pair the plan could test (the command line's rule)
+            raise ParamsError(f"{params_file}: the design cannot support the planned comparisons: {problems[0].message}; "
+                              "nothing was run or written")
         cache = output_paths(root, str(value("output_dir"))).cache
         cache.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(Path(tmp) / files.TRIALS_CACHE, cache / files.TRIALS_CACHE)
@@ -435,11 +442,16 @@ def _execute(notebooks: list[Path], params: dict[str, Any], allowed: dict[str, d
             print(f"[{i}/{len(notebooks)}] {nb.name} done in {timings[nb.stem]:.1f} s", flush=True)
     if latex and "05_paper" in {nb.stem for nb in notebooks}:
         t0 = time.perf_counter()
-        paper_dir = at(root / folders.get("paper_dir", "paper"))
-        if not (paper_dir / "main.tex").exists() and (root / "paper" / "main.tex").exists():
-            # Own runs write their snippets elsewhere; they get a copy of the paper skeleton beside them.
-            paper_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(root / "paper" / "main.tex", paper_dir / "main.tex")
+        final_paper = root / folders.get("paper_dir", "paper")
+        paper_dir = at(final_paper)
+        skeleton = root / "paper" / "main.tex"
+        if final_paper.resolve() != skeleton.parent.resolve() and skeleton.exists():
+            # Own runs write their snippets elsewhere; they get a copy of the paper skeleton beside them, made anew on
+            # every run so that it never falls behind the snippets it inputs (its first line says so).
+            atomic_write_text(paper_dir / "main.tex", SKELETON_COPY_NOTE + skeleton.read_text(encoding="utf-8"))
+        elif not (paper_dir / "main.tex").exists() and skeleton.exists():
+            paper_dir.mkdir(parents=True, exist_ok=True)  # the staged image of paper/ compiles the skeleton itself
+            shutil.copyfile(skeleton, paper_dir / "main.tex")
         before = set(os.listdir(paper_dir))
         try:
             pdf = compile_paper(paper_dir, quiet)

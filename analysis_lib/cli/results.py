@@ -25,6 +25,7 @@ import pandas as pd
 from ..bench.journal import state_dir
 from ..bench.runner import LOCK_FILE
 from ..core import output_set
+from ..core import outputs as files
 from ..core.fileio import atomic_write_text, read_json
 from ..core.lock import BUSY_EXIT_CODE, FolderBusy, busy_line
 from ..core.trial import InputError
@@ -113,7 +114,7 @@ def find_runs_dir(full_run: str | os.PathLike, obj: dict, override: str | os.Pat
         if name:
             candidates.append(Path("runs") / f"bench-{name}")
     for c in candidates:
-        if (c / "index.json").is_file():
+        if (c / files.RUN_INDEX).is_file():
             return c
     tried = ", ".join(plan_mod.display_path(c) for c in candidates)
     raise ResultsError(f"{full_run}: runs folder not found (looked for index.json in {tried}); pass --runs-dir")

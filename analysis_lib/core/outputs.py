@@ -15,6 +15,8 @@ RERUNS = "reruns.csv"
 ACTIONS = "trial_actions.json"
 DESIGN_AUDIT = "design_audit.csv"
 DESIGN_FINDINGS = "design_findings.csv"
+# A study with configurations: one audit row per configuration.
+DESIGN_CONFIGURATIONS = "design_configurations.csv"
 METRICS_SUMMARY = "metrics_summary.csv"
 AGGREGATE_METRICS = "aggregate_metrics.json"
 PLAN_SIDECAR = "analysis_plan.json"
@@ -30,6 +32,11 @@ PASS_AT_K = "pass_at_k.csv"
 ENDPOINT_CORRELATIONS = "endpoint_correlations.csv"
 SUBGROUPS = "subgroups.csv"
 COMPARISON_REPORT = "comparison_report.md"
+# A study with configurations: each primary metric's effect pooled across them (three methods per metric), the
+# entries pooled (one per configuration and metric), and the exploratory meta-regression on declared moderators.
+POOLED = "pooled.csv"
+POOLED_CONFIGURATIONS = "pooled_configurations.csv"
+META_REGRESSION = "meta_regression.csv"
 # Beside intention to treat, one file per estimand family.
 COMPLIANCE = "compliance.csv"
 INFRA_BOUNDS = "infra_bounds.csv"
@@ -52,6 +59,11 @@ MACROS = "macros.tex"
 # staging folder a run writes into before its files replace that set.
 OUTPUT_MANIFEST = "output_manifest.json"
 STAGING_DIR = ".staging"
+# The benchmark runner's record of a run and the runs folder's own index, beside the trials it ran (what the
+# runner writes and the analysis, RESULTS.md and the notebooks read), and the plan notebook 00 writes.
+FULL_RUN = "full_run.json"
+RUN_INDEX = "index.json"
+BENCHMARK_PLAN = "plan.json"
 
 # The folders of a pipeline's output folder (analysis_lib.report.outputs.OutputPaths).
 ANALYTICS_DIR = "analytics"

@@ -545,6 +545,28 @@ def _no_tool_rows(trials: pd.DataFrame, where: str = " in these runs") -> str:
     return f"no per-tool counts of MCP calls recorded{where}"
 
 
+# A process metric known for fewer than this share of an arm's trials is described, not tested.
+MIN_KNOWN_SHARE = 0.5
+# What a described-only row leaves empty: the estimate, its interval and its test (the per-task values stay).
+DESCRIBED_ONLY_BLANK = ("estimate", "ci_low", "ci_high", "p_value", "p_min", "statistic", "effect_size", "odds_ratio",
+                        "odds_ratio_low", "odds_ratio_high", "total_change_pct", "total_change_low", "total_change_high")
+
+
+def _too_few_known(trials: pd.DataFrame, col: str, a: str, b: str) -> str | None:
+    """Why a process metric is described, not tested, for the pair (a, b): it is known for fewer than half of either
+    arm's trials (the runs kept no trajectory for the rest); None when both arms record it for at least half."""
+    if not registry.is_known(col) or not registry.metric(col).process:
+        return None
+    counts = []
+    for arm in (a, b):
+        values = pd.to_numeric(trials.loc[trials["profile"].astype(str) == arm, col], errors="coerce")
+        counts.append((arm, int(values.notna().sum()), len(values)))
+    if all(n and known >= MIN_KNOWN_SHARE * n for _, known, n in counts):
+        return None
+    said = " and ".join(f"{known} of {n} trials of {arm}" for arm, known, n in counts)
+    return f"described, not tested: known for {said} (fewer than half of an arm's trials record it)"
+
+
 def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, str]], *,
             refused: dict[str, str] | None = None) -> pd.DataFrame:
     """Every planned metric for every profile pair, tier by tier (``COLUMNS``); see the module docstring.
@@ -582,7 +604,11 @@ def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
                     rows.append({**base, "metric": col, "label": registry.metric(col).label, "n_pairs": 0,
                                  "n_undefined": 0, "note": refused[col]})
                     continue
-                rows.append({**base, **_row(metrics, trials, rule(col, spec.test, plan.repetitions_of(spec)), a, b, plan)})
+                row = {**base, **_row(metrics, trials, rule(col, spec.test, plan.repetitions_of(spec)), a, b, plan)}
+                sparse = _too_few_known(trials, col, a, b) if tier != "exploratory" else None
+                if sparse:  # described, not tested: a test over the few trials that recorded it says little of the arm
+                    row.update({k: None for k in DESCRIBED_ONLY_BLANK}, note=_join(sparse, row.get("note")))
+                rows.append(row)
     partial = plan.partial()
     for a, b in pairs:
         # Beside pass/fail, the mean outcome when the rewards score partial credit (they are not all 0 or 1).

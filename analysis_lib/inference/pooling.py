@@ -273,8 +273,8 @@ def configuration_pairs(metrics: pd.DataFrame, control: str, treatment: str) -> 
     return out
 
 
-def compare_configurations(metrics: pd.DataFrame, plan: AnalysisPlan,
-                           pairs: Mapping[str, tuple[str, str]]) -> pd.DataFrame:
+def compare_configurations(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: Mapping[str, tuple[str, str]], *,
+                           refused: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The planned comparisons within each configuration (``pairs``: configuration -> (A, B) profiles), as one
     table of :data:`~analysis_lib.inference.comparisons.COLUMNS` with ``configuration`` first.
 
@@ -283,7 +283,7 @@ def compare_configurations(metrics: pd.DataFrame, plan: AnalysisPlan,
     """
     if not pairs:
         raise PoolingError("no configuration has both arms")
-    table = compare(metrics, plan, list(pairs.values()))
+    table = compare(metrics, plan, list(pairs.values()), refused=dict(refused) if refused else None)
     label = {ab: config for config, ab in pairs.items()}
     config = [label[(a, b)] for a, b in zip(table["profile_a"], table["profile_b"], strict=True)]
     return table.assign(configuration=config)[["configuration", *COLUMNS]]

@@ -13,8 +13,19 @@ import pandas as pd
 
 from ..study.plan import AnalysisPlan
 from .beside_itt.result import FILES, BesideResult
+from .pooling import Pooled
 
-__all__ = ["FILES", "BesideResult", "Analysis"]
+__all__ = ["FILES", "BesideResult", "Pooled", "ConfigurationPooling", "Analysis"]
+
+
+@dataclass
+class ConfigurationPooling:
+    """A study with configurations: each primary metric's effect pooled across them, and why a metric was not."""
+
+    configurations: list[str]  # the configurations compared (both arms present), in order
+    pooled: list[Pooled] = field(default_factory=list)  # one per primary metric pooled
+    # Primary metric -> why it was not pooled (fewer than two configurations with an estimate, ...), one line.
+    not_pooled: dict[str, str] = field(default_factory=dict)
 
 @dataclass
 class Analysis:
@@ -31,5 +42,7 @@ class Analysis:
     beside: BesideResult | None = None  # the estimands beside intention to treat (compliance.csv, infra_bounds.csv, ...)
     # r of the per-task log ratios between primary endpoints (endpoint_correlations.csv)
     correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # A study with configurations: the primary effects pooled across them (pooled.csv and its companions).
+    pooling: ConfigurationPooling | None = None
 
 

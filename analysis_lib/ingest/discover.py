@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import outputs as files
 from ..core.fileio import read_json
 from ..core.trial import IngestError, InputError
 from .claude_code import parent_session
@@ -40,7 +41,7 @@ TAIL_BYTES = 4096
 _MINI_FORMAT = re.compile(rb'"trajectory_format"\s*:\s*"mini-swe-agent')
 _SWE_TURNS = re.compile(rb'"trajectory"\s*:\s*\[\s*(\]|\{)')
 _RUN_DIR = re.compile(r"^(?P<ts>\d{4}-\d{2}-\d{2}(?:__|T|_)\d{2}[-:]\d{2}[-:]\d{2})__(?P<profile>.+)$")
-_JOB_LEVEL = {"index.json", "config.json", "result.json", "lock.json"}
+_JOB_LEVEL = {files.RUN_INDEX, "config.json", "result.json", "lock.json"}
 
 
 @dataclass(slots=True)
@@ -73,7 +74,7 @@ def _is_trial_dir(path: str, names: set[str]) -> bool:
 
 
 def _read_index(root: str, errors: list[IngestError]) -> dict[str, dict]:
-    p = os.path.join(root, "index.json")
+    p = os.path.join(root, files.RUN_INDEX)
     if not os.path.isfile(p):
         return {}
     try:

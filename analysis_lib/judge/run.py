@@ -22,6 +22,7 @@ import pandas as pd
 from dotenv import find_dotenv, load_dotenv
 from tqdm.auto import tqdm
 
+from ..core import outputs as files
 from ..core.fileio import atomic_write_json, atomic_write_text, read_json
 from ..core.tools import DEFAULT_MCP_TOOLS
 from ..core.trial import InputError, Trial
@@ -46,7 +47,7 @@ JSON_OUTPUTS = {"strategy": "strategy_analysis.json", "failure": "failure_analys
 MD_OUTPUTS = {
     "comparative": "comparative_narratives.md",
     "synthesis": "synthesis.md",
-    "paper_snippets": "paper_snippets.md",
+    "paper_snippets": files.PAPER_SNIPPETS,
     "agreement": "judge_agreement.md",
     "contrasts": "judge_contrasts.md",
 }

@@ -39,13 +39,13 @@ from ..core.trial import Step, ToolCall, Trajectory, Trial
 from . import pricing
 from .tokens import TokenCount, trajectory_tokens, trial_tokens
 
-__all__ = ["IDENTITY_COLUMNS", "CONTEXT_COLUMNS", "MetricsConfig", "DEFAULT_CONFIG", "TrialFacts",
+__all__ = ["IDENTITY_COLUMNS", "CONTEXT_COLUMNS", "ELAPSED_SOURCES", "MetricsConfig", "DEFAULT_CONFIG", "TrialFacts",
            "trial_metrics", "trajectory_tokens", "trial_cost", "estimated_cost", "call_order", "mcp_column",
            "metrics_frame"]
 
 IDENTITY_COLUMNS = ["profile", "task_id", "repetition", "run_id", "trial_path"]
 CONTEXT_COLUMNS = ["source_format", "agent_name", "model_name", "task_dataset", "started_at", "infra_error", "exception",
-                   "token_source", "other_token_source", "other_input_tokens"]
+                   "token_source", "other_token_source", "other_input_tokens", "has_trajectory", "elapsed_source"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,13 @@ class MetricsConfig:
 
 
 DEFAULT_CONFIG = MetricsConfig()  # frozen: one shared default
+
+# What a trial's wall-clock time measures, by where it was read (the Method names it per arm).
+ELAPSED_SOURCES = {
+    "agent_execution": "the agent's execution phase as the harness recorded it (environment setup and verification excluded)",
+    "trial": "the whole trial, from its start to its end as recorded",
+    "steps": "the first to the last timestamp of the agent's steps",
+}
 
 
 def trial_metrics(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str, Any]:
@@ -84,6 +91,9 @@ def trial_metrics(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[
         "token_source": facts.tokens.source,
         "other_token_source": facts.tokens.other_source,
         "other_input_tokens": facts.tokens.other_input,
+        # What the Method says of the trial's process metrics and of its time (ELAPSED_SOURCES).
+        "has_trajectory": trial.trajectory is not None,
+        "elapsed_source": facts.elapsed_source,
     }
     for metric_id in METRICS:
         row[metric_id] = facts[metric_id]
@@ -168,17 +178,27 @@ class TrialFacts:
         return est, est is not None
 
     @functools.cached_property
-    def elapsed(self) -> float | None:
-        """Agent execution time, else trial start to finish, else first to last step timestamp."""
+    def _elapsed(self) -> tuple[float | None, str | None]:
         t = self.trial.timing
         elapsed = _seconds(t.agent_started_at, t.agent_finished_at)
-        if elapsed is None:
-            elapsed = _seconds(t.started_at, t.finished_at)
-        if elapsed is None:
-            stamps = [s.timestamp for s in self.steps if s.timestamp]
-            if len(stamps) >= 2:
-                elapsed = _seconds(_ts(stamps[0]), _ts(stamps[-1]))
-        return elapsed
+        if elapsed is not None:
+            return elapsed, "agent_execution"
+        elapsed = _seconds(t.started_at, t.finished_at)
+        if elapsed is not None:
+            return elapsed, "trial"
+        stamps = [s.timestamp for s in self.steps if s.timestamp]
+        elapsed = _seconds(_ts(stamps[0]), _ts(stamps[-1])) if len(stamps) >= 2 else None
+        return elapsed, "steps" if elapsed is not None else None
+
+    @property
+    def elapsed(self) -> float | None:
+        """Agent execution time, else trial start to finish, else first to last step timestamp."""
+        return self._elapsed[0]
+
+    @property
+    def elapsed_source(self) -> str | None:
+        """Which of those three :attr:`elapsed` is (a key of :data:`ELAPSED_SOURCES`); None without one."""
+        return self._elapsed[1]
 
     @functools.cached_property
     def walk(self) -> CallWalk | None:

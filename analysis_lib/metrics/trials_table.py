@@ -411,7 +411,8 @@ def read_trials_table(path: str | os.PathLike) -> pd.DataFrame:
 # Identity and naming columns read as text (a task id "007" must not become 7).
 TEXT_COLUMNS = frozenset({"profile", "task_id", "run_id", "trial_path", "task_name", "trial_name", "source_format",
                           "agent_name", "model_name", "task_dataset", "exception", "token_source", "other_token_source",
-                          "dataset_version", "started_at", "finished_at", "run_config", "never_reached_model"})
+                          "dataset_version", "started_at", "finished_at", "run_config", "never_reached_model",
+                          "elapsed_source", "configuration", "arm"})
 
 
 def column_dtype(name: str) -> str | None:
@@ -419,7 +420,7 @@ def column_dtype(name: str) -> str | None:
     left to the reader (counts carried beside the metrics)."""
     if name in TEXT_COLUMNS:
         return "object"
-    if name == "simulated":
+    if name in ("simulated", "has_trajectory"):
         return "bool"
     kind = column_kind(name)
     return None if kind == "object" else kind

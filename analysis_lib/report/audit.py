@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core import outputs as files
 from ..core.times import parse_time
 from ..metrics.tokens import TOKEN_SOURCE_LABELS
 from ..study.audit import DesignAudit
@@ -37,7 +38,7 @@ def audit_frames(audit: DesignAudit) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-arm table, findings) of an audit, as the CSV files hold them."""
     arms = audit.arms.copy()
     if len(arms):
-        arms.insert(1, "baseline", arms["arm"] == audit.baseline)
+        arms.insert(int(arms.columns.get_loc("arm")) + 1, "baseline", audit.baseline_column())
     findings = pd.DataFrame([(f.severity, f.check, f.message) for f in audit.findings], columns=["severity", "check", "message"])
     return arms, findings
 
@@ -45,7 +46,7 @@ def audit_frames(audit: DesignAudit) -> tuple[pd.DataFrame, pd.DataFrame]:
 def read_audit(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """``design_audit.csv`` and ``design_findings.csv`` of an analysis folder, None when it has none."""
     folder = Path(folder)
-    arms_path, findings_path = folder / "design_audit.csv", folder / "design_findings.csv"
+    arms_path, findings_path = folder / files.DESIGN_AUDIT, folder / files.DESIGN_FINDINGS
     if not arms_path.exists():
         return None
     findings = pd.read_csv(findings_path) if findings_path.exists() else pd.DataFrame(columns=["severity", "check", "message"])

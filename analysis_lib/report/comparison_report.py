@@ -31,6 +31,7 @@ from ..study.study import Study
 from . import numbers as fmt
 from .audit import audit_frames, audit_markdown, data_banner
 from .beside_itt import beside_markdown, write_beside
+from .configurations import configuration_audit_markdown, pooling_markdown, pooling_tables, write_pooling
 from .markdown import table as md_table
 from .sequential import planning_table
 
@@ -66,6 +67,7 @@ def write_comparison_outputs(study: Study, analysis: Analysis, out_dir: str | Pa
         written.append(atomic_write_csv(out / files.SUBGROUPS, analysis.subgroups))
     if analysis.beside is not None:
         written += write_beside(analysis.beside, out)
+    written += write_pooling(analysis.pooling, out, study.simulated)
     written.append(write_sidecar(out, study.plan_check))
     written.append(atomic_write_text(out / files.COMPARISON_REPORT, comparison_report(study, analysis, plan_next=plan_next)))
     return written
@@ -585,7 +587,8 @@ def _fixed_design(trials: pd.DataFrame, a: str, b: str, spec, plan: AnalysisPlan
 def comparison_report(st: Study, study: Analysis, *, plan_next: bool = False) -> str:
     """The reviewer's Markdown report of ``study``'s analysis: where the data came from, the design audit, profile
     rates, the plan's tiers, the McNemar details, planning, methods."""
-    metrics, check, audit, simulated, source = st.metrics, st.plan_check, st.audit, st.simulated, st.source
+    # The token policy: trials whose token counts are not trusted count in no token or cost figure here either.
+    metrics, check, audit, simulated, source = st.trusted_metrics, st.plan_check, st.audit, st.simulated, st.source
     if check is None:
         raise PlanError("the study carries no analysis plan")
     plan, comp = study.plan, study.comparisons
@@ -597,6 +600,8 @@ def comparison_report(st: Study, study: Analysis, *, plan_next: bool = False) ->
     parts += check.banner() + [check.hash_line(), "", check.timing_line(), ""]
     if audit is not None:
         parts += audit_markdown(*audit_frames(audit))
+        if audit.configurations is not None and st.design is not None:
+            parts += configuration_audit_markdown(audit.configurations, str(st.design.baseline), str(st.design.treatment_arm))
     n_prof = metrics["profile"].nunique()
     parts += [
         "# Profile comparisons",
@@ -632,6 +637,8 @@ def comparison_report(st: Study, study: Analysis, *, plan_next: bool = False) ->
                 hypotheses_table(study.hypotheses),
                 "",
             ]
+    if study.pooling is not None:
+        parts += pooling_markdown(comp, pooling_tables(study.pooling, simulated), conf)
     few = comp.loc[comp["n_pairs"] > 0, "n_pairs"]
     if len(few) and few.min() < FEW_PAIRS:
         parts += [

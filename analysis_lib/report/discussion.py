@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..core import outputs as files
 from ..core import registry
 from ..inference.comparisons import FEW_PAIRS, PARTIAL_TIER, collinear_endpoints
 from ..study.audit import INSTRUCTION_GAP
@@ -62,7 +63,7 @@ def discussion_macros(arms: pd.DataFrame | None, correlations: pd.DataFrame | No
     endpoints, and the primary tier's size, smallest number of pairs and significant comparisons."""
     out: list[latex.Macro] = []
     if arms is not None and len(arms):
-        src = sources.get("audit", "design_audit.csv")
+        src = sources.get("audit", files.DESIGN_AUDIT)
         for r in arms.itertuples():
             out += [latex.Macro(latex.macro_name("infra errors", r.arm), str(_int(r.n_infra_errors)), "infra_error", src, str(r.arm)),
                     latex.Macro(latex.macro_name("trials arm", r.arm), str(_int(r.n_trials)), "n_trials", src, str(r.arm)),
@@ -80,7 +81,7 @@ def discussion_macros(arms: pd.DataFrame | None, correlations: pd.DataFrame | No
                                     "mcp_tool_calls", src, f"{r.arm}: offered MCP tools, no MCP call"),
                         latex.Macro(latex.macro_name("trials MCP known", r.arm), str(_int(r.n_mcp_known)),
                                     "mcp_tool_calls", src, f"{r.arm}: trials with a call record")]
-    src = sources.get("correlations", "endpoint_correlations.csv")
+    src = sources.get("correlations", files.ENDPOINT_CORRELATIONS)
     for r in collinear_endpoints(correlations).itertuples():
         out.append(latex.Macro(_correlation_key(r), f"\\num{{{fmt.tex_number(r.r, 3)}}}", f"{r.metric_x}, {r.metric_y}", src,
                                f"Pearson r of per-task log ratios B/A over {int(r.n_pairs)} tasks; {r.profile_b} vs {r.profile_a}"))
@@ -89,7 +90,7 @@ def discussion_macros(arms: pd.DataFrame | None, correlations: pd.DataFrame | No
     prim = _primary(comparisons)
     tested = prim[prim["p_value"].notna()]
     if len(tested):
-        src = sources.get("comparisons", "comparisons.csv")
+        src = sources.get("comparisons", files.COMPARISONS)
         out += [latex.Macro("NumPrimaryTests", str(len(tested)), "primary", src, "primary comparisons with a test"),
                 latex.Macro("NumPrimarySignificant", str(int(tested["significant"].map(_true).sum())), "primary", src,
                             "significant after the tier's correction"),

@@ -202,7 +202,7 @@ def plot_task_outcomes(outcomes: pd.DataFrame, simulated: bool) -> plt.Figure:
         .pivot(index="task_id", columns="profile", values="t")
     wide.index = [task_label(str(t)) for t in wide.index]
     text.index = wide.index
-    fig, ax = _figure(0.9 + 0.14 * len(wide))
+    fig, ax = _figure(max(2.0, 0.9 + 0.14 * len(wide)))  # a few tasks still leave room for the title and colour bar
     sns.heatmap(wide, ax=ax, cmap="Blues", vmin=0, vmax=1, annot=text, fmt="", annot_kws={"fontsize": 5},
                 cbar_kws={"label": "share of repetitions passed"}, linewidths=0.3, linecolor="white")
     ax.set_ylabel("")
@@ -227,7 +227,9 @@ def forest_rows(comparisons: pd.DataFrame, tiers: tuple[str, ...] = ("primary", 
     df = comparisons[comparisons["tier"].isin(tiers) & comparisons["estimate"].notna()
                      & comparisons["scale"].isin([*POINT_SCALES, "ratio", "cost_per_success"])].copy()
     k = np.where(df["scale"].isin(POINT_SCALES), 100.0, 1.0)
-    out = pd.DataFrame({"label": df["label"].astype(str) + ": " + df["profile_b"].astype(str),
+    # A study with configurations compares one treatment in each: its configuration names the row.
+    b = df["configuration"] if "configuration" in df else df["profile_b"]
+    out = pd.DataFrame({"label": df["label"].astype(str) + ": " + b.astype(str),
                         "metric": df["metric"], "profile_b": df["profile_b"], "scale": df["scale"],
                         "estimate": df["estimate"] * k, "low": df["ci_low"] * k, "high": df["ci_high"] * k,
                         "significant": df["significant"], "p_adjusted": df["p_adjusted"]})
@@ -281,9 +283,12 @@ def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None 
                        "pass_rate": f"difference in pass@1, mean over tasks ({pp}), 95% CI"}.get(
                            scale[0], "typical per-task change (%), 95% CI"), fontsize=6.5)
         ax.tick_params(axis="x", labelsize=6)
-    base = ", ".join(sorted(comparisons["profile_a"].astype(str).unique()))
+    bases = sorted(comparisons["profile_a"].astype(str).unique())
+    # Several baselines (one per configuration) would not fit a title: each row's B is compared with its own A.
     # "Against baseline baseline" says the name twice when the baseline arm is called so.
-    axes[0, 0].set_title(title(f"Against {base}" if base.lower() == "baseline" else f"Against baseline {base}", simulated))
+    one = bases[0] if len(bases) == 1 else None
+    axes[0, 0].set_title(title(f"Each B against its own baseline A ({len(bases)} baselines)" if one is None else
+                               f"Against {one}" if one.lower() == "baseline" else f"Against baseline {one}", simulated))
     fig.tight_layout()
     return fig
 

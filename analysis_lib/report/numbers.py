@@ -151,6 +151,9 @@ def tex_quantity(x, digits: int, unit: str = "", *, sign: bool = False) -> str:
     """``\\num{-17.4}\\,\\%``: siunitx sets the minus sign and the digit grouping; ``--`` when missing."""
     if missing(x):
         return "--"
+    if math.isinf(float(x)):  # an interval open to infinity: siunitx's \num takes no symbol
+        return ("\\ensuremath{+\\infty}" if float(x) > 0 and sign else "\\ensuremath{\\infty}" if float(x) > 0
+                else "\\ensuremath{-\\infty}") + tex_unit(unit)
     tex = f"\\num{{{tex_number(x, digits, sign=sign)}}}"
     return tex + tex_unit(unit)
 

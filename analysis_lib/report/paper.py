@@ -18,17 +18,31 @@ from pathlib import Path
 import pandas as pd
 
 from ..codecanvas.outputs import BOARD_METRICS, COMPARISON_METRICS
+from ..core import outputs as files
 from ..core import registry
 from ..core.fileio import atomic_write_text
 from ..inference.comparisons import PARTIAL_TIER, RATE_DIFFERENCE_UNIT, interval_note, p_floor_note
 from ..inference.repetitions import usual_repetitions
+from ..study.study import Study
 from . import latex, markdown, tables
 from . import numbers as fmt
 from .audit import audit_markdown, audit_tex, data_banner
 from .beside_itt import beside_macros, beside_markdown, beside_tex
 from .comparison_report import mcnemar_lines, rates_table, tier_table, tier_title
+from .configurations import (
+    ConfigurationInputs,
+    configuration_audit_tex,
+    configuration_threats_tex,
+    configurations_tex,
+    forest_captions,
+    heterogeneity_tex,
+    pooled_sentence,
+    pooling_macros,
+    pooling_markdown,
+)
 from .discussion import comparison_key, conclusion_tex, discussion_macros, limitations_tex
 from .figures import FOREST_NOTE
+from .method import method_tex, title_tex
 from .sequential import adjusted_table, design_sentence, paper_paragraph, sequential_macros
 
 __all__ = ["PaperInputs", "PlanRecord", "quoted_macros", "write_paper_snippets", "FIGURE_CAPTIONS"]
@@ -110,6 +124,10 @@ class PaperInputs:
     sequential_estimates: pd.DataFrame | None = None
     # r of the per-task log ratios between primary endpoints (endpoint_correlations.csv): collinear ones are a limitation.
     correlations: pd.DataFrame | None = None
+    # The study the paper describes: its title and Method are written from it (report.method).
+    study: Study | None = None
+    # A study with configurations: its arms within each, its per-configuration audit and its pooled effects.
+    configurations: ConfigurationInputs | None = None
 
     def source(self, key: str) -> str:
         return self.sources.get(key, f"{key}.csv")
@@ -184,11 +202,11 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
         out.append(latex.Macro("BaselineProfile", latex.escape_tex(inputs.baseline), "profile", src, "baseline"))
     if inputs.plan is not None:
         p = inputs.plan
-        out += [latex.Macro("PlanHash", p.sha256[:12], "analysis_plan_sha256", "analysis_plan.json", "first 12 hex digits"),
-                latex.Macro("PlanName", latex.escape_tex(p.name), "plan_name", "analysis_plan.json"),
-                latex.Macro("PlanFixedAt", _utc(p.recorded_at), "recorded_at", "analysis_plan.json",
+        out += [latex.Macro("PlanHash", p.sha256[:12], "analysis_plan_sha256", files.PLAN_SIDECAR, "first 12 hex digits"),
+                latex.Macro("PlanName", latex.escape_tex(p.name), "plan_name", files.PLAN_SIDECAR),
+                latex.Macro("PlanFixedAt", _utc(p.recorded_at), "recorded_at", files.PLAN_SIDECAR,
                             "when the plan was recorded"),
-                latex.Macro("FirstTrialAt", _utc(p.first_trial_at), "first_trial_at", "analysis_plan.json",
+                latex.Macro("FirstTrialAt", _utc(p.first_trial_at), "first_trial_at", files.PLAN_SIDECAR,
                             "start of the earliest trial")]
     if inputs.rates is not None:
         rsrc = inputs.source("rates")
@@ -268,6 +286,8 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
     if inputs.beside:
         out += beside_macros(inputs.beside, inputs.sources.get("beside", "comparisons"))
     out += median_macros(inputs)
+    if inputs.configurations is not None:
+        out += pooling_macros(inputs.configurations.pooling, inputs.source("pooled"))
     out += discussion_macros(inputs.audit[0] if inputs.audit is not None else None, inputs.correlations,
                              inputs.comparisons, inputs.sources)
     return out
@@ -293,7 +313,18 @@ def _s(x, digits: int, sign: bool = False) -> str:
     return fmt.tex_number(x, digits, sign=sign)
 
 
-def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
+def token_note(study: Study | None) -> str:
+    """The token policy said where a table's cost or tokens leave trials out (empty when none are)."""
+    left = study.token_exclusions if study is not None else None
+    if left is None or not len(left):
+        return ""
+    n = len(left)
+    arms = ", ".join(f"{int(c)} in {latex.escape_tex(a)}" for a, c in left["profile"].value_counts().sort_index().items())
+    return (f" The tokens and cost of {n} trial{'s' if n != 1 else ''} ({arms}) are left out, as everywhere: only "
+            "Harbor's result.json counts them, which runs high for a Claude Code trial (Section~\\ref{sec:method}).")
+
+
+def rates_tex(rates: pd.DataFrame, simulated: bool, token_policy: str = "") -> str:
     dp, dr, dc = fmt.decimals("pass_rate"), fmt.decimals("resolve_rate"), fmt.decimals("cost_per_success")
     rows = [[latex.escape_tex(r.profile), str(int(r.n_outcome)), _s(100 * r.pass_rate, dp), _s(100 * r.pass_rate_low, dp),
              _s(100 * r.pass_rate_high, dp), f"{int(r.tasks_resolved)}/{int(r.n_tasks)}", _s(100 * r.resolve_rate, dr),
@@ -305,7 +336,8 @@ def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
            "S[table-format=2.1] S[table-format=3.1] S[table-format=1.3]"
     note = ("Pass rate: successful trials / trials with an outcome (\\%), Wilson interval at the design-effective "
             "size (repetitions of a task clustered). Resolve rate: tasks passed by the majority of their repetitions "
-            "(a tie fails) / tasks (\\%), Wilson interval over tasks. Cost per success: total cost / successes (USD).")
+            "(a tie fails) / tasks (\\%), Wilson interval over tasks. Cost per success: total cost / successes over the "
+            "trials whose cost is known (USD)." + token_policy)
     return _tabular(head, spec, rows, "Pass and resolve rates per profile" + (" (simulated data)" if simulated else ""),
                     "tab:rates", wide=True, note=note)
 
@@ -382,8 +414,11 @@ def _s_column(cells: list[str], decimals: int, sign: bool = False) -> str:
     return f"S[table-format={'+' if sign else ''}{max(digits, 1)}.{decimals}]"
 
 
-def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
+def summary_tex(metrics: pd.DataFrame, simulated: bool, token_policy: str = "") -> str:
     summ = tables.profile_summary(metrics, list(SUMMARY_COLUMNS))
+    summ = summ[summ["n"] > 0]  # a metric no trial of a profile records (a results table's tokens) has no row
+    if summ.empty:
+        return "% no trial records a process or cost metric (a results table carries outcomes only): no summary table"
     rows = []
     for r in summ[summ["n"] > 0].itertuples():  # a metric no trial of the profile records has nothing to show
         d = fmt.decimals(r.metric)
@@ -393,9 +428,9 @@ def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
     cells = [c for row in rows for c in row[2:4]]
     return _tabular(["Metric", "Profile", "{Mean over trials}", "{Median over trials}", "Trials"],
                     f"ll {_s_column(cells, 3)} {_s_column(cells, 3)} r", rows,
-                    "Per-trial process and cost metrics per profile (mean and median over trials)"
+                    "Per-trial process and cost metrics per profile (mean and median over the trials that record each)"
                     + (" (simulated data)" if simulated else ""),
-                    "tab:profile-summary", wide=True)
+                    "tab:profile-summary", wide=True, note=token_policy.strip())
 
 
 # --------------------------------------------------------------------------- prose
@@ -499,6 +534,14 @@ def _comparison_clause(r, names: set[str]) -> str | None:
     return text + tail + ")"
 
 
+def _pooled_or_metric_sentence(inputs: PaperInputs, metric_id: str, names: set[str]) -> str | None:
+    """A metric pooled across configurations is said by its range and pooled estimate (the table has each
+    configuration's); any other by :func:`_metric_sentence`."""
+    c = inputs.configurations
+    pooled = pooled_sentence(c.pooling, metric_id, names, c.control, c.treatment) if c is not None else None
+    return pooled or _metric_sentence(inputs, metric_id, names)
+
+
 def _metric_sentence(inputs: PaperInputs, metric_id: str, names: set[str]) -> str | None:
     """What a research question says of one metric: its comparisons against the baseline, else its medians."""
     comp = inputs.comparisons
@@ -593,7 +636,10 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
     comp = inputs.comparisons
     for heading, ids in RESEARCH_QUESTIONS:
         sentences = []
-        if heading == "Success" and inputs.rates is not None:
+        if heading == "Success" and inputs.rates is not None and inputs.configurations is not None:
+            sentences.append("The pass rate per trial and the resolve rate per task of each configuration's arms are in "
+                             "Table~\\ref{tab:rates}.")
+        elif heading == "Success" and inputs.rates is not None:
             n = lambda *parts: "\\" + latex.macro_name(*parts) + "{}"  # noqa: E731
             sentences.append("Pass rates per trial were " + latex.series(
                 [f"{n('pass rate', p)} under {latex.texttt(p)} (95\\% CI {n('pass rate low', p)} to {n('pass rate high', p)})"
@@ -602,7 +648,7 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
                  for p in inputs.rates["profile"]]) + ".")
         if heading == "Success":
             sentences += _mean_reward_sentences(inputs, names)
-        sentences += [s for s in (_metric_sentence(inputs, m, names) for m in ids) if s]
+        sentences += [s for s in (_pooled_or_metric_sentence(inputs, m, names) for m in ids) if s]
         if heading == "Efficiency" and comp is not None and any(
                 _key(r) + "Total" in names for r in comp[comp["tier"] == "primary"].itertuples()):
             sentences.append(f"({TOTAL_CAVEAT[0].upper()}{TOTAL_CAVEAT[1:]}.)")
@@ -671,9 +717,9 @@ def _claim_text(inputs: PaperInputs) -> str:
     return text
 
 
-def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool) -> str:
+def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool, extra: dict[str, str] | None = None) -> str:
     envs = []
-    for stem, caption in FIGURE_CAPTIONS.items():
+    for stem, caption in {**FIGURE_CAPTIONS, **(extra or {})}.items():
         if simulated:
             caption = "SIMULATED DATA. " + caption
         if (figures_dir / f"{stem}.pdf").exists():
@@ -719,21 +765,32 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     snip = Path(paper_dir) / "snippets"
     sim, msrc = inputs.simulated, inputs.source("metrics")
     for stale in ("comparisons.tex", "codecanvas.tex", "resolve_rates.tex", "rates.tex", "design_audit.tex", "beside_itt.tex",
-                  "discussion.tex", "conclusion.tex"):
+                  "discussion.tex", "conclusion.tex", "method.tex", "title.tex"):
         # A table from an earlier run must not outlive its input.
         (snip / stale).unlink(missing_ok=True)
     written: dict[str, Path] = {}
     macros = quoted_macros(inputs)
-    written["macros"] = atomic_write_text(snip / "macros.tex", latex.render_macros(macros, sim, msrc))
+    written["macros"] = atomic_write_text(snip / files.MACROS, latex.render_macros(macros, sim, msrc))
     if inputs.rates is not None:
-        written["rates"] = latex.write_tex(snip / "rates.tex", rates_tex(inputs.rates, sim), sim, inputs.source("rates"))
-    written["profile_summary"] = latex.write_tex(snip / "profile_summary.tex", summary_tex(inputs.metrics, sim), sim, msrc)
+        written["rates"] = latex.write_tex(snip / "rates.tex", rates_tex(inputs.rates, sim, token_note(inputs.study)), sim,
+                                           inputs.source("rates"))
+    written["profile_summary"] = latex.write_tex(snip / "profile_summary.tex",
+                                                 summary_tex(inputs.metrics, sim, token_note(inputs.study)), sim, msrc)
+    configs = inputs.configurations
     if inputs.comparisons is not None and len(inputs.comparisons):
         claim = inputs.plan.claim_family if inputs.plan else None
-        written["comparisons"] = latex.write_tex(snip / "comparisons.tex", comparisons_tex(inputs.comparisons, sim, claim,
-                                                                                           _preregistered(inputs)), sim,
-                                                 inputs.source("comparisons"))
+        if configs is not None and "configuration" in inputs.comparisons:
+            # Results per configuration in one table, with the pooled estimates under each pooled metric.
+            titles = {t: tier_title(t, str(g["correction"].iloc[0]), claim, _preregistered(inputs))
+                      for t, g in inputs.comparisons.groupby("tier")}
+            table = configurations_tex(inputs.comparisons, configs.pooling, sim, titles)
+        else:
+            table = comparisons_tex(inputs.comparisons, sim, claim, _preregistered(inputs))
+        written["comparisons"] = latex.write_tex(snip / "comparisons.tex", table, sim, inputs.source("comparisons"))
     md_sections = _markdown_sections(inputs, macros)
+    if configs is not None and configs.pooling is not None and inputs.comparisons is not None:
+        md_sections.append(("Per configuration, and pooled across configurations",
+                            "\n".join(pooling_markdown(inputs.comparisons, configs.pooling)[2:])))
     if inputs.beside:
         written["beside_itt"] = latex.write_tex(snip / "beside_itt.tex", beside_tex(inputs.beside, sim), sim,
                                                 inputs.sources.get("beside", "comparisons"))
@@ -764,7 +821,20 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
         demoted = "\n".join("##" + ln if ln.startswith("#") else ln for ln in inputs.llm_snippets.strip().splitlines())
         md_sections.append(("LLM analyses (Layer 2, explanatory; numbers come from the tables above)", demoted))
     written["data"] = latex.write_tex(snip / "data.tex", _data_paragraph(inputs), sim, msrc)
-    if inputs.audit is not None and len(inputs.audit[0]):
+    method = None
+    if inputs.study is not None:
+        written["title"] = latex.write_tex(snip / "title.tex", title_tex(inputs.study), sim, msrc)
+        method = method_tex(inputs.study)
+        written["method"] = latex.write_tex(snip / "method.tex", method, sim, msrc)
+    if configs is not None and configs.audit is not None and inputs.audit is not None:
+        # Arms as columns do not fit many configurations: one row per configuration, the findings below.
+        written["design_audit"] = latex.write_tex(
+            snip / "design_audit.tex", configuration_audit_tex(configs.audit, inputs.audit[1], configs.control, configs.treatment,
+                                                               "Design audit: what the runs are, configuration by configuration, "
+                                                               "before any test" + (" (simulated data)" if sim else "")),
+            sim, inputs.source("audit"))
+        md_sections.insert(0, ("Design audit", "\n".join(audit_markdown(*inputs.audit)[4:])))
+    elif inputs.audit is not None and len(inputs.audit[0]):
         written["design_audit"] = latex.write_tex(
             snip / "design_audit.tex", audit_tex(*inputs.audit, "Design audit: what the runs are, arm by arm, before any "
                                                   "test" + (" (simulated data)" if sim else "")), sim, inputs.source("audit"))
@@ -776,20 +846,27 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     limitations = limitations_tex(simulated=sim, data_source=inputs.data_source, arms=arms, correlations=inputs.correlations,
                                   comparisons=inputs.comparisons, has_bounds="bounds" in beside and len(beside["bounds"]) > 0,
                                   has_cace="compliance" in beside and len(beside["compliance"]) > 0)
+    if configs is not None:
+        limitations += "\n" + heterogeneity_tex(configs.pooling, configs.control, configs.treatment, configs.configurations)
+        threats = configuration_threats_tex(inputs.audit[1] if inputs.audit is not None else None)
+        if threats:
+            limitations += "\n" + threats
     conclusion = conclusion_tex(simulated=sim, comparisons=inputs.comparisons,
                                 claim_family=inputs.plan.claim_family if inputs.plan is not None else "primary")
     written["discussion"] = latex.write_tex(snip / "discussion.tex", limitations, sim, msrc)
     written["conclusion"] = latex.write_tex(snip / "conclusion.tex", conclusion, sim, msrc)
     # The same sentences as the PDF, first in the Markdown (after the design audit, which opens it).
-    prose = [("Results", latex.prose_markdown(results, macros).replace("\n", "\n\n")),
+    prose = ([("Method", latex.prose_markdown(method, macros))] if method else []) + [
+             ("Results", latex.prose_markdown(results, macros).replace("\n", "\n\n")),
              ("Discussion and limitations", latex.prose_markdown(limitations, macros)),
              ("Conclusion", latex.prose_markdown(conclusion, macros))]
     at = 1 if md_sections and md_sections[0][0] == "Design audit" else 0
     md_sections[at:at] = prose
-    written["figures"] = latex.write_tex(snip / "figures.tex", _figures_tex(Path(figures_dir), figures_rel, sim), sim, msrc)
+    extra = forest_captions(configs.pooling) if configs is not None else {}
+    written["figures"] = latex.write_tex(snip / "figures.tex", _figures_tex(Path(figures_dir), figures_rel, sim, extra), sim, msrc)
     md_sections.append(("Quoted numbers (macros.tex)", markdown.table(
         ["macro", "value", "metric id", "what"], [["\\" + m.name, m.text, m.metric_id, m.note] for m in macros])))
-    written["paper_snippets"] = atomic_write_text(Path(paper_dir) / "paper_snippets.md",
+    written["paper_snippets"] = atomic_write_text(Path(paper_dir) / files.PAPER_SNIPPETS,
                                                   markdown.render_snippets(md_sections, sim, msrc,
                                                                            data_banner(sim, inputs.data_source)))
     return written

@@ -45,7 +45,9 @@ def wilson_ci(successes, n, *, confidence: float = 0.95) -> pd.DataFrame:
         half = z * np.sqrt(p * (1 - p) / m + z**2 / (4 * m**2)) / denom
     bad = m == 0
     p, lo, hi = (np.where(bad, np.nan, v) for v in (p, center - half, center + half))
-    return pd.DataFrame({"successes": k, "n": m, "proportion": p, "ci_low": np.clip(lo, 0, 1), "ci_high": np.clip(hi, 0, 1)})
+    # The interval holds p: at 0 or n successes an end equals p exactly, which rounding (1e-17) must not move past it.
+    lo, hi = np.minimum(np.clip(lo, 0, 1), p), np.maximum(np.clip(hi, 0, 1), p)
+    return pd.DataFrame({"successes": k, "n": m, "proportion": p, "ci_low": lo, "ci_high": hi})
 
 
 def cohens_h(p_a, p_b):

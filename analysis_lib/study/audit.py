@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ..metrics.tokens import TOKEN_SOURCE_LABELS, TOKEN_SOURCES
+from ..metrics.tokens import TOKEN_SOURCE_LABELS, TOKEN_SOURCES, untrusted_tokens
 from .study_file import StudyDesign
 
 __all__ = ["AUDIT_COLUMNS", "Finding", "DesignAudit", "design_audit", "audit_from_frames", "pooled_configurations",
@@ -41,7 +41,9 @@ _DATASET_KEYS = ("source", "task.source")
 # Keys that name the MCP treatment itself: arms offered MCP and arms not differ in them by design.
 _MCP_KEY = re.compile(r"mcp", re.IGNORECASE)
 # The keys a default profile is made of (``<agent>@<model>``): profiles differ in them by definition.
-_PROFILE_KEYS = ("agent.name", "agent.model_name", "agent.import_path")
+_PROFILE_KEYS = ("agent.name", "agent.model_name", "agent.import_path",
+                 # a results table's records name their configuration and arm (analysis_lib.ingest.results_table)
+                 "configuration", "arm")
 # Instructions whose length differs between arms by more than this share (median per-task ratio) are flagged.
 INSTRUCTION_GAP = 0.10
 # Arms whose median start times lie further apart than this are flagged (time confounds the comparison).
@@ -69,6 +71,14 @@ class DesignAudit:
     baseline: str | None = None
     design_name: str | None = None
     pairs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # A study with configurations: one row per configuration (study.configurations.CONFIGURATION_AUDIT_COLUMNS), and
+    # the baseline profile of each (None: the one ``baseline``).
+    configurations: pd.DataFrame | None = None
+    baselines: list[str] | None = None
+
+    def baseline_column(self) -> pd.Series:
+        """Per row of ``arms``: whether it is a baseline (with configurations, each configuration's control)."""
+        return self.arms["arm"].isin(self.baselines if self.baselines is not None else [self.baseline])
 
     def problems(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "problem"]
@@ -213,7 +223,8 @@ def audit_from_frames(arms: pd.DataFrame, findings: pd.DataFrame | None, metrics
                                           findings[["severity", "check", "message"]].itertuples(index=False)]
     pairs = task_pairs(metrics, baseline) if baseline is not None and len(metrics) else pd.DataFrame(
         columns=["arm", "task_id", "in_baseline", "in_arm", "complete"])
-    arms = arms.reindex(columns=AUDIT_COLUMNS)
+    # A study with configurations names each arm's configuration first.
+    arms = arms.reindex(columns=(["configuration"] if "configuration" in arms else []) + AUDIT_COLUMNS)
     arms["mcp_offered"] = arms["mcp_offered"].map(lambda v: None if pd.isna(v) else v is True or str(v).lower() == "true")
     return DesignAudit(arms, found, baseline=baseline, design_name=design.name if design is not None else None, pairs=pairs)
 
@@ -465,13 +476,14 @@ def _token_findings(metrics: pd.DataFrame, table: pd.DataFrame, base: str | None
     out: list[Finding] = []
     if "token_source" not in metrics or not len(table):
         return out
-    harbor = metrics[(metrics["token_source"] == "harbor_result")
-                     & metrics["agent_name"].fillna("").astype(str).str.contains("claude", case=False)]
+    agents = metrics["agent_name"] if "agent_name" in metrics else pd.Series(None, index=metrics.index, dtype=object)
+    harbor = metrics[[untrusted_tokens(s, a) is not None for s, a in zip(metrics["token_source"], agents, strict=True)]]
     if len(harbor):
         has, its = ("has", "its") if len(harbor) == 1 else ("have", "their")
         out.append(Finding("warning", "tokens", f"{_n(len(harbor), 'Claude Code trial')} ({_arm_counts(harbor)}) {has} "
                            "tokens only from Harbor's result.json, which repeats one API call's usage on every "
-                           f"content block: {its} token counts run high"))
+                           f"content block: {its} token counts run high, so {its} tokens and cost are left out of "
+                           "every token and cost table and comparison"))
     rated = table[table["token_ratio_median"].notna()]
     if len(rated) and (rated["token_ratio_median"] - 1).abs().max() > RATIO_GAP / 2:
         desc = ", ".join(f"{r.arm} {r.token_ratio_median:.2f}× ({r.token_ratio_min:.2f}–{r.token_ratio_max:.2f})"

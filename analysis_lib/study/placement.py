@@ -15,10 +15,21 @@ import orjson
 from ..core.success import used_mcp
 from ..core.trial import IngestError, Trial, trial_record
 from ..ingest.load import load_trials, number_repetitions
-from .study_file import Arm, DesignError, StudyDesign, TaskRule, glob_regex
+from ..ingest.results_table import profile_name
+from .study_file import Arm, ConfigurationRule, DesignError, StudyDesign, TaskRule, glob_regex
 
 __all__ = ["placement", "place_trials", "load_placed_trials", "Assignment", "assign", "matching_arms", "RERUN_COLUMNS",
-           "apply_design"]
+           "apply_design", "configuration_of", "configuration_profile", "CONFIGURATION_COLUMNS"]
+
+# The columns a study with configurations adds to the placed trials table: the trial's configuration and its arm
+# within it (``profile`` is then ``<configuration> / <arm>``).
+CONFIGURATION_COLUMNS = ("configuration", "arm")
+
+
+def configuration_profile(configuration: str, arm: str) -> str:
+    """The profile of an arm within a configuration, ``<configuration> / <arm>``: the name a results table's trials
+    carry by default, so that a study file's arms and a table's own name one profile alike."""
+    return profile_name(configuration, arm)
 
 
 def _lookup(record: dict[str, Any], key: str) -> Any:
@@ -67,6 +78,7 @@ class Assignment:
     repetition: int | None = None
     dataset_version: str | None = None
     problem: str | None = None
+    configuration: str | None = None
 
 
 def assign(design: StudyDesign, *, rel_path: str, task_id: str, task_name: str | None, trial_name: str | None,
@@ -85,6 +97,11 @@ def assign(design: StudyDesign, *, rel_path: str, task_id: str, task_name: str |
         return Assignment(None, task_id, problem=problem)
     name = arms[0]
     arm = design.arms[name]
+    configuration = None
+    if design.configurations is not None:
+        configuration, why = configuration_of(design.configurations, rel_path, record)
+        if configuration is None:
+            return Assignment(None, task_id, problem=why)
     folders = rel_path.split("/")
     task = _task_of(arm.task_id or design.task_id, folders, task_id, task_name, trial_name)
     if task is None:
@@ -100,7 +117,29 @@ def assign(design: StudyDesign, *, rel_path: str, task_id: str, task_name: str |
     if version_rule is not None:
         raw = version_rule.value if version_rule.value is not None else _lookup(record, version_rule.field or "")
         version = None if raw is None else str(raw)
-    return Assignment(name, task, rep, version)
+    return Assignment(name, task, rep, version, configuration=configuration)
+
+
+def configuration_of(rule: ConfigurationRule, rel_path: str, record: dict[str, Any]) -> tuple[str | None, str]:
+    """A trial's configuration under ``rule`` (its record's fields, a folder above it, or the globs it matches),
+    else None with why not."""
+    if rule.fields:
+        values = [_lookup(record, k) for k in rule.fields]
+        missing = [k for k, v in zip(rule.fields, values, strict=True) if v is None or v == "" or isinstance(v, (dict, list))]
+        if missing:
+            return None, f"its record has no value of {', '.join(missing)}, so it is in no configuration"
+        return " + ".join(str(v) for v in values), ""
+    folders = rel_path.split("/")
+    if rule.folder is not None:
+        if rule.folder < len(folders):
+            return folders[-1 - rule.folder], ""
+        return None, f"{rel_path!r} has no folder {rule.folder} levels above the trial's, so it is in no configuration"
+    names = [n for n, globs in rule.paths.items() if any(glob_regex(g).match(rel_path) for g in globs)]
+    if len(names) == 1:
+        return names[0], ""
+    if not names:
+        return None, f"matches no configuration of the study design ({', '.join(sorted(rule.paths))})"
+    return None, f"matches several configurations of the study design ({', '.join(names)}); configurations must not overlap"
 
 
 def _task_of(rule: TaskRule | None, folders: list[str], task_id: str, task_name: str | None,
@@ -159,6 +198,8 @@ def apply_design(rows: list[dict[str, Any]], design: StudyDesign, root_dir: str
             continue
         arm = design.arms[a.arm]
         new = {**row, "profile": a.arm, "task_id": a.task_id}
+        if a.configuration is not None:
+            new.update(profile=configuration_profile(a.configuration, a.arm), configuration=a.configuration, arm=a.arm)
         if a.repetition is not None:
             new["repetition"] = a.repetition
         if a.dataset_version is not None:
@@ -224,6 +265,8 @@ def place_trials(trials: list[Trial], design: StudyDesign, runs_dir: str) -> tup
     for row in placed:
         t = trials[row["_i"]]
         t.profile, t.task_id, t.repetition = row["profile"], row["task_id"], row["repetition"]
+        if "configuration" in row:  # the table made from these trials carries them (study_of_trials)
+            t.metadata["placement"] = {c: row[c] for c in CONFIGURATION_COLUMNS}
         out.append(t)
     number_repetitions(out)
     return out, errors

@@ -31,6 +31,7 @@ import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..core import outputs as files
 from ..core import registry
 from ..core.fileio import atomic_write_json, read_json
 from ..core.trial import InputError
@@ -41,7 +42,7 @@ __all__ = [
     "plan_hash", "plan_yaml", "plan_record", "write_preregistration", "check_plan", "metric_kind",
 ]
 
-LOCK_NAME = "analysis_plan.lock.json"
+LOCK_NAME = files.PLAN_RECORD
 PLAN_FILE = Path("params") / "analysis_plan.yaml"
 TIERS = ("primary", "secondary", "exploratory")
 
@@ -738,7 +739,7 @@ def check_plan(runs_dir: str | os.PathLike, plan: AnalysisPlan, source: str = PL
     return check
 
 
-SIDECAR_NAME = "analysis_plan.json"
+SIDECAR_NAME = files.PLAN_SIDECAR
 
 
 def write_sidecar(out_dir: str | os.PathLike, check: PlanCheck) -> Path:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
@@ -30,10 +31,20 @@ from ..ingest.fingerprint import runs_changes, runs_fingerprint_sha256
 from ..ingest.provenance import is_simulated
 from ..metrics.actions import Action, parse_actions
 from ..metrics.summary import aggregate_metrics, summary_frame
+from ..metrics.tokens import TOKEN_COLUMNS, untrusted_tokens
 from ..metrics.trial_metrics import DEFAULT_CONFIG, MetricsConfig
 from ..metrics.trials_table import ACTIONS_COLUMN, read_trials_table, relative_to_runs, table_of_trials, trials_table
 from .audit import DesignAudit, audit_from_frames, design_audit
 from .baseline import Baseline, profile_pairs, resolve_baseline
+from .configurations import (
+    CONFIGURATION_AUDIT_COLUMNS,
+    baseline_profiles,
+    configuration_audit,
+    configuration_moderators,
+    configuration_pairs,
+    configuration_task_pairs,
+    has_configurations,
+)
 from .placement import RERUN_COLUMNS, load_placed_trials, placement
 from .plan import AnalysisPlan, PlanCheck, PlanError, check_plan, display_path, load_plan
 from .study_file import Source, StudyDesign, load_design
@@ -118,7 +129,34 @@ class Study:
 
     @property
     def arms(self) -> list[str]:
+        """The profiles the trials are placed in (with configurations: ``<configuration> / <arm>``)."""
         return sorted(self.metrics["profile"].dropna().astype(str).unique()) if len(self.metrics) else []
+
+    @property
+    def configurations(self) -> list[str]:
+        """The configurations of a study whose study file declares them (each compares its own two arms); else []."""
+        if not has_configurations(self.metrics, self.design):
+            return []
+        return sorted(self.metrics["configuration"].dropna().astype(str).unique())
+
+    def configuration_pairs(self) -> dict[str, tuple[str, str]]:
+        """Configuration -> (control profile, treatment profile), for configurations with trials in both arms."""
+        if not self.configurations or self.design is None:
+            return {}
+        return configuration_pairs(self.metrics, self.design)
+
+    def moderators(self) -> pd.DataFrame | None:
+        """The study file's moderators, one row per configuration (for the meta-regression); None when undeclared."""
+        if not self.configurations or self.design is None:
+            return None
+        return configuration_moderators(self.metrics, self.design)
+
+    @property
+    def baseline_profiles(self) -> list[str]:
+        """The profiles every comparison is made against: the baseline, or each configuration's control arm."""
+        if self.configurations and self.design is not None:
+            return baseline_profiles(self.metrics, self.design)
+        return [self.baseline.name] if self.baseline.name is not None else []
 
     @property
     def mcp_offered(self) -> dict[str, bool | None]:
@@ -129,16 +167,42 @@ class Study:
                                                                           strict=True)}
 
     @functools.cached_property
+    def token_exclusions(self) -> pd.DataFrame:
+        """The trials whose token counts are not trusted (:func:`analysis_lib.metrics.tokens.untrusted_tokens`): arm,
+        task, trial path and why. Their tokens and cost are left out of every table and comparison."""
+        m = self.metrics
+        if not len(m) or "token_source" not in m:
+            return pd.DataFrame(columns=["profile", "task_id", "trial_path", "reason"])
+        agents = m["agent_name"] if "agent_name" in m else pd.Series(None, index=m.index, dtype=object)
+        reasons = pd.Series([untrusted_tokens(s, a) for s, a in zip(m["token_source"], agents, strict=True)], index=m.index)
+        left = m.loc[reasons.notna(), ["profile", "task_id", "trial_path"]].assign(reason=reasons[reasons.notna()])
+        return left.reset_index(drop=True)
+
+    @functools.cached_property
+    def trusted_metrics(self) -> pd.DataFrame:
+        """The trials table every token and cost table and comparison reads: the token and cost cells of the trials
+        in :attr:`token_exclusions` left empty (the one token policy), everything else as in :attr:`metrics`."""
+        left = set(self.token_exclusions["trial_path"])
+        if not left:
+            return self.metrics
+        out = self.metrics.copy()
+        rows = out["trial_path"].isin(left)
+        for col in TOKEN_COLUMNS:
+            if col in out:
+                out.loc[rows, col] = np.nan
+        return out
+
+    @functools.cached_property
     def summary(self) -> pd.DataFrame:
-        """Per arm: counts, pass rate, means and medians (``metrics_summary.csv``)."""
-        out = summary_frame(self.metrics)
+        """Per arm: counts, pass rate, means and medians (``metrics_summary.csv``), under the token policy."""
+        out = summary_frame(self.trusted_metrics)
         out["simulated"] = self.simulated
         return out
 
     @functools.cached_property
     def aggregate(self) -> dict[str, Any]:
         """Per-arm aggregates with full tool distributions (``aggregate_metrics.json``)."""
-        return aggregate_metrics(self.metrics, simulated=self.simulated, seed=self.seed, summary=self.summary)
+        return aggregate_metrics(self.trusted_metrics, simulated=self.simulated, seed=self.seed, summary=self.summary)
 
     def require_baseline(self) -> str:
         """The baseline arm; :class:`StudyError` when none was resolved (nobody guesses one)."""
@@ -147,16 +211,21 @@ class Study:
         return self.baseline.name
 
     def pairs(self, compare: tuple[str, str] | None = None) -> list[tuple[str, str]]:
-        """The (A, B) arm pairs the comparisons run: ``compare`` alone, or every arm against the baseline."""
+        """The (A, B) arm pairs the comparisons run: ``compare`` alone, each configuration's treatment against its
+        control, or every arm against the baseline."""
         if compare is not None:
             return profile_pairs(self.arms, compare=compare)
+        if self.configurations:
+            self.require_baseline()
+            return list(self.configuration_pairs().values())
         return profile_pairs(self.arms, baseline=self.require_baseline())
 
     def line(self) -> str:
         """One line for a command's or notebook's header: what was analysed, under which design and baseline."""
         origin = f"study file {self.design_path}" if self.design_path else "the readers' default profiles"
         kind = "SIMULATED sample runs" if self.simulated else "real runs"
-        return (f"{self.runs_dir} ({kind}): {len(self.metrics)} trials, {len(self.arms)} arms ({origin}), "
+        within = f" in {len(self.configurations)} configurations" if self.configurations else ""
+        return (f"{self.runs_dir} ({kind}): {len(self.metrics)} trials, {len(self.arms)} arms{within} ({origin}), "
                 f"success: {self.success_rule}; {self.baseline.line()}")
 
     def inputs_changed(self) -> str | None:
@@ -233,8 +302,10 @@ class Study:
                                 columns=AUDIT_FINDING_COLUMNS)
         arms = audit.arms.copy() if audit is not None else pd.DataFrame()
         if len(arms):
-            arms.insert(1, "baseline", arms["arm"] == self.baseline.name)
+            arms.insert(int(arms.columns.get_loc("arm")) + 1, "baseline", audit.baseline_column())
         written += [atomic_write_csv(out / files.DESIGN_AUDIT, arms), atomic_write_csv(out / files.DESIGN_FINDINGS, findings)]
+        if audit is not None and audit.configurations is not None:
+            written.append(atomic_write_csv(out / files.DESIGN_CONFIGURATIONS, audit.configurations))
         # study.json last: a folder whose record is present holds every table it names.
         written.append(atomic_write_json(out / files.STUDY, self.record().model_dump(mode="json")))
         return written
@@ -263,6 +334,12 @@ class Study:
             arms = pd.read_csv(out / files.DESIGN_AUDIT).drop(columns=["baseline"], errors="ignore")
             findings = pd.read_csv(out / files.DESIGN_FINDINGS) if (out / files.DESIGN_FINDINGS).exists() else None
             audit = audit_from_frames(arms, findings, metrics, baseline=rec.baseline, design=design)
+            if has_configurations(metrics, design) and design is not None:
+                table = out / files.DESIGN_CONFIGURATIONS
+                audit.pairs = configuration_task_pairs(metrics, design)
+                audit.baselines = baseline_profiles(metrics, design)
+                audit.configurations = (pd.read_csv(table, dtype={"configuration": "object"}) if table.exists() else
+                                        pd.DataFrame(columns=CONFIGURATION_AUDIT_COLUMNS))
         actions: dict[str, list[Action] | None] = {}
         if (out / files.ACTIONS).exists():
             actions = {p: parse_actions(a) for p, a in read_json(out / files.ACTIONS, stage="study").items()}
@@ -283,11 +360,13 @@ class Study:
         study = cls(runs_dir, metrics, design=design,
                     simulated=bool(metrics["simulated"].any()) if simulated is None and "simulated" in metrics else bool(simulated),
                     plan_check=check)
+        if has_configurations(metrics, design):
+            arms = metrics["arm"].dropna().astype(str)  # the baseline is the control arm of every configuration
         try:
             study.baseline = resolve_baseline(arms, explicit=baseline, plan=study.plan, design=design)
         except ValueError as exc:
             study.baseline_error = str(exc)
-        study.audit = design_audit(metrics, baseline=study.baseline.name, design=design)
+        study.audit = _audit(study)
         return study
 
 
@@ -350,6 +429,11 @@ def study_of_trials(runs_dir: str | os.PathLike, study: StudyDesign | str | os.P
         config = replace(config, success_rule=design.success)
     trials, ingest_errors = load_placed_trials(runs_dir, design)
     frame = table_of_trials(trials, config)
+    if design is not None and design.configurations is not None and len(frame):
+        # Each trial carries the configuration and arm it was placed in; the table's rows are sorted, joined by path.
+        placed = {t.trial_path: t.metadata.get("placement") or {} for t in trials}
+        for col in ("configuration", "arm"):
+            frame[col] = [placed.get(p, {}).get(col) for p in frame["trial_path"]]
     errors = pd.DataFrame([(_error_path(e.path, runs_dir), e.stage, e.severity, e.message) for e in ingest_errors],
                           columns=ERROR_COLUMNS)
     simulated = is_simulated(runs_dir)
@@ -377,14 +461,23 @@ def _resolve(result: Study, runs_dir: str | os.PathLike, out_dir: str | os.PathL
     result.plan_check = plan_check if plan_check is not None else _plan_check(runs_dir, out_dir, plan)
     if result.plan_check is not None and "started_at" in df:
         result.plan_check.note_first_trial(df["started_at"].dropna().tolist())
+    # With configurations, the baseline is the control arm of every configuration.
+    column = "arm" if has_configurations(df, result.design) else "profile"
     try:
-        result.baseline = resolve_baseline(df["profile"].dropna().astype(str) if len(df) else [], explicit=baseline,
+        result.baseline = resolve_baseline(df[column].dropna().astype(str) if len(df) else [], explicit=baseline,
                                            plan=result.plan, design=result.design, runs_dir=runs_dir)
     except ValueError as exc:
         result.baseline_error = str(exc)
-    result.audit = design_audit(df, baseline=result.baseline.name, design=result.design, reruns=result.reruns,
-                                errors=result.errors)
+    result.audit = _audit(result)
     return result
+
+
+def _audit(study: Study) -> DesignAudit:
+    """The design audit of the study: within each configuration when it has them."""
+    if study.design is not None and has_configurations(study.metrics, study.design):
+        return configuration_audit(study.metrics, design=study.design, reruns=study.reruns, errors=study.errors)
+    return design_audit(study.metrics, baseline=study.baseline.name, design=study.design, reruns=study.reruns,
+                        errors=study.errors)
 
 
 def _error_path(path: str, runs_dir: str | os.PathLike) -> str:

@@ -38,13 +38,13 @@ from typing import Any, Literal
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ..core.success import DEFAULT_SUCCESS, parse_success
 
 __all__ = [
-    "DesignError", "TaskRule", "RepetitionRule", "VersionRule", "Arm", "Source", "StudyDesign", "glob_regex",
-    "parse_design", "load_design",
+    "DesignError", "TaskRule", "RepetitionRule", "VersionRule", "Arm", "Source", "ConfigurationRule", "StudyDesign",
+    "glob_regex", "parse_design", "load_design",
 ]
 
 
@@ -108,6 +108,9 @@ class Arm(_Strict):
     mcp: bool | None = None
     task_id: TaskRule | None = None
     dataset_version: VersionRule | None = None
+    # A dotted key of the trial's record saying whether the treatment was used (e.g. ``skills_used``): the
+    # audit reports the arm's uptake from it. None: not recorded (MCP use is read from the calls instead).
+    uptake: str | None = None
 
     @model_validator(mode="after")
     def _selects(self) -> Arm:
@@ -138,10 +141,52 @@ class Source(_Strict):
         return f"{self.name}{where}"
 
 
+class ConfigurationRule(_Strict):
+    """What makes a configuration (an agent and model, a suite): the arms are compared within each.
+
+    Exactly one of: ``fields``, dotted keys of the trial's record whose values, joined by `` + ``, name its
+    configuration (``[agent.name, agent.model_name]``; ``[configuration]`` for a results table); ``folder``, the
+    name of the folder this many levels above the trial's; ``paths``, configuration name -> globs (as an arm's).
+    ``moderators``: name -> dotted key of the record (``harness: harness``), one value per configuration, for the
+    exploratory meta-regression.
+    """
+
+    fields: list[str] = Field(default_factory=list)
+    folder: int | None = Field(default=None, ge=0, le=12)
+    paths: dict[str, list[str]] = Field(default_factory=dict)
+    moderators: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> ConfigurationRule:
+        given = [k for k, v in (("fields", self.fields), ("folder", self.folder is not None), ("paths", self.paths)) if v]
+        if len(given) != 1:
+            raise ValueError("give exactly one of fields (dotted keys of the trial's record), folder (levels above "
+                             "the trial folder) or paths (configuration name -> globs)")
+        for name, globs in self.paths.items():
+            if not globs:
+                raise ValueError(f"configuration {name!r} needs at least one path glob")
+            for p in globs:
+                glob_regex(p)
+        return self
+
+    def rule(self) -> str:
+        """The rule in words, for the audit."""
+        if self.fields:
+            return "the values of " + " + ".join(self.fields)
+        if self.folder is not None:
+            return f"the folder {self.folder} level{'s' if self.folder != 1 else ''} above the trial's"
+        return "paths: " + "; ".join(f"{n} = {' or '.join(g)}" for n, g in sorted(self.paths.items()))
+
+
 class StudyDesign(_Strict):
     """A study file, validated. :attr:`where` names the file it was read from (not part of the design or its hash)."""
 
     name: str
+    # What the paper says of the study where the runs cannot say it, printed verbatim: its title, and what the
+    # treatment arms were given and the control arm (the baseline) was not.
+    title: str | None = None
+    treatment: str | None = None
+    control: str | None = None
     simulated: bool = False
     source: Source | None = None
     baseline: str | None = None
@@ -151,6 +196,8 @@ class StudyDesign(_Strict):
     reruns: Literal["first", "last", "all"] = "all"
     dataset_version: VersionRule | None = None
     success: str = DEFAULT_SUCCESS
+    # Several configurations, each with both arms: tasks pair and arms compare within a configuration.
+    configurations: ConfigurationRule | None = None
     # The file the design was read from, for the one-line errors of placing trials (not part of the design).
     _path: str | None = PrivateAttr(default=None)
 
@@ -179,9 +226,36 @@ class StudyDesign(_Strict):
             raise ValueError(f"baseline {self.baseline!r} is not an arm; arms are {sorted(self.arms)}")
         return self
 
+    @field_validator("configurations")
+    @classmethod
+    def _configuration_arms(cls, v: ConfigurationRule | None, info: ValidationInfo) -> ConfigurationRule | None:
+        # Within a configuration one treatment is compared with its control: the study file names both.
+        arms, baseline = info.data.get("arms") or {}, info.data.get("baseline")
+        if v is not None and (len(arms) != 2 or baseline is None):
+            raise ValueError("a study with configurations declares two arms, the control (baseline: NAME) and the "
+                             f"treatment, compared within each configuration; got arms {sorted(arms)}"
+                             + ("" if baseline is not None else " and no baseline"))
+        return v
+
+    @property
+    def treatment_arm(self) -> str | None:
+        """The treatment arm of a study with configurations (the arm that is not the baseline), else None."""
+        if self.configurations is None:
+            return None
+        return next(a for a in self.arms if a != self.baseline)
+
     def sha256(self) -> str:
-        """Hash of the design (its parsed, canonical form): recorded with the outputs made from it."""
-        return hashlib.sha256(orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)).hexdigest()
+        """Hash of the design (its parsed, canonical form): recorded with the outputs made from it. Keys a study
+        file leaves unset since they were added (configurations, the title, treatment and control texts, an arm's
+        uptake) do not enter it, so that the hash of an older study file stays what it was."""
+        doc = self.model_dump(mode="json")
+        for key in ("configurations", "title", "treatment", "control"):
+            if doc.get(key) is None:
+                doc.pop(key, None)
+        for arm in doc["arms"].values():
+            if arm.get("uptake") is None:
+                arm.pop("uptake", None)
+        return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
     def mcp_arms(self) -> list[str]:
         return [name for name, arm in self.arms.items() if arm.mcp]
