@@ -208,9 +208,11 @@ def test_a_partial_run_builds_only_on_a_set_it_can_use():
             pipeline.check_partial(previous, now, selected, allowed, HOME)
         return str(err.value)
 
-    assert refused(held, inputs, ["05_paper"]) == (
-        f"--only 05_paper: 05_paper reads the outputs of 03_llm_analysis, which the set in {HOME} ({held.line()}) does "
-        "not hold; add 03_llm_analysis to --only or run the whole pipeline")
+    pipeline.check_partial(held, inputs, ["05_paper"], allowed, HOME)  # the LLM and CodeCanvas sections are optional
+    metrics_only = held.model_copy(update={"steps": ["00_run_benchmark", "01_metrics"]})
+    assert refused(metrics_only, inputs, ["05_paper"]) == (
+        f"--only 05_paper: 05_paper reads the outputs of 02_stats, which the set in {HOME} ({metrics_only.line()}) does "
+        "not hold; add 02_stats to --only or run the whole pipeline")
     assert refused(None, inputs, ["02_stats"]).startswith(f"--only 02_stats: 02_stats reads the outputs of 01_metrics, "
                                                           f"which {HOME} (it holds no set) does not hold")
     assert refused(held, inputs, ["01_metrics"]) == (

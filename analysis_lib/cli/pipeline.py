@@ -54,9 +54,10 @@ SKELETON_COPY_NOTE = "% A copy of paper/main.tex, made anew by every `make paper
 INTERNAL_PARAMETERS = ("project_root", "staging_dir")
 # The folders a run writes, by the parameter naming each; output_dir keeps the manifest and the staging folder.
 FOLDER_PARAMETERS = ("output_dir", "figures_dir", "paper_dir")
-# What each notebook reads of the others' outputs: a partial run (--only) must find it run now or in the set.
+# What each notebook cannot do without of the others' outputs: a partial run (--only) must find it run now or in
+# the set. The paper reads the LLM analyses and the CodeCanvas tables when the set holds them, and says so when not.
 NEEDS = {"02_stats": ("01_metrics",), "03_llm_analysis": ("01_metrics",), "04_codecanvas": ("01_metrics",),
-         "05_paper": ("01_metrics", "02_stats", "03_llm_analysis", "04_codecanvas")}
+         "05_paper": ("01_metrics", "02_stats")}
 # pdflatex's own files beside main.pdf: not part of an output set.
 LATEX_BYPRODUCTS = (".aux", ".log", ".out", ".toc", ".lof", ".lot", ".fls", ".fdb_latexmk", ".synctex.gz")
 # The kernel's own log (a loopback-TCP notice at start, a shutdown interrupt) is not the user's business.
