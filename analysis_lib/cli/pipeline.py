@@ -58,8 +58,8 @@ FOLDER_PARAMETERS = ("output_dir", "figures_dir", "paper_dir")
 # the set. The paper reads the LLM analyses and the CodeCanvas tables when the set holds them, and says so when not.
 NEEDS = {"02_stats": ("01_metrics",), "03_llm_analysis": ("01_metrics",), "04_codecanvas": ("01_metrics",),
          "05_paper": ("01_metrics", "02_stats")}
-# pdflatex's own files beside main.pdf: not part of an output set.
-LATEX_BYPRODUCTS = (".aux", ".log", ".out", ".toc", ".lof", ".lot", ".fls", ".fdb_latexmk", ".synctex.gz")
+# pdflatex's own files beside main.pdf: not part of an output set (main.log is: its warnings are the paper's).
+LATEX_BYPRODUCTS = (".aux", ".out", ".toc", ".lof", ".lot", ".fls", ".fdb_latexmk", ".synctex.gz")
 # The kernel's own log (a loopback-TCP notice at start, a shutdown interrupt) is not the user's business.
 KERNEL_ARGS = ["--IPKernelApp.log_level=CRITICAL"]
 _TYPES = {"bool": bool, "int": int, "float": (int, float), "str": str}

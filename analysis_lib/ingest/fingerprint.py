@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 
+from ..core import outputs as files
 from .discover import TrialSource, discover
 
 # What a trial folder is read from (see read.read_trial_dir), relative to it ("" = the folder itself).
@@ -84,7 +85,7 @@ def _tb1_entries(path: str) -> list[str]:
 
 # What a runs folder is read from beside its sources: the folder itself (an entry added or removed at its top), the
 # manifest of its runs, the benchmark runner's record and its pre-registration of the plan.
-RUNS_ENTRIES = ("", "index.json", "full_run.json", "analysis_plan.lock.json")
+RUNS_ENTRIES = ("", files.RUN_INDEX, files.FULL_RUN, files.PLAN_RECORD)
 
 
 def runs_fingerprint(runs_dir: str | os.PathLike, sources: list[TrialSource]) -> dict[str, str]:
