@@ -28,6 +28,7 @@ from ..core import outputs as files
 from ..core.fileio import atomic_write_bytes, atomic_write_csv, atomic_write_json, read_json
 from ..core.success import DEFAULT_SUCCESS
 from ..core.trial import IngestError, InputError, Trial
+from ..ingest.fingerprint import runs_changes, runs_fingerprint_sha256
 from ..ingest.provenance import is_simulated
 from ..metrics.actions import Action, TrialActions
 from ..metrics.summary import aggregate_metrics, summary_frame
@@ -107,6 +108,9 @@ class Study:
     files: list[Path] = field(default_factory=list)
     # Where the runs were read from by this process (not saved: a loaded study finds them by ``runs_dir``).
     runs_location: Path | None = None
+    # The runs folder's fingerprint when this process read it (ingest.fingerprint.runs_fingerprint); not saved (it
+    # holds file times): the command that opened the study checks it again before committing its outputs.
+    inputs: dict[str, str] | None = None
 
     # ----------------------------------------------------------------- what the study is
 
@@ -234,6 +238,18 @@ class Study:
         within = f" in {len(self.configurations)} configurations" if self.configurations else ""
         return (f"{self.runs_dir} ({kind}): {len(self.metrics)} trials, {len(self.arms)} arms{within} ({origin}), "
                 f"success: {self.success_rule}; {self.baseline.line()}")
+
+    def inputs_changed(self) -> str | None:
+        """One line saying how the runs folder changed since this process read it (gone, sources added, removed or
+        changed), else None; None too for a study that was not read from runs here (loaded, or built in memory)."""
+        if self.inputs is None or self.runs_location is None:
+            return None
+        return runs_changes(self.runs_location, self.inputs, self.runs_dir)
+
+    @property
+    def inputs_sha256(self) -> str | None:
+        """One hash of the runs folder's fingerprint when it was read (for an output set's manifest)."""
+        return runs_fingerprint_sha256(self.inputs) if self.inputs is not None else None
 
     # ----------------------------------------------------------------- reading the trials again
 
@@ -405,7 +421,8 @@ def open_study(
                           columns=ERROR_COLUMNS)
     result = Study(runs_label or display_path(runs_dir), table.frame, errors, design=design, design_path=design_path,
                    reruns=pd.DataFrame(table.reruns, columns=RERUN_COLUMNS), simulated=table.simulated, seed=seed,
-                   n_sources=table.n_sources, cache_hits=table.cache_hits, runs_location=Path(runs_dir))
+                   n_sources=table.n_sources, cache_hits=table.cache_hits, runs_location=Path(runs_dir),
+                   inputs=table.inputs)
     return _resolve(result, runs_dir, out_dir, plan, plan_check, baseline)
 
 
