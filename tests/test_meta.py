@@ -206,8 +206,12 @@ def test_identical_effects_have_no_heterogeneity_and_no_warning():
         warnings.simplefilter("error")
         q = meta.cochran_q([0.2, 0.2, 0.2], [0.01, 0.02, 0.01]).iloc[0]
         r = meta.random_effects([0.2, 0.2, 0.2], [0.01, 0.02, 0.01]).iloc[0]
+        p = meta.prediction_interval([0.2, 0.2, 0.2], [0.01, 0.02, 0.01]).iloc[0]
     assert (q["Q"], q["I2"], r["tau2"], r["estimate"]) == (0.0, 0.0, 0.0, pytest.approx(0.2))
     assert np.isnan(q["I2_low"]) and np.isnan(q["I2_high"])
+    # Q = 0: every draw of tau^2 is 0 and Hartung's variance is 0, so the bootstrap interval has no width (the
+    # HKSJ interval's edge, docs/pooling.md).
+    assert (p["pi_low"], p["pi_high"]) == (pytest.approx(0.2), pytest.approx(0.2))
 
 
 def test_prediction_interval_needs_three_effects_and_hksj_two():

@@ -497,6 +497,8 @@ def _tau2_cd_quantile(y: np.ndarray, v: np.ndarray, u: np.ndarray) -> np.ndarray
     below = _q_cdf(q, v, grid)
     # Keep the strictly falling part above the tail cut: the interpolation needs increasing abscissae.
     keep = np.r_[True, below[1:] < np.minimum.accumulate(below)[:-1]] & (below > _CD_TAIL)
+    if not keep[0]:  # the homogeneity test's p value is above 1 - _CD_TAIL: tau^2 is 0 but for a 1e-12 chance
+        return out
     grid, below = grid[keep], below[keep]
     t = target[pos]
     res = np.empty_like(t)
