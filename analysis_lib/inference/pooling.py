@@ -16,10 +16,10 @@ module pools those rows with a random-effects model (:mod:`analysis_lib.stats.me
 * the pooled effect: REML tau^2 with the Hartung-Knapp-Sidik-Jonkman interval (primary), Paule-Mandel with HKSJ
   beside it, DerSimonian-Laird with the normal interval for comparison; one heterogeneity for all (Cochran's Q,
   I^2 with its test-based interval, the Q-profile interval of tau^2) and one 95 % prediction interval for a new
-  configuration, Nagashima, Noma & Furukawa's parametric bootstrap (:func:`analysis_lib.stats.meta.
-  prediction_interval`: seeded, its draws and seed recorded), with each method's plug-in Higgins-Thompson-
-  Spiegelhalter interval beside it (``pi_hts_*``, too narrow with few configurations); :data:`PI_NOTE` says what
-  holds wherever the interval is shown;
+  configuration, Nagashima, Noma & Furukawa's parametric bootstrap
+  (:func:`analysis_lib.stats.meta.prediction_interval`: seeded, its draws and seed recorded), with each method's
+  plug-in Higgins-Thompson-Spiegelhalter interval beside it (``pi_hts_*``, too narrow with few configurations);
+  :data:`PI_NOTE` says what holds wherever the interval is shown;
 * an exploratory meta-regression on declared moderators, only with at least :data:`MIN_REGRESSION`
   configurations.
 
