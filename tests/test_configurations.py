@@ -239,7 +239,8 @@ def test_registry_pooled_numbers_written_equal_expected_and_statsmodels(registry
         pytest.approx(ref["tau2"], rel=1e-8), pytest.approx(ref["I2"], rel=1e-10), pytest.approx(ref["Q"], rel=1e-10),
         pytest.approx(ref["Q_p"], rel=1e-8))
     assert [dl["ci_low"], dl["ci_high"]] == pytest.approx(ref["ci95"], rel=1e-10)
-    assert [dl["pi_low"], dl["pi_high"]] == pytest.approx(ref["prediction_interval95"], rel=1e-9)
+    # expected.json's prediction interval is the plug-in Higgins-Thompson-Spiegelhalter one, kept beside the bootstrap.
+    assert [dl["pi_hts_low"], dl["pi_hts_high"]] == pytest.approx(ref["prediction_interval95"], rel=1e-9)
     # The entries pooled are expected.json's per-configuration differences and standard errors (paired t: exact).
     entries = tables.effects.set_index("configuration")
     y = np.array([c["mean_difference"] for c in registry_expected["per_config"]])
@@ -256,8 +257,12 @@ def test_registry_pooled_numbers_written_equal_expected_and_statsmodels(registry
     # REML with HKSJ: stats.meta, checked against metafor's documented results in tests/test_meta.py.
     reml = meta.random_effects(y, v).iloc[0]
     p = rows.loc["primary"]
-    assert (p["estimate"], p["ci_low"], p["ci_high"], p["pi_low"], p["pi_high"]) == pytest.approx(
-        (reml["estimate"], reml["ci_low"], reml["ci_high"], reml["pi_low"], reml["pi_high"]), rel=1e-9)
+    assert (p["estimate"], p["ci_low"], p["ci_high"], p["pi_hts_low"], p["pi_hts_high"]) == pytest.approx(
+        (reml["estimate"], reml["ci_low"], reml["ci_high"], reml["pi_hts_low"], reml["pi_hts_high"]), rel=1e-9)
+    # The reported prediction interval: the parametric bootstrap with the seed and draws the row records.
+    boot = meta.prediction_interval(y, v, draws=int(p["pi_draws"]), seed=int(p["pi_seed"])).iloc[0]
+    assert (p["pi_low"], p["pi_high"]) == pytest.approx((boot["pi_low"], boot["pi_high"]), rel=1e-12)
+    assert (dl["pi_low"], dl["pi_high"]) == (p["pi_low"], p["pi_high"])  # one interval for all three rows
     assert p["df"] == 5 and p["prediction_note"] == PI_NOTE and bool(p["simulated"]) is False
     assert p["regression_note"] == "no meta-regression: it needs at least 10 configurations, 6 have an estimate"
     assert not (out / files.META_REGRESSION).exists()
@@ -272,7 +277,7 @@ def test_registry_report_quotes_the_pooled_numbers_with_the_prediction_note(regi
     section = report[report.index("## Per configuration, and pooled across configurations"):]
     assert "| **pooled, REML, HKSJ** | 6 configurations |  |  | +16.0 pp [+9.7, +22.2] | 0.001 |" in section
     assert "| pooled, DerSimonian-Laird, normal | 6 configurations |  |  | +16.0 pp [+11.0, +20.9] | < 0.001 |" in section
-    assert "| 95% prediction interval (a new configuration) |  |  |  | [+1.9, +30.0] pp |" in section
+    assert "| 95% prediction interval (a new configuration) |  |  |  | [+0.8, +30.2] pp |" in section
     assert "I² = 52 % [0, 81], Cochran's Q = 10.52 on 5 df (p = 0.062)" in section and PI_NOTE in section
     assert "No configuration has an estimate (no task with values under both profiles" in section  # tokens
     # The comparisons' forest names each row by its configuration (the treatment is the same in every one).
@@ -287,7 +292,7 @@ def test_the_command_line_prints_each_pooled_metric_in_one_line(skillsbench_regi
     run = run_cli(skillsbench_registry, "--study", REGISTRY, "--plan", PLAN_ALL, "--no-llm", "--no-cache", "-o", tmp_path)
     assert run.returncode == 0, run.stderr
     assert ("pass@1 (mean of per-task pass rates) pooled over 6 configurations: +16.0 pp [+9.7, +22.2] (REML, HKSJ t on "
-            "5 df, p = 0.001); I² = 52 %, Q = 10.52 (p = 0.062); 95% prediction interval [+1.9, +30.0] pp") in run.stdout
+            "5 df, p = 0.001); I² = 52 %, Q = 10.52 (p = 0.062); 95% prediction interval [+0.8, +30.2] pp") in run.stdout
     assert (tmp_path / files.POOLED).exists() and (tmp_path / files.DESIGN_CONFIGURATIONS).exists()
 
 
