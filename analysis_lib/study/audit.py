@@ -590,7 +590,7 @@ def _renamed_tasks(tasks: pd.Series) -> list[tuple[str, str]]:
             continue
         pattern = re.compile(r"^(?P<pre>(?:[A-Za-z0-9]+_)*)" + re.escape(short) + r"(?P<post>(?:_[A-Za-z0-9]+)*)$")
         for long in names[i + 1:]:
-            m = pattern.match(long)
+            m = pattern.match(long) if short in long else None  # the substring test first: names x names regexes are slow
             if m and (m["pre"] or m["post"]):
                 shape = (m["pre"], re.sub(r"[A-Za-z0-9]", "x", m["post"]))
                 found.setdefault(shape, []).append((short, long))
