@@ -99,22 +99,27 @@ def estimate(row, *, unit: bool = True) -> str:
 
 
 def open_at_zero(row) -> tuple[bool, bool]:
-    """Whether the comparison's interval is open at a low or high end that is 0 (the test rejects at 0 itself)."""
+    """Whether the comparison's interval is open at a low or high end that is 0 (the test rejects at 0 itself: the
+    interval excludes 0 although 0 is its end)."""
     ci_open = getattr(row, "ci_open", None)
     if not isinstance(ci_open, str):
         return False, False
     return "low" in ci_open and row.ci_low == 0, "high" in ci_open and row.ci_high == 0
 
 
-def interval(row, low: str = "ci_low", high: str = "ci_high", *, unit: bool = False) -> str:
-    """``[low, high]`` of a comparison, signed, on its estimate's scale; ``(0, ...`` / ``..., 0)`` where the
-    interval is open at 0 (its inverted test rejects at 0 itself, so 0 is outside although it is the end)."""
+def interval(row, low: str = "ci_low", high: str = "ci_high", *, unit: bool = False, opened: str | None = None) -> str:
+    """``[low, high]`` of a comparison, signed, on its estimate's scale, with ``(`` / ``)`` at an end the interval
+    leaves out: an end its inverted test rejects (``ci_open``, or ``opened`` for other columns: the Hodges-Lehmann
+    interval's ends in a gap between Walsh averages, whatever their value), and an infinite end."""
     lo, hi = getattr(row, low), getattr(row, high)
     if missing(lo) or missing(hi):
         return DASH
     u = comparison_unit(row.scale, row.unit)
     d = estimate_digits(row)
-    left, right = open_at_zero(row) if low == "ci_low" else (False, False)
+    ends = opened if opened is not None else (getattr(row, "ci_open", None) if low == "ci_low" else None)
+    ends = ends if isinstance(ends, str) else ""
+    left = "low" in ends or math.isinf(float(lo))
+    right = "high" in ends or math.isinf(float(hi))
     text = (f"{'(' if left else '['}{number(scaled(row, lo), d, sign=True)}, "
             f"{number(scaled(row, hi), d, sign=True)}{')' if right else ']'}")
     return text + (f" {u}" if unit and u else "")
