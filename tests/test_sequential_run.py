@@ -171,7 +171,7 @@ def test_dry_run_prints_the_looks_and_boundaries(run_cli, tmp_path):
     assert code == 0, stderr
     # three tasks: looks after 1, 2, 3 and 3 tasks collapse to 1, 2, 3; the bound of one hypothesis at 0.05/2
     assert "sequential design: 3 looks (tasks), obrien-fleming alpha spending" in stdout
-    lines = [ln for ln in stdout.splitlines() if " tasks " in ln and ln.strip()[:1].isdigit()]
+    lines = [ln for ln in stdout.splitlines() if re.match(r" +\d +\d+ tasks? ", ln)]
     assert len(lines) == 3 and "success: exact boundaries at each look" in stdout
     obj = json.loads(out.read_text())
     assert obj["sequential"]["look_tasks"] == [1, 2, 3] and obj["sequential"]["family"] == 2

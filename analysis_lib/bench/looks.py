@@ -104,7 +104,7 @@ def describe(rec: dict) -> list[str]:
                  f"{'futility Z <':>12}")
     for b in rec["boundaries"]:
         if "look_tasks" in rec:
-            when = f"{b['tasks']} tasks"
+            when = f"{b['tasks']} task{'' if b['tasks'] == 1 else 's'}"
         else:
             when = f"${b['spend_usd']:.2f} spent" if b.get("spend_usd") is not None else "schedule end"
         fz = b.get("futility_z")
