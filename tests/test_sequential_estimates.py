@@ -58,7 +58,7 @@ def test_sign_flip_repeated_interval_is_the_exact_inversion_of_the_test():
         r = gs.sign_flip_repeated_interval(d, nominal)
         signs = np.array(list(itertools.product([-1.0, 1.0], repeat=n)))
 
-        def p(delta: float) -> float:  # every sign pattern of d - delta as extreme as the data
+        def p(delta: float, d=d, signs=signs) -> float:  # every sign pattern of d - delta as extreme as the data
             y = d - delta
             return float(np.mean(np.abs(signs @ y) >= abs(y.sum()) - 1e-12))
 
