@@ -354,15 +354,15 @@ def repeated_interval(metrics: pd.DataFrame, plan: AnalysisPlan, look: _Look, id
            "rci_estimate": row["estimate"]}
     if pd.isna(row["estimate"]):
         return out
-    if nominal <= 0:  # a look that spends nothing rejects nothing
-        return {**out, "rci_low": -math.inf, "rci_high": math.inf}
-    if test == "mcnemar_exact":
+    if test == "mcnemar_exact":  # (a look that spends nothing gives every odds ratio, 0 to +inf)
         n10 = int(row["n_a_only"]) if pd.notna(row["n_a_only"]) else 0
         n01 = int(row["n_b_only"]) if pd.notna(row["n_b_only"]) else 0
         b = gs.binomial_repeated_interval(n10, n01, nominal)
         ends = [side for side, is_open in (("low", b["low_open"]), ("high", b["high_open"])) if is_open]
         return {**out, "rci_low": b["ci_low"], "rci_high": b["ci_high"], "rci_open": " and ".join(ends) or None,
                 "rci_scale": "odds_ratio", "rci_estimate": b["odds_ratio"]}
+    if nominal <= 0:  # a look that spends nothing rejects nothing
+        return {**out, "rci_low": -math.inf, "rci_high": math.inf}
     if test == "sign_flip":
         d = look.diffs.get(key[:3])
         exact = gs.sign_flip_repeated_interval(d.to_numpy(float), nominal) if d is not None and len(d) else None
