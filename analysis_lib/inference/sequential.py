@@ -609,10 +609,12 @@ def adjusted_estimates(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tu
     * repeated interval (:func:`repeated_interval`) at that look, at its nominal level: its simultaneous
       confidence is ``1 - level`` (``rci_confidence``), and it excludes the null exactly when the row rejected;
     * median-unbiased estimate by the stage-wise ordering (:func:`analysis_lib.stats.group_sequential.stagewise`)
-      of the row's Z statistics (its two-sided p-values as normal deviates, signed by its estimates), against
-      the same boundaries (the nominal p-values as normal deviates) over the looks before that look, with
-      information growing as the tasks do and the standard error of the row's interval there; the interval at
-      ``1 - level``, so that a rejected row's interval excludes 0 too.
+      of the row's own test statistics (its two-sided p-values as normal deviates, signed by its estimates),
+      against the same boundaries (the nominal p-values as normal deviates; none where the test cannot reject at
+      all) over the looks before that look, information growing as the tasks do; the drift is carried to the
+      estimand's scale by the row's estimate per unit of its statistic at that look (a rank test's statistic
+      saturates, so the magnitude comes from the estimate), which makes a first-look estimate the fixed-sample
+      one; the interval at ``1 - level``, so that a rejected row's interval excludes 0 too.
     """
     seq = plan.sequential
     assert seq is not None
@@ -649,32 +651,32 @@ def adjusted_estimates(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tu
         row.update(repeated_interval(metrics, plan, looks[own - 1], i, key, nom[own - 1], refused=refused)
                    if np.isfinite(nom[own - 1]) else {"rci_low": math.nan, "rci_high": math.nan, "rci_open": None,
                                                       "rci_scale": r["scale"], "rci_estimate": r["estimate"]})
-        # The stage-wise ordering on the analysis scale (log ratio for % changes), in the normal approximation:
-        # Z_j = estimate_j sqrt(I_j), information growing with the tasks from the row's interval at its stop. It
-        # stops where the row's test crossed, against the boundaries that test was held to (the nominal p-values
-        # at the row's level as normal deviates); a look where the test cannot reject at all (its smallest p
-        # with that many tasks is above the boundary) has none, whatever the normal approximation would allow.
-        lo, hi = _analysis_scale(r["scale"], at["ci_low"]), _analysis_scale(r["scale"], at["ci_high"])
-        se = (hi - lo) / (2 * z_conf) if np.isfinite(hi - lo) and hi > lo else math.nan
+        # The stage-wise ordering of the row's own test: Z_j is its p at look j as a normal deviate (signed by the
+        # estimate), so a look crosses here exactly when it crossed in the monitoring, against the boundaries it was
+        # held to (the nominal p-values as normal deviates; none at a look where the test cannot reject at all).
+        # Z_j ~ N(eta sqrt(t_j / t_stop), 1); eta is carried to the estimand's scale by the row's estimate per unit
+        # of its Z at the stop (a rank test's Z saturates, so the magnitude must come from the estimate itself).
         ests = [_analysis_scale(r["scale"], lk.rows.iloc[i]["estimate"]) for lk in looks[:own]]
-        if np.isfinite(se) and se > 0 and all(np.isfinite(ests)):
-            info = [(t[j] / t[own - 1]) / se**2 for j in range(own)]
-            zs = [e * math.sqrt(inf_j) for e, inf_j in zip(ests, info, strict=True)]
+        zs = [math.copysign(float(sps.norm.isf(max(pj, 1e-300) / 2)), e) if np.isfinite(pj) and pj < 1 and e != 0
+              else (0.0 if np.isfinite(pj) and np.isfinite(e) else math.nan) for e, pj in zip(ests, p[:own], strict=True)]
+        lo, hi = _analysis_scale(r["scale"], at["ci_low"]), _analysis_scale(r["scale"], at["ci_high"])
+        per_z = ests[-1] / zs[-1] if zs and np.isfinite(zs[-1]) and abs(zs[-1]) > 1e-9 else \
+            ((hi - lo) / (2 * z_conf) if np.isfinite(hi - lo) and hi > lo else math.nan)
+        if np.isfinite(per_z) and per_z > 0 and all(np.isfinite(zs)):
+            info = [t[j] / t[own - 1] for j in range(own)]
             n_at = [int(lk.rows.iloc[i]["n_pairs"]) for lk in looks[: own - 1]]
             c = [float(sps.norm.isf(x / 2)) if x > 0 and gs.smallest_p(key_test, n) <= x * (1 + gs.TIE) else math.inf
                  for x, n in zip(nom[: own - 1], n_at, strict=True)]
             sw = gs.stagewise(zs, info, c, 1 - level)
-            row.update(mue=_from_scale(r["scale"], sw["estimate"]), mue_ci_low=_from_scale(r["scale"], sw["ci_low"]),
-                       mue_ci_high=_from_scale(r["scale"], sw["ci_high"]))
+            row.update(mue=_from_scale(r["scale"], per_z * sw["estimate"]),
+                       mue_ci_low=_from_scale(r["scale"], per_z * sw["ci_low"]),
+                       mue_ci_high=_from_scale(r["scale"], per_z * sw["ci_high"]))
             holds0 = np.isfinite(sw["ci_low"]) and sw["ci_low"] <= 0 <= sw["ci_high"]
             if crossing is None and not holds0 and np.isfinite(sw["ci_low"]):
                 row["note"] = (f"the stage-wise interval excludes 0 but the row was not rejected: the study stopped at "
                                f"look {k} before its boundary was crossed")
-            elif crossing is not None and holds0:
-                row["note"] = ("the stage-wise interval holds 0 although the row was rejected: at the crossing its test "
-                               "and the normal approximation of the ordering disagree")
         else:
-            row["note"] = "no median-unbiased estimate: the row has no estimate at a look or no interval with spread"
+            row["note"] = "no median-unbiased estimate: the row has no p-value or estimate at a look, or no spread"
         out.append(row)
     return pd.DataFrame(out, columns=ADJUSTED_COLUMNS)
 
