@@ -660,8 +660,12 @@ def adjusted_estimates(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tu
         zs = [math.copysign(float(sps.norm.isf(max(pj, 1e-300) / 2)), e) if np.isfinite(pj) and pj < 1 and e != 0
               else (0.0 if np.isfinite(pj) and np.isfinite(e) else math.nan) for e, pj in zip(ests, p[:own], strict=True)]
         lo, hi = _analysis_scale(r["scale"], at["ci_low"]), _analysis_scale(r["scale"], at["ci_high"])
-        per_z = ests[-1] / zs[-1] if zs and np.isfinite(zs[-1]) and abs(zs[-1]) > 1e-9 else \
-            ((hi - lo) / (2 * z_conf) if np.isfinite(hi - lo) and hi > lo else math.nan)
+        se = (hi - lo) / (2 * z_conf) if np.isfinite(hi - lo) and hi > lo else math.nan
+        if zs and zs[-1] == 0 and np.isfinite(se) and se > 0:
+            # p = 1 (the most central result an exact test can give) carries no sign: only the stop's statistic
+            # enters the ordering, and there the estimate over its standard error keeps it.
+            zs[-1] = ests[-1] / se
+        per_z = ests[-1] / zs[-1] if zs and np.isfinite(zs[-1]) and abs(zs[-1]) > 1e-12 else se
         if np.isfinite(per_z) and per_z > 0 and all(np.isfinite(zs)):
             info = [t[j] / t[own - 1] for j in range(own)]
             n_at = [int(lk.rows.iloc[i]["n_pairs"]) for lk in looks[: own - 1]]
