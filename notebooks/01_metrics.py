@@ -36,7 +36,7 @@ runs_dir: str = "runs/sample"  # runs to analyse, relative to the project root
 seed: int = 0  # seed for any sampling (recorded in aggregate_metrics.json)
 workers: int = 1  # processes for ingest (1 keeps the notebook light; the result does not depend on it)
 use_cache: bool = False  # reuse per-trial metrics cached by an earlier run (faster on big folders; stale after a metric code change)
-study: str = ""  # study file (YAML) declaring arms, task ids, reruns and the success rule (docs/studies.md); empty: the readers' default profiles
+study_file: str = ""  # study file (YAML) declaring arms, task ids, reruns and the success rule (docs/studies.md); empty: the readers' default profiles
 plan_file: str = "params/analysis_plan.yaml"  # the pre-registered plan; params/analysis_plan_all_repetitions.yaml uses every repetition
 baseline: str = ""  # baseline profile (empty: the plan's, else the study file's, else index.json's, else the first in sort order)
 
@@ -53,12 +53,15 @@ project_root = notebook_params.find_project_root(project_root)
 paths = outputs.output_paths(project_root, output_dir)
 
 # %% [markdown]
-# ## Ingest and measure
+# ## Ingest, measure and resolve the study
 #
 # `analysis_lib.analyse` discovers every trial, parses it leniently, places it in its arm (the study
-# file's rules, else the reader's default profile) and computes one row of metrics per trial, written
-# to `metrics_detail.csv` with the per-profile `metrics_summary.csv`, `aggregate_metrics.json`,
-# `errors.csv` and the design audit (`design_audit.csv`, `design_findings.csv`).
+# file's rules, else the reader's default profile), scores it by the study's success rule and computes
+# one row of metrics per trial. The result is the study, resolved once: its arms, the baseline and where
+# it was declared, the plan checked against its record, and the design audit. It is written to
+# `study.json` beside the tables it names (`metrics_detail.csv`, `errors.csv`, `design_audit.csv`, ...),
+# with the per-profile `metrics_summary.csv` and `aggregate_metrics.json`; notebooks 02-05 load it and
+# decide none of it again.
 
 # %%
 from analysis_lib import analyse
@@ -69,25 +72,17 @@ if not runs.is_dir():
     raise FileNotFoundError(f"runs_dir {runs_dir!r} is not a folder (paths are relative to the project root)")
 # The cache is keyed by the input files and the package version, not by the metric code: off by default,
 # so that nbval sees every change of a metric's definition.
-result = analyse(runs, paths.analytics, seed=seed, workers=workers, cache=use_cache, progress=False,
-                 design=Path(project_root) / study if study else None, plan=Path(project_root) / plan_file,
-                 baseline=baseline or None)
-if result.baseline_error:
-    raise ValueError(result.baseline_error)
-metrics = result.metrics
-simulated = result.simulated
-source = result.design.source.model_dump() if result.design is not None and result.design.source else None
-banner = data_banner(simulated, source)
-print(f"runs: {runs_dir} ({'SIMULATED sample runs' if simulated else 'real runs'})")
+study = analyse(runs, paths.analytics, seed=seed, workers=workers, cache=use_cache, progress=False,
+                design=Path(project_root) / study_file if study_file else None, plan=Path(project_root) / plan_file,
+                baseline=baseline or None, runs_label=runs_dir)
+study.require_baseline()  # a declared baseline that is not an arm stops here, naming where it was declared
+metrics = study.metrics
+banner = data_banner(study.simulated, study.source.model_dump() if study.source else None)
+print(f"runs: {runs_dir} ({'SIMULATED sample runs' if study.simulated else 'real runs'})")
 if banner:
     display(Markdown(f"> **{banner}**"))
 print(f"{len(metrics)} trials, {metrics['profile'].nunique()} profiles, {metrics['task_id'].nunique()} tasks; "
-      f"{len(result.errors)} input problems recorded in errors.csv; {result.baseline.line()}")
-_ = outputs.write_run_info(paths, {"runs_dir": runs_dir, "simulated": simulated, "seed": seed,
-                               "n_trials": int(len(metrics)), "n_errors": int(len(result.errors)),
-                               "profiles": sorted(metrics["profile"].unique()),
-                               "baseline": result.baseline.name, "baseline_source": result.baseline.source,
-                               "study": study or None, "data_source": source})
+      f"{len(study.errors)} input problems recorded in errors.csv; {study.baseline.line()}")
 
 # %% [markdown]
 # ## Design audit
@@ -95,9 +90,13 @@ _ = outputs.write_run_info(paths, {"runs_dir": runs_dir, "simulated": simulated,
 # Per arm: trials, tasks and repetitions, reruns, infrastructure errors, tasks in one arm only, complete
 # pairs, MCP tools offered and used, where the token counts come from and how far their sources
 # disagree, dataset versions and when each arm ran. The comparisons (notebook 02) use complete pairs only.
+# A study whose study file declares configurations is audited within each configuration.
 
 # %%
-display(Markdown("\n".join(audit_markdown(*audit_frames(result.audit)))))
+from analysis_lib.report.configurations import study_audit_lines
+
+# A study with configurations adds one row per configuration (pairs, errors, uptake, time limits within each).
+display(Markdown("\n".join(audit_markdown(*audit_frames(study.audit)) + study_audit_lines(study))))
 
 # %% [markdown]
 # ## Per-profile summary
@@ -105,9 +104,10 @@ display(Markdown("\n".join(audit_markdown(*audit_frames(result.audit)))))
 # Pass rates (per trial) exclude infrastructure errors; tokens and cost are per trial (mean and median over trials).
 
 # %%
+summary = study.summary
 cols = ["profile", "n_trials", "n_tasks", "n_infra_errors", "pass_rate", "total_tokens_mean",
         "total_tokens_median", "total_cost_usd_mean", "tool_calls_count_mean", "mcp_tool_calls_mean", "elapsed_sec_median"]
-display(result.summary[[c for c in cols if c in result.summary]].round(3))
+display(summary[[c for c in cols if c in summary]].round(3))
 
 # %% [markdown]
 # ## Input problems
@@ -115,4 +115,4 @@ display(result.summary[[c for c in cols if c in result.summary]].round(3))
 # Each unreadable or suspicious input is one row (path relative to the runs folder, stage, message).
 
 # %%
-display(result.errors.head(10)) if len(result.errors) else print("no input problems")
+display(study.errors.head(10)) if len(study.errors) else print("no input problems")

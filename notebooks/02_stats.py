@@ -17,7 +17,7 @@
 #
 # Each profile is compared with the baseline on the tasks both ran (a paired design; the task is the
 # unit, its repetitions combined first). What is tested, how, and with which correction is read from
-# the pre-registered analysis plan `params/analysis_plan.yaml`; the comparison engine
+# the analysis plan notebook 01 checked against its record (part of the study it saved); the comparison engine
 # (`analysis_lib.inference.comparisons`) gives every estimate with the interval of the same estimand and its
 # test. Inverted intervals (Hodges-Lehmann, sign-flip, the exact odds ratio) exclude 0 exactly when
 # their test's unadjusted p < 0.05; Tango's score interval beside McNemar's exact test can disagree
@@ -35,7 +35,6 @@ for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR
 project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
 figures_dir: str = "figures"  # where figures are written (PNG and PDF), relative to the project root
-plan_file: str = "params/analysis_plan.yaml"  # the pre-registered plan; params/analysis_plan_all_repetitions.yaml uses every repetition
 task_groups: str = ""  # optional CSV task_id,group (repository, category): per-group effects with partial pooling
 
 # %%
@@ -51,31 +50,30 @@ project_root = notebook_params.find_project_root(project_root)
 paths = outputs.output_paths(project_root, output_dir)
 import matplotlib.pyplot as plt
 
-from analysis_lib import check_plan, load_plan, write_comparisons
-from analysis_lib.study.plan import plan_hash
+from analysis_lib import Study, write_comparisons
+from analysis_lib.core import outputs as files
 from analysis_lib.report import figures, tables
-from analysis_lib.report.audit import data_banner, read_audit
+from analysis_lib.report.audit import data_banner
 from analysis_lib.report.comparison_report import mcnemar_lines, rates_table, tier_table
 from analysis_lib.inference.subgroups import read_task_groups
 
 # %%
-info = outputs.read_run_info(paths)
-simulated = bool(info["simulated"])
-banner = data_banner(simulated, info.get("data_source"))
+# The study notebook 01 resolved: arms, success rule, baseline, plan and its check, design audit.
+study = Study.load(paths.analytics)
+simulated = study.simulated
+banner = data_banner(simulated, study.source.model_dump() if study.source else None)
 if banner:
     display(Markdown(f"> **{banner}**"))
-metrics = pd.read_csv(paths.metrics_detail)
-profiles = sorted(metrics["profile"].unique())
-plan = load_plan(Path(project_root) / plan_file)
-# The baseline notebook 01 chose by the one rule (analysis_lib.study.baseline.resolve_baseline), with the same plan.
-base = info["baseline"]
-audit = read_audit(paths.analytics)
-problems = audit[1][audit[1]["severity"] == "problem"] if audit is not None else []
+metrics = study.metrics
+profiles = study.arms
+plan = study.plan
+base = study.require_baseline()
+problems = study.audit.problems() if study.audit is not None else []
 if len(problems) and len(problems) >= len(profiles) - 1:
-    raise ValueError(f"the design cannot support the planned comparisons: {problems['message'].iloc[0]} (design_audit.csv)")
+    raise ValueError(f"the design cannot support the planned comparisons: {problems[0].message} (design_audit.csv)")
 colors = figures.profile_colors(profiles)
 fig_dir = Path(project_root) / figures_dir
-print(f"baseline: {base}; profiles: {', '.join(profiles)}; plan: {plan.name} (sha256 {plan_hash(plan)[:12]})")
+print(f"baseline: {base}; profiles: {', '.join(profiles)}; plan: {plan.name} (sha256 {study.plan_check.short})")
 
 # %% [markdown]
 # ## The plan, run
@@ -85,20 +83,39 @@ print(f"baseline: {base}; profiles: {', '.join(profiles)}; plan: {plan.name} (sh
 # undefined), `profile_rates.csv` and the reviewer's `comparison_report.md`.
 
 # %%
-# The plan is compared with its record (the runner's pre-registration, else the analysis folder's) and dated
-# against the first trial; the runs folder is only read.
-check = check_plan(Path(project_root) / info["runs_dir"], plan, plan_file, out_dir=paths.analytics)
-check.note_first_trial(metrics["started_at"].dropna().tolist() if "started_at" in metrics else [])
-print(check.timing_line())
+# The plan was compared with its record (the runner's pre-registration, else the analysis folder's) and dated
+# against the first trial when the study was opened; the runs folder is only read.
+print(study.plan_check.timing_line())
 groups = read_task_groups(Path(project_root) / task_groups) if task_groups else None
-study = write_comparisons(metrics, paths.comparisons_dir, plan_check=check, baseline=base, simulated=simulated,
-                          task_groups=groups, audit=audit, source=info.get("data_source"),
-                          runs_dir=Path(project_root) / info["runs_dir"])
-comparisons, rates = study.comparisons, study.rates
+analysis = write_comparisons(study, paths.comparisons_dir, task_groups=groups)
+comparisons, rates = analysis.comparisons, analysis.rates
 for tier in ("primary", "secondary", "exploratory", "sensitivity"):
     if (comparisons["tier"] == tier).any():
         display(Markdown(f"**{tier.capitalize()} metrics**\n\n" + tier_table(comparisons, tier)))
 display(Markdown("\n".join(mcnemar_lines(comparisons))))
+
+# %% [markdown]
+# ## Per configuration, and pooled across configurations (a study with configurations only)
+#
+# When the study file declares configurations (agent and model, suites), each configuration's treatment is compared
+# with its own control above, one correction per tier over all of them. Here each primary metric's effect is
+# pooled across the configurations with a random-effects model: REML tau² with the Hartung-Knapp-Sidik-Jonkman
+# interval, Paule-Mandel and DerSimonian-Laird beside it, the heterogeneity (tau², I², Q) and the prediction
+# interval for a new configuration, with its note (`pooled.csv`, `pooled_configurations.csv`), and its forest
+# plot. Any other study shows nothing here.
+
+# %%
+from analysis_lib.report.configurations import forest_stem, pooling_markdown, pooling_tables
+
+if analysis.pooling is not None:
+    display(Markdown("\n".join(pooling_markdown(comparisons, pooling_tables(analysis.pooling, simulated))[2:])))
+for stale in fig_dir.glob("forest_pooled_*.p*"):  # a forest from an earlier study must not outlive it
+    stale.unlink()
+for pooled in analysis.pooling.pooled if analysis.pooling is not None else []:
+    fig = figures.plot_pooled_forest(pooled, simulated)
+    figures.save_figure(fig, fig_dir, forest_stem(pooled.metric))
+    display(fig)
+    plt.close(fig)
 
 # %% [markdown]
 # ## Sequential design (a sequential run only)
@@ -116,7 +133,7 @@ from analysis_lib.report import sequential as seq_report
 from analysis_lib.inference.sequential import analyse_run
 from analysis_lib.core.trial import InputError
 
-run_record_file = Path(project_root) / info["runs_dir"] / "full_run.json"
+run_record_file = study.runs_path(project_root) / files.FULL_RUN
 run_sequential = None
 if run_record_file.exists():
     try:
@@ -124,7 +141,7 @@ if run_record_file.exists():
     except InputError as exc:
         print(f"run record not read: {exc}")
 if run_sequential and plan.sequential is not None:
-    seq_run = analyse_run(run_sequential, metrics, plan, study.pairs)
+    seq_run = analyse_run(run_sequential, metrics, plan, analysis.pairs)
     _ = seq_report.write_outputs(paths.comparisons_dir, seq_run.record, seq_run.adjusted, plan.bootstrap.confidence)
     display(Markdown("\n".join(seq_report.design_lines(seq_run.record, seq_run.adjusted, plan.bootstrap.confidence,
                                                          seq_run.mismatch))))
@@ -222,7 +239,7 @@ else:
 # %%
 from analysis_lib.report.beside_itt import bounds_markdown, compliance_markdown, divergence_markdown, mediation_markdown
 
-beside = study.beside
+beside = analysis.beside
 declared = beside.settings
 print("reported beside ITT: " + ", ".join(k for k in ("compliance", "infrastructure_bounds", "divergence", "mediation")
                                           if getattr(declared, k)))

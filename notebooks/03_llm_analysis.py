@@ -35,11 +35,10 @@ for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR
 # %% tags=["parameters"]
 project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
-runs_dir: str = "runs/sample"  # runs to analyse, relative to the project root
 run_llm: bool = False  # True: call the judge model (needs a key in the environment or api_base)
 model: str = ""  # litellm model name (empty: the judge's default)
 api_base: str = ""  # OpenAI-compatible server, e.g. Ollama, vLLM, llama.cpp (empty: the provider's)
-budget_usd: float = 0.0  # stop new LLM calls at 90 % of this spend (0: no budget)
+budget_usd: float = 0.0  # cap on LLM spend: no call is sent whose worst-case cost would pass it (0: no budget)
 llm_limit: int = 0  # judge at most this many trials, a seeded sample (0: every trial of metrics_detail.csv)
 seed: int = 0  # seed for sampling trials to judge
 judge_samples: int = 1  # K answers per judgement; the reported label is their majority
@@ -61,8 +60,11 @@ project_root = notebook_params.find_project_root(project_root)
 paths = outputs.output_paths(project_root, output_dir)
 
 # %%
-info = outputs.read_run_info(paths)
-simulated = bool(info["simulated"])
+from analysis_lib import Study
+
+# The study notebook 01 resolved: its arms, its baseline (the judge is told the same one) and its trials table.
+study = Study.load(paths.analytics)
+simulated = study.simulated
 if simulated:
     display(Markdown("> **SIMULATED DATA**: these runs come from the seeded simulator; the numbers are not findings."))
 
@@ -79,28 +81,21 @@ else:
     import argparse
     import random
 
-    from analysis_lib import load_design
-    from analysis_lib.study.placement import load_placed_trials
     from analysis_lib.judge.run import run_layer2
 
-    metrics = pd.read_csv(paths.metrics_detail)
-    # The arms of notebook 01's study file, when it had one.
-    trials, _ = load_placed_trials(Path(project_root) / runs_dir,
-                                   load_design(Path(project_root) / info["study"]) if info.get("study") else None)
-    # Judge the trials notebook 01 measured (same selection), at most llm_limit of them.
-    keys = set(zip(metrics["profile"], metrics["task_id"], metrics["repetition"]))
-    trials = [t for t in trials if (t.profile, t.task_id, t.repetition) in keys]
-    if llm_limit and len(trials) > llm_limit:
-        picked = sorted(random.Random(seed).sample(range(len(trials)), llm_limit))
-        trials = [trials[i] for i in picked]
-        chosen = {(t.profile, t.task_id, t.repetition) for t in trials}
-        rows = [k in chosen for k in zip(metrics["profile"], metrics["task_id"], metrics["repetition"])]
-        metrics = metrics[rows]
+    metrics = study.metrics
+    # Judge the trials notebook 01 measured (same selection, named as its table names them), at most llm_limit.
+    paths_judged = list(metrics["trial_path"])
+    if llm_limit and len(paths_judged) > llm_limit:
+        paths_judged = [paths_judged[i] for i in sorted(random.Random(seed).sample(range(len(paths_judged)), llm_limit))]
+        metrics = metrics[metrics["trial_path"].isin(paths_judged)]
+    trials, _ = study.load_trials(paths_judged, root=project_root)
     print(f"judging {len(trials)} trials")
     options = argparse.Namespace(model=model or None, api_base=api_base or None, budget_usd=budget_usd or None,
                                  concurrency=4, refresh=False, judge_samples=judge_samples,
                                  judge_temperature=judge_temperature, blind=blind, unblind_mcp=unblind_mcp,
                                  judge_model_b=None, estimate_cost=False, quiet=True, seed=seed, simulated=simulated,
+                                 baseline=study.require_baseline(),
                                  human_labels=str(Path(project_root) / human_labels) if human_labels else None)
     summary = run_layer2(trials, metrics, paths.llm, options)
     print({k: summary.get(k) for k in ("requests", "cache_hits", "skipped", "failed_analyses")})

@@ -31,7 +31,6 @@ for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR
 # %% tags=["parameters"]
 project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
-runs_dir: str = "runs/sample"  # runs to analyse, relative to the project root
 figures_dir: str = "figures"  # where figures are written (PNG and PDF), relative to the project root
 
 # %%
@@ -50,29 +49,29 @@ import matplotlib.pyplot as plt
 from analysis_lib.report import figures, tables
 
 # %%
-info = outputs.read_run_info(paths)
-simulated = bool(info["simulated"])
+from analysis_lib import Study
+
+# The study notebook 01 resolved; its trials table already holds every CodeCanvas column (nothing is read again).
+study = Study.load(paths.analytics)
+simulated = study.simulated
 if simulated:
     display(Markdown("> **SIMULATED DATA**: these runs come from the seeded simulator; the numbers are not findings."))
 
 # %% [markdown]
 # ## CodeCanvas metrics per trial
 #
-# `codecanvas_table` gives one row per trial (identity columns and every CodeCanvas metric); it is
-# written to `codecanvas/codecanvas_table.csv` for the paper notebook.
+# One row per trial (identity columns and every CodeCanvas metric), taken from the study's trials table,
+# where notebook 01 measured them; it is written to `codecanvas/codecanvas_table.csv` for the paper notebook.
 
 # %%
-from analysis_lib import codecanvas_table, load_design
-from analysis_lib.study.placement import load_placed_trials
 from analysis_lib.codecanvas import write_codecanvas_outputs
+from analysis_lib.codecanvas.metrics import codecanvas_columns
+from analysis_lib.core import outputs as files
 from analysis_lib.core.fileio import atomic_write_csv
 
-info = outputs.read_run_info(paths)  # the arms of notebook 01's study file, when it had one
-trials, _ = load_placed_trials(Path(project_root) / runs_dir,
-                               load_design(Path(project_root) / info["study"]) if info.get("study") else None)
-table = codecanvas_table(trials)
+table = codecanvas_columns(study.metrics)
 paths.codecanvas.mkdir(parents=True, exist_ok=True)
-atomic_write_csv(paths.codecanvas / "codecanvas_table.csv", table)
+atomic_write_csv(paths.codecanvas / files.CODECANVAS_TABLE, table)
 metric_cols = [c for c in table.columns if c not in ("profile", "task_id", "repetition", "run_id", "trial_path")]
 with_canvas = table[table[metric_cols].notna().any(axis=1)]
 print(f"{len(with_canvas)} of {len(table)} trials have CodeCanvas data")
@@ -88,8 +87,7 @@ if len(with_canvas):
 # %%
 cc_metrics = ["informed_editing_score", "blast_radius_edit_rate", "deliberation_depth"]
 if any(c in table and table[c].notna().any() for c in cc_metrics):
-    profiles = outputs.read_run_info(paths)["profiles"]
-    fig = figures.plot_codecanvas(table, cc_metrics, simulated, figures.profile_colors(profiles))
+    fig = figures.plot_codecanvas(table, cc_metrics, simulated, figures.profile_colors(study.arms))
     figures.save_figure(fig, Path(project_root) / figures_dir, "codecanvas")
     display(fig)
     plt.close(fig)
@@ -104,8 +102,7 @@ else:
 # metric) and `codecanvas_analysis.json` (per-trial metrics).
 
 # %%
-metrics = pd.read_csv(paths.metrics_detail)
-write_codecanvas_outputs(trials, metrics, paths.codecanvas, simulated=simulated)
-report = paths.codecanvas / "codecanvas_comparison.md"
+write_codecanvas_outputs([], study.metrics, paths.codecanvas, simulated=simulated)
+report = paths.codecanvas / files.CODECANVAS_COMPARISON
 if report.exists():
     display(Markdown(report.read_text(encoding="utf-8")))

@@ -46,32 +46,39 @@ project_root = notebook_params.find_project_root(project_root)
 paths = outputs.output_paths(project_root, output_dir)
 import os
 
+from analysis_lib import Study
+from analysis_lib.core import outputs as files
 from analysis_lib.report import paper
-from analysis_lib.report.audit import data_banner, read_audit
+from analysis_lib.report.audit import audit_frames, data_banner
 from analysis_lib.report.beside_itt import read_beside
 
 # %%
-info = outputs.read_run_info(paths)
-simulated = bool(info["simulated"])
-banner = data_banner(simulated, info.get("data_source"))
+# The study notebook 01 resolved (arms, baseline, audit, where the runs came from); the analysis files of 02-04.
+study = Study.load(paths.analytics)
+simulated = study.simulated
+data_source = study.source.model_dump() if study.source else None
+banner = data_banner(simulated, data_source)
 if banner:
     display(Markdown(f"> **{banner}**"))
 import json
 
-metrics = pd.read_csv(paths.metrics_detail)
+# The one token policy: trials whose token counts are not trusted count in no token or cost figure (study.token_exclusions).
+metrics = study.trusted_metrics
 comparisons = pd.read_csv(paths.comparisons_csv) if paths.comparisons_csv.exists() else None
-rates_file = paths.comparisons_dir / "profile_rates.csv"
+rates_file = paths.comparisons_dir / files.PROFILE_RATES
 rates = pd.read_csv(rates_file) if rates_file.exists() else None
-hyp_file = paths.comparisons_dir / "hypotheses.csv"
+hyp_file = paths.comparisons_dir / files.HYPOTHESES
 hypotheses = pd.read_csv(hyp_file) if hyp_file.exists() else None  # only when the plan declares a sequence
-corr_file = paths.comparisons_dir / "endpoint_correlations.csv"  # r of the primary endpoints' per-task log ratios
+corr_file = paths.comparisons_dir / files.ENDPOINT_CORRELATIONS  # r of the primary endpoints' per-task log ratios
 correlations = pd.read_csv(corr_file) if corr_file.exists() else None
-plan_file = paths.analytics / "analysis_plan.json"
+plan_file = paths.analytics / files.PLAN_SIDECAR
 plan_record = paper.PlanRecord.from_sidecar(json.loads(plan_file.read_text(encoding="utf-8"))) if plan_file.exists() else None
-cc_file = paths.codecanvas / "codecanvas_table.csv"
+cc_file = paths.codecanvas / files.CODECANVAS_TABLE
 codecanvas = pd.read_csv(cc_file) if cc_file.exists() else None
-llm_file = paths.llm / "paper_snippets.md"
+llm_file = paths.llm / files.PAPER_SNIPPETS
 llm_snippets = llm_file.read_text(encoding="utf-8") if llm_file.exists() else None
+from analysis_lib.core.outputs import POOLED
+from analysis_lib.report.configurations import configuration_inputs
 from analysis_lib.report.sequential import SEQUENTIAL_JSON, read_outputs
 
 # A sequential run (notebook 02): its design, the look it stopped at and the estimates adjusted for the stop.
@@ -89,15 +96,17 @@ for name, frame in (("comparisons", comparisons), ("profile rates", rates), ("pl
 # %%
 inputs = paper.PaperInputs(
     metrics=metrics, comparisons=comparisons, rates=rates, codecanvas=codecanvas, simulated=simulated, hypotheses=hypotheses,
-    baseline=info["baseline"], plan=plan_record,
+    baseline=study.require_baseline(), plan=plan_record,
     sources={"metrics": paths.rel(paths.metrics_detail), "comparisons": paths.rel(paths.comparisons_csv),
              "rates": paths.rel(rates_file), "codecanvas": paths.rel(cc_file), "hypotheses": paths.rel(hyp_file),
-             "audit": paths.rel(paths.analytics / "design_audit.csv"), "beside": paths.rel(paths.comparisons_dir),
-             "sequential": paths.rel(paths.comparisons_dir / SEQUENTIAL_JSON), "correlations": paths.rel(corr_file)},
+             "audit": paths.rel(paths.analytics / files.DESIGN_AUDIT), "beside": paths.rel(paths.comparisons_dir),
+             "sequential": paths.rel(paths.comparisons_dir / SEQUENTIAL_JSON), "correlations": paths.rel(corr_file),
+             "pooled": paths.rel(paths.comparisons_dir / POOLED)},
     llm_snippets=llm_snippets, correlations=correlations,
-    audit=read_audit(paths.analytics), data_source=info.get("data_source"),
+    audit=audit_frames(study.audit) if study.audit is not None else None, data_source=data_source,
     beside=read_beside(paths.comparisons_dir) or None,
-    sequential=sequential_record, sequential_estimates=sequential_estimates)
+    sequential=sequential_record, sequential_estimates=sequential_estimates, study=study,
+    configurations=configuration_inputs(study, paths.comparisons_dir))
 paper_path = Path(project_root) / paper_dir
 fig_path = Path(project_root) / figures_dir
 written = paper.write_paper_snippets(inputs, paper_path, fig_path,
@@ -120,6 +129,8 @@ display(pd.DataFrame([{"macro": m.name, "value": m.text, "metric_id": m.metric_i
 # Each figure file and what it shows.
 
 # %%
-for stem, caption in paper.FIGURE_CAPTIONS.items():
+from analysis_lib.report.configurations import forest_captions
+
+for stem, caption in {**paper.FIGURE_CAPTIONS, **forest_captions(inputs.configurations.pooling if inputs.configurations else None)}.items():
     present = (fig_path / f"{stem}.pdf").exists()
     print(f"{stem}: {'present' if present else 'absent'} - {caption.replace(chr(92), '')}")

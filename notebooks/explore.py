@@ -15,7 +15,8 @@
 # %% [markdown]
 # # Explore the runs: A versus B, step by step (interactive)
 #
-# Not part of the pipeline. In JupyterLab (`make lab`) pick two profiles: the outcome grid shows
+# Not part of the pipeline. In JupyterLab (`make lab`) pick two profiles (in a study with configurations, a
+# configuration first, then its two arms): the outcome grid shows
 # every task x repetition x arm coloured by outcome, sorted by the per-task difference; click a cell
 # to open the paired view of that task and repetition: both trajectories in two aligned lanes (tool
 # category by colour, MCP calls and errors marked), cumulative tokens and cost of both, the first
@@ -34,7 +35,7 @@ for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR
 project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
 runs_dir: str = "runs/sample"  # runs to analyse, relative to the project root
-study: str = ""  # study file (YAML) declaring the arms and how tasks pair (docs/studies.md); empty: the readers' default profiles
+study_file: str = ""  # study file (YAML) declaring the arms, how tasks pair and the success rule (docs/studies.md); empty: the readers' default profiles
 plan_file: str = "params/analysis_plan.yaml"  # the analysis plan whose pairing.baseline is the default A
 baseline: str = ""  # profile A (empty: the plan's, else the runs' index.json, else the first in sort order)
 
@@ -50,34 +51,35 @@ project_root = notebook_params.find_project_root(project_root)
 paths = outputs.output_paths(project_root, output_dir)
 import ipywidgets as widgets
 
-from analysis_lib.study import frames
-from analysis_lib import load_design
-from analysis_lib.study.placement import load_placed_trials
-from analysis_lib.study.baseline import resolve_baseline
-from analysis_lib.ingest import provenance
-from analysis_lib.study.plan import load_plan
+from analysis_lib.study.study import study_of_trials
 from analysis_lib.report import explore
 from analysis_lib.report.live_output import live_output
 
 # %% [markdown]
-# The trials are read from the runs folder itself (every ingested format), so this notebook does
-# not depend on the pipeline's outputs.
+# The trials are read from the runs folder itself (every ingested format), once, so this notebook does
+# not depend on the pipeline's outputs. The study is resolved as the command line and the paper resolve it:
+# the study file's arms and success rule, and the one baseline rule (it is profile A).
 
 # %%
 runs = Path(project_root) / runs_dir
-trials, errors = load_placed_trials(runs, load_design(Path(project_root) / study) if study else None)
-metrics = explore.integer_counts(frames.trials_df(trials))
-simulated = provenance.is_simulated(runs)
+study, trials = study_of_trials(runs, Path(project_root) / study_file if study_file else None,
+                                Path(project_root) / plan_file, baseline or None)
+metrics = explore.integer_counts(study.metrics)
+simulated = study.simulated
 if simulated:
     display(Markdown("> **SIMULATED DATA**: these runs come from the seeded simulator; the numbers are not findings."))
-profiles = sorted(metrics["profile"].unique())
+profiles = study.arms
 tasks = sorted(metrics["task_id"].unique())
-# Profile A by the one baseline rule of the command line and the paper (analysis_lib.study.baseline).
-baseline = resolve_baseline(profiles, explicit=baseline or None, plan=load_plan(Path(project_root) / plan_file),
-                            runs_dir=runs).name
+baseline = study.require_baseline()
 other = next((p for p in profiles if p != baseline), baseline)
-print(f"{len(trials)} trials, {len(profiles)} profiles, {len(tasks)} tasks, {len(errors)} unreadable; "
-      f"A (baseline): {baseline}")
+# A study with configurations compares the arms within each: pick a configuration, then its control (A) and
+# treatment (B).
+configurations = study.configuration_pairs()
+if configurations:
+    baseline, other = next(iter(configurations.values()))
+passed = int(metrics["success"].fillna(False).sum())
+print(f"{len(trials)} trials, {passed} passed (success: {study.success_rule}), {len(profiles)} profiles, {len(tasks)} tasks, "
+      f"{len(study.errors)} unreadable; A (baseline): {baseline} ({study.baseline.source})")
 
 # %% [markdown]
 # ## A versus B: outcome grid and paired trajectories
@@ -89,7 +91,7 @@ print(f"{len(trials)} trials, {len(profiles)} profiles, {len(tasks)} tasks, {len
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-explorer = explore.pair_explorer(trials, metrics, simulated, baseline, other)
+explorer = explore.pair_explorer(trials, metrics, simulated, baseline, other, configurations=configurations or None)
 
 # %%
 explore.show(explorer, explore.pair_explorer_html(trials, metrics, baseline, other, simulated),

@@ -34,6 +34,7 @@ for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR
 project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
 runs_dir: str = "runs/sample"  # runs to analyse, relative to the project root
+study_file: str = ""  # study file (YAML) declaring the arms and the success rule (docs/studies.md); empty: the readers' default profiles
 labels_csv: str = "results/human_labels.csv"  # where labels are appended, relative to the project root
 rater: str = ""  # your name or initials (required to record labels)
 per_stratum: int = 2  # trials per profile x outcome
@@ -46,8 +47,9 @@ from pathlib import Path
 import ipywidgets as widgets
 from IPython.display import Markdown, display
 
-from analysis_lib import load_trials
-from analysis_lib.judge.labelling import LABEL_CLASSES, append_label, choices, draw_sample, labelling_report, make_items, read_label_csv
+from analysis_lib.judge.labelling import (LABEL_CLASSES, append_label, choices, draw_sample, labelling_report, make_items,
+                                         read_label_csv, study_rows)
+from analysis_lib.study.study import study_of_trials
 from analysis_lib.report import notebook_params
 from analysis_lib.report.live_output import set_outputs
 
@@ -56,8 +58,10 @@ root = Path(notebook_params.find_project_root(project_root))
 if not (root / runs_dir).is_dir():
     raise FileNotFoundError(f"runs_dir {runs_dir!r} is not a folder (paths are relative to the project root)")
 csv_path = root / labels_csv
-trials, _ = load_trials(root / runs_dir)
-items = make_items(draw_sample(trials, per_stratum, seed), trials, max_chars)
+# The study's arms and success rule stratify the sample (profile x outcome as the study scores it).
+study, trials = study_of_trials(root / runs_dir, root / study_file if study_file else None)
+rows = study_rows(study.metrics)
+items = make_items(draw_sample(trials, rows, per_stratum, seed), rows, trials, max_chars)
 print(f"{len(items)} trials drawn ({per_stratum} per profile x outcome, seed {seed})")
 
 # %% [markdown]

@@ -42,6 +42,36 @@ if log:
         fh.write(json.dumps({"task": os.environ.get("BENCH_TASK_ID"), "condition": os.environ.get("BENCH_CONDITION"),
                              "run": os.environ.get("BENCH_RUN"), "mcp": mcp is not None, "model": model,
                              "strict": "--strict-mcp-config" in args, "argv": args, "pid": os.getpid()}) + "\n")
+bg = os.environ.get("FAKE_CLAUDE_BACKGROUND")
+if bg:
+    # Two processes left behind, each writing its pid to <bg>.<condition>.{child,daemon} and, should it outlive its
+    # 60 s sleep, a .woke marker: a child in the agent's process group, and a daemon that escapes the group
+    # (fork, setsid, fork: re-parented when the middle process exits).
+    import subprocess
+    code = ("import os, sys, time; p = sys.argv[1]; open(p + '.tmp', 'w').write(str(os.getpid())); os.replace(p + '.tmp', p); "
+            "time.sleep(60); open(p + '.woke', 'w').close()")
+    stem = f"{bg}.{os.environ.get('BENCH_CONDITION')}"
+    subprocess.Popen([sys.executable, "-c", code, stem + ".child"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", code, stem + ".daemon"])
+        os._exit(0)
+    os.waitpid(middle, 0)
+    while not (os.path.exists(stem + ".child") and os.path.exists(stem + ".daemon")):
+        time.sleep(0.02)
+fill_once = os.environ.get("FAKE_CLAUDE_FILL_DISK_ONCE")
+if fill_once and not os.path.exists(fill_once) and log and sum(1 for _ in open(log)) >= int(os.environ.get("FAKE_CLAUDE_FILL_AT", "1")):
+    # Fill the disk holding the trial folder (a runaway log), once: the marker lives outside that disk.
+    open(fill_once, "w").close()
+    try:
+        with open(os.path.join(os.environ["BENCH_TRIAL_DIR"], "agent", "runaway.log"), "wb") as fh:
+            while True:
+                fh.write(b"x" * 65536)
+                fh.flush()
+    except OSError:
+        pass
 time.sleep(float(os.environ.get("FAKE_CLAUDE_SLEEP", "0")))
 if os.environ.get("FAKE_CLAUDE_WOKE"):  # the agent outlived its sleep (a test that stops it checks this never appears)
     open(os.environ["FAKE_CLAUDE_WOKE"], "w").close()

@@ -48,6 +48,18 @@ def codescalebench() -> Path:
 
 
 @pytest.fixture(scope="session")
+def skillsbench() -> Path:
+    """``../shared/fixtures/real-ab/skillsbench``: real Harbor trials of one configuration, with and without skills."""
+    return _require(SHARED / "fixtures" / "real-ab" / "skillsbench")
+
+
+@pytest.fixture(scope="session")
+def skillsbench_registry() -> Path:
+    """``../shared/fixtures/real-ab/skillsbench-registry``: SkillsBench's per-task results of six configurations."""
+    return _require(SHARED / "fixtures" / "real-ab" / "skillsbench-registry")
+
+
+@pytest.fixture(scope="session")
 def sample_runs() -> Path:
     if not (SAMPLE_RUNS / "index.json").exists():
         pytest.fail("runs/sample is missing: regenerate it with `make sample`")

@@ -9,6 +9,8 @@ Usage::
         litellm.completion(model="openai/x", api_base=srv.url, api_key="k", messages=...)
         srv.requests        # recorded request bodies (parsed JSON), in arrival order
         srv.max_in_flight   # most requests being answered at the same moment
+        srv.script(Drip(interval=0.25))   # headers, then a byte now and then: a response that never ends
+        srv.arrivals, srv.drips           # when each request arrived; what each Drip sent, and who hung up
 
 An answer may also be a callable ``body -> answer`` so that a test can compute it from the
 request (for example echo a schema-valid object). Serves ``POST /v1/chat/completions`` and
@@ -61,7 +63,17 @@ class Raw:
     content_type: str = "application/json"
 
 
-Answer = Reply | Fail | Raw | Callable[[dict], Any]
+@dataclass
+class Drip:
+    """A 200 whose body never completes: the headers (a long Content-Length), then one byte every ``interval``
+    seconds for up to ``seconds``. What happened is appended to ``LLMServer.drips``: the bytes sent and
+    whether the client hung up first."""
+
+    interval: float = 1.0
+    seconds: float = 60.0
+
+
+Answer = Reply | Fail | Raw | Drip | Callable[[dict], Any]
 
 
 def prompt_text(body: dict) -> str:
@@ -86,6 +98,8 @@ class LLMServer(LoopbackServer):
         self.latency = latency  # added to every answer
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
+        self.arrivals: list[float] = []  # time.monotonic() of each request's arrival
+        self.drips: list[dict] = []  # per Drip answer: {"bytes": n, "client_hung_up": bool}
         self.max_in_flight = 0
         self._in_flight = 0
         self._queue: deque[Answer] = deque()
@@ -110,6 +124,8 @@ class LLMServer(LoopbackServer):
         with self._lock:
             self.requests.clear()
             self.headers.clear()
+            self.arrivals.clear()
+            self.drips.clear()
             self._queue.clear()
             self.max_in_flight = 0
 
@@ -169,15 +185,19 @@ class LLMServer(LoopbackServer):
     def _handle(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
         with self._lock:
             self.requests.append(body)
+            self.arrivals.append(time.monotonic())
             self.headers.append({k.lower(): v for k, v in handler.headers.items()})
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:
             answer = self._pick(body)
-            while callable(answer) and not isinstance(answer, (Reply, Fail, Raw)):
+            while callable(answer) and not isinstance(answer, (Reply, Fail, Raw, Drip)):
                 answer = answer(body)
-            if not isinstance(answer, (Reply, Fail, Raw)):
+            if not isinstance(answer, (Reply, Fail, Raw, Drip)):
                 answer = Reply(answer)
+            if isinstance(answer, Drip):
+                self._drip(handler, answer)
+                return
             delay = self.latency + answer.latency
             if delay > 0:
                 time.sleep(delay)
@@ -204,6 +224,27 @@ class LLMServer(LoopbackServer):
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+
+    def _drip(self, handler: BaseHTTPRequestHandler, answer: Drip) -> None:
+        record = {"bytes": 0, "client_hung_up": False}
+        with self._lock:
+            self.drips.append(record)
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(10**6))
+            handler.end_headers()
+            handler.wfile.flush()
+            end = time.monotonic() + answer.seconds
+            while time.monotonic() < end:
+                handler.wfile.write(b" ")
+                handler.wfile.flush()
+                record["bytes"] += 1
+                time.sleep(answer.interval)
+        except (BrokenPipeError, ConnectionResetError):
+            record["client_hung_up"] = True
+        handler.close_connection = True
 
 
 @pytest.fixture

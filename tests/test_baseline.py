@@ -73,7 +73,7 @@ def test_plan_and_index_disagree_and_every_output_names_the_plans_baseline(tmp_p
                          "05_paper", "--no-latex", "-q"])
     assert code == 0
     out = project / "results" / "mine"
-    assert json.loads((out / "run_info.json").read_text())["baseline"] == "codecanvas"
+    assert json.loads((out / "analytics" / "study.json").read_text())["baseline"] == "codecanvas"
     nb_pairs = pd.read_csv(out / "comparisons" / "comparisons.csv")[["profile_a", "profile_b"]].drop_duplicates()
     assert set(nb_pairs["profile_a"]) == {"codecanvas"}
     assert "baseline: codecanvas;" in (out / "notebooks" / "02_stats.ipynb").read_text(encoding="utf-8")

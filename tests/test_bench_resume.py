@@ -81,17 +81,23 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_sigterm_stops_the_running_agent_and_its_process_group(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_stops_the_running_agent_and_its_process_group(tmp_path, sig):
     b = setup_bench(tmp_path)
     manifest = write_manifest(b, manifest_obj(b, {"fix-a": "solved"}))
     woke = tmp_path / "agent-woke"
-    env = {**os.environ, **b["env"], "FAKE_CLAUDE_SLEEP": "60", "FAKE_CLAUDE_WOKE": str(woke)}
+    (tmp_path / "systmp").mkdir()
+    (tmp_path / "user-claude").mkdir()
+    (tmp_path / "user-claude" / ".credentials.json").write_text("{}")
+    env = {**os.environ, **b["env"], "FAKE_CLAUDE_SLEEP": "60", "FAKE_CLAUDE_WOKE": str(woke),
+           "TMPDIR": str(tmp_path / "systmp"), "CLAUDE_CONFIG_DIR": str(tmp_path / "user-claude")}
     proc = subprocess.Popen(_cmd(b, manifest), cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not read_log(tmp_path / "claude.log"):
         time.sleep(0.05)
     agent_pid = read_log(tmp_path / "claude.log")[0]["pid"]
-    proc.send_signal(signal.SIGTERM)
+    assert list((tmp_path / "systmp").rglob(".credentials.json"))  # the trial's copy of the login
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
     try:
         assert proc.returncode == 130, err
@@ -100,6 +106,8 @@ def test_sigterm_stops_the_running_agent_and_its_process_group(tmp_path):
         res = json.loads((tmp_path / "full_run.json").read_text())
         assert res["status"] == "interrupted" and res["summary"]["finished"] == 0
         assert b"re-run the same command to resume" in err
+        # The trial's scratch folder (checkout, agent config, copied login) went with the stop.
+        assert not list((tmp_path / "systmp").rglob(".credentials.json"))
     finally:
         if _alive(agent_pid):
             os.kill(agent_pid, signal.SIGKILL)

@@ -18,6 +18,8 @@ from analysis_lib.study.layer1 import analyse
 FILES = ["metrics_detail.csv", "metrics_summary.csv", "aggregate_metrics.json", "errors.csv",
          # the design audit: per arm, and its findings
          "design_audit.csv", "design_findings.csv",
+         # the study resolved once (its record, the reruns met, each trial's actions for the divergence table)
+         "study.json", "reruns.csv", "trial_actions.json",
          # with two or more profiles the plan's comparisons and the profile rates are written beside them
          "comparisons.csv", "profile_rates.csv", "comparison_report.md",
          # how closely the primary endpoints move together task by task (the collinearity sentence reads it)

@@ -243,13 +243,20 @@ def test_cli_writes_outputs_with_vision_and_survives_a_broken_state(sample_runs,
 
 
 def test_budget_stop_applies_to_vision_calls(canvas_trial, tmp_path):
+    from analysis_lib.codecanvas import state as cc
     from analysis_lib.judge.client import Ledger
-    from analysis_lib.metrics.pricing import cost_usd
+    from analysis_lib.judge.templates import load_template
 
     model = "openai/gpt-4o-mini"
-    one_call = cost_usd(model, 100, 20)  # the loopback server reports 100 prompt + 20 completion tokens
-    assert one_call, f"litellm's offline price map has no price for {model}"
-    ledger = Ledger(budget_usd=one_call / 0.9 * 0.5)  # the cap (90 %) is passed after the first call
+    state = cc.load_trial_state(canvas_trial)
+    requests, _ = vision.build_requests(canvas_trial, state, cc.list_images(cc.session_dir_of(canvas_trial), state))
+    probe = JudgeClient(model, api_key=API_KEY)
+    reserves = [probe.reserve_usd((load_template(r.template) if isinstance(r.template, str) else r.template).render(r.variables),
+                                  r.schema) for r in requests]
+    assert all(reserves), f"litellm's offline price map has no price for {model}"
+    # Room for the smallest call's worst case (an image counts as many tokens as a large image may), and no more:
+    # one call is sent, and its cost leaves no room for another worst case.
+    ledger = Ledger(budget_usd=min(reserves))
     with LLMServer() as srv:
         _answers(srv)
         client = JudgeClient(model, api_base=srv.url, api_key=API_KEY, ledger=ledger, concurrency=1, max_retries=0)
@@ -257,4 +264,4 @@ def test_budget_stop_applies_to_vision_calls(canvas_trial, tmp_path):
         assert srv.request_count == 1
     assert sum(res[k] is not None for k in vision.RESPONSE_MODELS) == 1
     assert sum("budget stop" in e for e in res["errors"]) == 2
-    assert ledger.summary()["budget_stopped"] == 2
+    assert ledger.summary()["budget_stopped"] == 2 and ledger.spent_usd <= min(reserves)

@@ -16,12 +16,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis_lib import Study, write_comparisons
 from analysis_lib.inference import comparisons as C
 from analysis_lib.inference.rates import profile_rates
 from analysis_lib.report import figures, paper
-from analysis_lib.report.comparison_report import write_comparisons
 from analysis_lib.simulate.model import Effects, simulate_metrics
 from analysis_lib.study import plan as P
+from analysis_lib.study.baseline import profile_pairs
 
 MINUS = "\u2212"
 
@@ -43,7 +44,7 @@ def metrics() -> pd.DataFrame:
 
 def test_one_row_per_planned_metric_and_pair_with_pairs_and_undefined_counted(metrics):
     plan = _plan()
-    table = C.compare(metrics, plan, C.profile_pairs(metrics["profile"].unique(), baseline="text"))
+    table = C.compare(metrics, plan, profile_pairs(metrics["profile"].unique(), baseline="text"))
     assert list(table.columns) == C.COLUMNS
     prim = table[table["tier"] == "primary"]
     assert list(prim["metric"]) == ["success"] * 2 + ["total_tokens"] * 2 + ["total_cost_usd"] * 2
@@ -100,7 +101,7 @@ def _study(seed: int, tmp_path) -> tuple[pd.DataFrame, dict]:
     m = simulate_metrics(seed, n_tasks=int(rng.integers(6, 40)), repetitions=int(rng.integers(1, 4)),
                          profiles=("text", "codegraph"), effects=effects)
     out = tmp_path / f"s{seed}"
-    study = write_comparisons(m, out, plan_check=_check(_plan(400)), baseline="text", simulated=True)
+    study = write_comparisons(Study.from_table(m, plan=_check(_plan(400)), baseline="text", simulated=True), out)
     inputs = paper.PaperInputs(m, study.comparisons, study.rates, simulated=True, baseline="text")
     rendered = {"report": (out / "comparison_report.md").read_text(), "macros": paper.quoted_macros(inputs),
                 "table": paper.comparisons_tex(study.comparisons, True), "forest": figures.forest_rows(study.comparisons),
@@ -166,7 +167,8 @@ def test_the_sample_quotes_one_value_per_quantity(sample_runs, tmp_path):
     from analysis_lib.study.layer1 import analyse
 
     res = analyse(sample_runs, None, cache=False, workers=1)
-    study = write_comparisons(res.metrics, tmp_path, plan_check=_check(_plan(1000)), baseline="text", simulated=True)
+    res.plan_check = _check(_plan(1000))
+    study = write_comparisons(res, tmp_path)
     comp = study.comparisons
     inputs = paper.PaperInputs(res.metrics, comp, study.rates, simulated=True, baseline="text")
     macros = {m.name: m.text for m in paper.quoted_macros(inputs)}

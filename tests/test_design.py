@@ -134,8 +134,9 @@ def test_a_study_file_splits_the_jobs_into_arms_by_configuration_and_pairs_their
     audit = pd.read_csv(tmp_path / "out" / "design_audit.csv").set_index("arm")
     assert audit.loc["noskills", "baseline"] and audit.loc["skills", "n_pairs_complete"] == 3
     assert audit.loc["skills", "rule"] == 'study file: agent.kwargs.skills_dir = "/skills"'
-    design = json.loads((tmp_path / "out" / "study_design.json").read_text())
+    design = json.loads((tmp_path / "out" / "study.json").read_text())
     assert design["baseline"] == "noskills" and design["baseline_source"] == "the study file"
+    assert design["design"]["arms"]["skills"]["fields"] == {"agent.kwargs.skills_dir": "/skills"}
     report = (tmp_path / "out" / "comparison_report.md").read_text()
     assert report.index("## Design audit") < report.index("# Profile comparisons")
     listing = run_cli(runs, "--study", study, "--list", "-o", tmp_path / "o2")
@@ -195,6 +196,85 @@ def test_a_trial_in_no_arm_is_left_out_with_a_warning_row(tmp_path):
     rows = result.errors[result.errors["stage"] == "design"]
     assert len(rows) == 2 and rows["message"].str.contains("matches no arm of the study design").all()
     assert any(f.check == "design" and "2 trials matched no arm" in f.message for f in result.audit.findings)
+
+
+def _two_jobs(runs: Path) -> Path:
+    for task in ("t1", "t2"):
+        harbor_trial(runs, "base", f"{task}__a", task)
+        harbor_trial(runs, "mcp", f"{task}__b", task, reward=0.0)
+    return runs
+
+
+def _digest(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(("arms", "message"), [
+    # An arm whose selector matches nothing: named with its selector.
+    ("  base: {paths: [base]}\n  mcp: {paths: [mpc], mcp: true}\n",
+     "arms.mcp: its selector (path mpc) matches none of the 4 trials read; every arm's selector must match a trial"),
+    # Arms that select the same trials: both named, with a trial they share (the baseline is not blamed).
+    ("  base: {paths: ['*']}\n  mcp: {paths: ['*']}\n",
+     "arms base and mcp overlap: both select base/t1__a; an arm's selectors must not match another arm's trials"),
+    # Arms that share only some trials.
+    ("  base: {paths: [base]}\n  mcp: {paths: [mcp, base/t2__a]}\n",
+     "arms base and mcp overlap: both select base/t2__a; an arm's selectors must not match another arm's trials"),
+])
+@pytest.mark.parametrize("out_exists", [False, True])
+def test_a_study_file_whose_arms_cannot_work_stops_in_one_line_and_writes_nothing(tmp_path, run_cli, arms, message,
+                                                                                 out_exists):
+    runs = _two_jobs(tmp_path / "runs")
+    study = _study(tmp_path, "name: cannot work\nbaseline: base\narms:\n" + arms)
+    out = tmp_path / "out"
+    if out_exists:  # an earlier analysis' outputs stay as they were
+        out.mkdir()
+        (out / "metrics_detail.csv").write_text("earlier\n")
+    before = _digest(out) if out_exists else None
+    proc = run_cli(runs, "--study", study, "--no-llm", "-q", "-o", out)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"error: {study}: {message}"]
+    assert (_digest(out) == before) if out_exists else not out.exists()
+
+
+def test_the_paper_pipeline_stops_before_any_notebook_on_arms_that_cannot_work(tmp_path):
+    from analysis_lib.cli.pipeline import ParamsError, preflight
+
+    _two_jobs(tmp_path / "runs")
+    _study(tmp_path, "name: cannot work\nbaseline: base\narms:\n  base: {paths: [base]}\n  mcp: {paths: [nothing]}\n")
+    params = {"runs_dir": "runs", "study_file": "study.yaml"}
+    with pytest.raises(ParamsError) as err:
+        preflight("p.yaml", params, tmp_path, {"runs_dir": {"default": "runs"}})
+    assert str(err.value) == ("p.yaml: study_file: study.yaml: arms.mcp: its selector (path nothing) matches none of the 4 "
+                              "trials read; every arm's selector must match a trial; nothing was run or written")
+
+
+def test_the_audit_flags_configuration_beyond_the_treatment_but_not_the_treatment_itself(tmp_path):
+    """Arms declared by a field (the skills folder) and offered MCP or not: the field and the MCP server are the
+    treatment; a CPU limit set in one arm only is not, and is flagged, as are jobs run apart and longer instructions."""
+    runs = tmp_path / "runs"
+    for t in range(3):
+        harbor_trial(runs, "job-a", f"t{t}__a", f"t{t}", traj=trajectory([agent_step(1)]))
+        harbor_trial(runs, "job-b", f"t{t}__b", f"t{t}", kwargs={"skills_dir": "/skills"},
+                     extra_config={"environment": {"type": "docker", "override_cpus": 4},
+                                   "agent": {"name": "claude-code", "model_name": "anthropic/claude-sonnet-4-5",
+                                             "kwargs": {"skills_dir": "/skills"}, "env": {},
+                                             "mcp_servers": [{"name": "codegraph"}]}},
+                     traj=trajectory([agent_step(1)]))
+    for d in runs.glob("job-*/*/agent/trajectory.json"):  # the instruction: 100 characters, 250 with the skills
+        doc = json.loads(d.read_text())
+        doc["steps"].insert(0, {"step_id": 0, "source": "user", "message": "x" * (250 if "job-b" in str(d) else 100)})
+        d.write_text(json.dumps(doc))
+    study = _study(tmp_path, "name: skills\nbaseline: plain\narms:\n  plain: {fields: {agent.kwargs.skills_dir: null}}\n"
+                             "  skills: {fields: {agent.kwargs.skills_dir: /skills}, mcp: true}\n")
+    result = analyse(runs, None, workers=1, cache=False, design=study)
+    by = {f.check: f.message for f in result.audit.findings}
+    assert by["configuration"] == ("skills differs from plain beyond the treatment: environment.override_cpus = unset (3) in "
+                                   "plain, 4 (3) in skills")
+    assert "instructions are 2.5× as long" in by["instructions"] and "plain: job-a; skills: job-b" in by["assignment"]
+    # One job holding both arms (a randomised schedule) is no separate-jobs finding.
+    assert "assignment" not in {f.check for f in analyse(runs, None, workers=1, cache=False, design=_study(
+        tmp_path, "name: by task\nbaseline: a\narms:\n  a: {paths: ['*/t0__*', '*/t1__a', '*/t2__a']}\n"
+                  "  b: {paths: ['*/t1__b', '*/t2__b']}\n")).audit.findings}
 
 
 def test_a_design_with_no_complete_pair_stops_the_comparisons_in_one_line(tmp_path, run_cli):

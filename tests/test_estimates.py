@@ -158,6 +158,17 @@ def test_clustered_proportion_variance_is_statsmodels_cluster_variance():
     assert row["ci_high"] - row["ci_low"] >= naive["ci_high"] - naive["ci_low"] - 1e-12
 
 
+def test_one_trial_per_task_has_no_design_effect_and_the_two_rates_of_one_count_share_an_interval():
+    # 7 of 9 tasks, one trial each (the CodeScaleBench slice's baseline): nothing is clustered, so the pass rate over
+    # trials is Wilson's over the 9 trials (statsmodels proportion_confint(7, 9, method="wilson"): 0.45259, 0.93677),
+    # exactly the resolve rate's interval over the 9 tasks. The CR1 formula alone would say G / (G - 1) = 1.125.
+    r = stats.clustered_proportion([1, 1, 1, 0, 1, 1, 0, 1, 1], [1] * 9).iloc[0]
+    w = stats.wilson_ci(7, 9).iloc[0]
+    assert r["design_effect"] == 1.0 and r["n_effective"] == 9
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((0.45259, 0.93677), abs=5e-6)
+    assert (r["ci_low"], r["ci_high"]) == (w["ci_low"], w["ci_high"])
+
+
 @pytest.mark.slow  # 2,000 simulated studies (~10 s of CPU)
 def test_clustered_proportion_covers_in_simulation_where_the_trial_level_wilson_does_not():
     rng = np.random.default_rng(7)

@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis_lib import Study, analyse_comparisons
 from analysis_lib.core import registry
 from analysis_lib.inference.comparisons import RATE_DIFFERENCE_UNIT
 from analysis_lib.report import figures, tables
-from analysis_lib.report.comparison_report import analyse_comparisons
 from analysis_lib.report.paper import FIGURE_CAPTIONS
 from analysis_lib.simulate.model import simulate_metrics
 from analysis_lib.study.plan import load_plan
@@ -28,7 +28,7 @@ PROFILES = {"text": "text", "codegraph": "codegraph", "codecanvas": "codecanvas"
 def paper_figures() -> dict[str, plt.Figure]:
     """Every figure the paper includes, made as the notebooks make them, from a simulated study of 24 tasks."""
     metrics = simulate_metrics(seed=20261121, n_tasks=24, repetitions=3)
-    study = analyse_comparisons(metrics, load_plan(), baseline="text")
+    study = analyse_comparisons(Study.from_table(metrics, baseline="text"), load_plan())
     comp, colors = study.comparisons, figures.profile_colors(sorted(metrics["profile"].unique()))
     out = {"rates": figures.plot_rates(study.rates, True, colors),
            "task_outcomes": figures.plot_task_outcomes(figures.task_outcomes(metrics), True),
@@ -88,3 +88,26 @@ def test_the_outcome_heatmap_slants_profile_names_that_would_collide():
     assert [t.get_text() for t in ax.get_xticklabels()] == sorted(metrics["profile"].unique())
     assert not _overlaps(ax.get_xticklabels())
     plt.close(fig)
+
+
+def test_long_task_names_keep_the_per_task_figures_one_column_wide(paper_figures):
+    """The paper includes every figure at the column's width: a figure widened by its labels is shrunk, labels and
+    all (real task ids such as CodeScaleBench's made them 3-4 pt). Long names are shortened in the middle instead."""
+    metrics = simulate_metrics(seed=3, n_tasks=6, repetitions=1)
+    long = {t: f"element-web-unread-indicators-diverge-fix-{i:03d}-{t}" for i, t in enumerate(sorted(metrics["task_id"].unique()))}
+    metrics["task_id"] = metrics["task_id"].map(long)
+    study = analyse_comparisons(Study.from_table(metrics, baseline="text"), load_plan())
+    comp = study.comparisons
+    made = {"per_task": figures.plot_per_task_changes(figures.per_task_changes(comp, metrics, "total_tokens"), comp,
+                                                      "total_tokens", True),
+            "task_outcomes": figures.plot_task_outcomes(figures.task_outcomes(metrics), True)}
+    for name, fig in made.items():
+        fig.canvas.draw()
+        width_pt = fig.get_tightbbox(fig.canvas.get_renderer()).width * 72
+        scale = min(1.0, figures.WIDTH_IN * 72 / width_pt)  # \includegraphics[width=\columnwidth] shrinks a wider one
+        sizes = [t.get_fontsize() * scale for t in fig.axes[0].get_yticklabels() if t.get_text()]
+        assert sizes and min(sizes) >= 5.5, f"{name}: task labels print at {min(sizes):.1f} pt"
+        labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+        assert all(len(x) <= figures.TASK_LABEL_CHARS and "…" in x for x in labels), labels
+        plt.close(fig)
+    assert figures.task_label("linux-hda-intel-suspend-fault-001") == "linux-hda-intel-sus…-fault-001"

@@ -15,10 +15,10 @@ import sys
 import pytest
 from judge_fakes import answer_for
 
-from analysis_lib.ingest.load import load_trials
 from analysis_lib.judge.analyses import trial_id
-from analysis_lib.judge.labelling import LABEL_CLASSES, draw_sample, labelling_report, make_items, outcome_of
+from analysis_lib.judge.labelling import LABEL_CLASSES, draw_sample, labelling_report, make_items, outcome_of, study_rows
 from analysis_lib.judge.run import run_layer2
+from analysis_lib.study.study import study_of_trials
 
 
 def label_cmd(*args, cwd, answers=None, env=None) -> subprocess.CompletedProcess:
@@ -80,14 +80,15 @@ def test_two_raters_label_a_blinded_stratified_sample_in_the_terminal(sample_run
 
 
 def test_sample_is_stratified_seeded_and_report_puts_the_ceiling_before_the_judge(sample_runs, tmp_path, llm_server, no_keys):
-    trials, _ = load_trials(sample_runs)
-    sample = draw_sample(trials, per_stratum=2, seed=3)
-    assert [trial_id(t) for t in sample] == [trial_id(t) for t in draw_sample(trials, per_stratum=2, seed=3)]
-    assert [trial_id(t) for t in sample] != [trial_id(t) for t in draw_sample(trials, per_stratum=2, seed=4)]
-    strata = {(t.profile, outcome_of(t)) for t in sample}
+    study, trials = study_of_trials(sample_runs)
+    rows = study_rows(study.metrics)  # the outcomes the study scored
+    sample = draw_sample(trials, rows, per_stratum=2, seed=3)
+    assert [trial_id(t) for t in sample] == [trial_id(t) for t in draw_sample(trials, rows, per_stratum=2, seed=3)]
+    assert [trial_id(t) for t in sample] != [trial_id(t) for t in draw_sample(trials, rows, per_stratum=2, seed=4)]
+    strata = {(t.profile, outcome_of(t, rows)) for t in sample}
     assert strata == {(p, o) for p in ("text", "codegraph", "codecanvas") for o in ("success", "failure")}
     assert len(sample) == 12
-    items = make_items(sample, trials, 800)
+    items = make_items(sample, rows, trials, 800)
     assert all("codegraph" not in i.text and "codecanvas" not in i.text for i in items)
     # Two raters: ann says grep_and_fix everywhere, bob agrees on all but the first trial.
     path = tmp_path / "labels.csv"
@@ -97,8 +98,9 @@ def test_sample_is_stratified_seeded_and_report_puts_the_ceiling_before_the_judg
         rows.append(f"{i.trial_id},strategy,bob,{'chaotic' if n == 0 else 'grep_and_fix'}")
     path.write_text("\n".join(rows) + "\n")
     llm_server.default = answer_for  # the judge says grep_and_fix for every trial
-    opts = argparse.Namespace(model="openai/loopback-judge", api_base=llm_server.url, quiet=True, seed=0)
-    run_layer2(sample, None, tmp_path / "llm", opts)
+    opts = argparse.Namespace(model="openai/loopback-judge", api_base=llm_server.url, quiet=True, seed=0,
+                              baseline=study.require_baseline())
+    run_layer2(sample, study.metrics, tmp_path / "llm", opts)
     md = labelling_report(path, tmp_path / "llm", reps=200)
     lines = [line for line in md.splitlines() if line.startswith("| strategy")]
     assert [line.split("|")[2].strip() for line in lines] == [

@@ -86,14 +86,16 @@ def test_real_small_model_on_human_labelled_traces_gives_an_agreement_row(smollm
     A 135M model's agreement says nothing about judge validity; the row only has to be computed.
     """
     from analysis_lib.judge.agreement import agreement_row, format_agreement_md
-    from analysis_lib.judge.analyses import blind_job, failure_jobs, trial_id
+    from analysis_lib.judge.analyses import blind_job, failure_jobs, metrics_lookup, trial_id
     from analysis_lib.judge.blind import vocabulary
     from analysis_lib.judge.client import JudgeClient
     from analysis_lib.judge.labels import load_who_and_when
+    from analysis_lib.judge.run import verdict_table
 
     items = sorted(load_who_and_when(judge_labels / "who-and-when"), key=lambda i: len(i.trial.trajectory.steps))[:2]
     trials = [i.trial for i in items]
-    jobs = [blind_job(j, vocabulary(trials)) for j in failure_jobs(trials, {}, max_chars=600)]
+    verdicts = metrics_lookup(verdict_table(trials, None))  # the traces scored as the analysis scores them
+    jobs = [blind_job(j, vocabulary(trials)) for j in failure_jobs(trials, verdicts, max_chars=600)]
     client = JudgeClient(
         LITELLM_MODEL, api_base=smollm2, api_key="no-key", concurrency=1, max_tokens=300, max_string_chars=30, max_list_items=1
     )

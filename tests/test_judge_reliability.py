@@ -33,7 +33,7 @@ from analysis_lib.judge.run import run_layer2
 
 
 def options(url: str, **kw) -> argparse.Namespace:
-    base = dict(model="openai/loopback-judge", api_base=url, quiet=True, seed=0, bootstrap_reps=200)
+    base = dict(model="openai/loopback-judge", api_base=url, quiet=True, seed=0, bootstrap_reps=200, baseline="text")
     base.update(kw)
     return argparse.Namespace(**base)
 

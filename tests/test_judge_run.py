@@ -27,6 +27,7 @@ def options(url: str | None, **kw) -> argparse.Namespace:
     base = dict(
         model="openai/loopback-judge", api_base=url, budget_usd=None, concurrency=4, refresh=False, judge_samples=1,
         judge_model_b=None, human_labels=None, estimate_cost=False, quiet=True, seed=0, simulated=False,
+        baseline="text",  # the study's baseline, as the command line hands it over
     )
     base.update(kw)
     return argparse.Namespace(**base)
@@ -88,25 +89,32 @@ def test_second_run_is_served_from_the_cache_with_identical_outputs_and_refresh_
     assert llm_server.request_count == 16 and third["cache_hits"] == 0
 
 
-def test_budget_stop_at_90_percent(llm_server, tmp_path, no_keys):
-    # 1e-4 USD per token in and out; each answer reports 100 + 20 tokens -> 0.012 USD per call.
+def test_budget_stop_when_the_next_worst_case_does_not_fit(llm_server, tmp_path, no_keys):
+    # 1e-6 USD per token in and out; each answer reports 100 + 20 tokens -> 0.00012 USD per call, while each
+    # call reserves its worst case first: its prompt (a token per byte) and a 50-token answer, about 0.003 USD.
     model = "openai/priced-loopback-judge"
-    register_price(model, 1e-4, 1e-4)
+    register_price(model, 1e-6, 1e-6)
     llm_server.default = answer_for
-    # budget 0.05 -> cap 0.045: calls 1-4 bring the spend to 0.048 >= 0.045, so the 5th is not sent.
-    summary = run_layer2(make_trials(3), None, tmp_path, options(llm_server.url, model=model, budget_usd=0.05, concurrency=1))
-    assert llm_server.request_count == 4
-    assert summary["spent_usd"] == pytest.approx(0.048)
-    assert summary["budget_stopped"] == 16 - 4
-    assert "budget stop" in summary["budget_stop"] and "90%" in summary["budget_stop"]
+    budget = 0.0045
+    summary = run_layer2(make_trials(3), None, tmp_path, options(llm_server.url, model=model, budget_usd=budget, concurrency=1,
+                                                                max_tokens=50))
+    sent = llm_server.request_count
+    assert 0 < sent < 16 and summary["budget_stopped"] == 16 - sent
+    assert summary["spent_usd"] == pytest.approx(sent * 0.00012) and sent * 0.00012 <= budget
+    assert summary["budget_stop"].startswith(f"budget stop: {16 - sent} judgements not asked, as their worst case did not fit; "
+                                             f"spent {sent * 0.00012:.4f} USD of the 0.0045 USD budget")
     failed = {f["error"].split(":")[0] for f in summary["failed_analyses"]}
-    assert failed == {"budget stop"}
+    assert failed == {"budget stop"} and summary["judgements_failed"] == 0
+    stop = summary["failed_analyses"][0]["error"]
+    worst, committed = float(stop.split("worst-case cost (")[1].split(" USD")[0]), float(stop.split("the spend (")[1].split(" USD")[0])
+    assert worst + committed > budget  # it was left out because it could not fit
     strat = json.loads((tmp_path / "strategy_analysis.json").read_text())
-    assert strat["cost_usd"] == pytest.approx(0.048)  # spend recorded in the outputs
-    # Nothing skipped was cached: with a bigger budget the rest is asked, the first four are hits.
+    assert strat["n_ok"] >= 1 and strat["cost_usd"] == pytest.approx(strat["n_ok"] * 0.00012)  # spend recorded in the outputs
+    # Nothing skipped was cached: with a bigger budget the rest is asked, the first ones are hits.
     llm_server.reset()
-    again = run_layer2(make_trials(3), None, tmp_path, options(llm_server.url, model=model, budget_usd=10.0, concurrency=1))
-    assert again["cache_hits"] == 4 and llm_server.request_count == 12 and again["failed_analyses"] == []
+    again = run_layer2(make_trials(3), None, tmp_path, options(llm_server.url, model=model, budget_usd=10.0, concurrency=1,
+                                                              max_tokens=50))
+    assert again["cache_hits"] == sent and llm_server.request_count == 16 - sent and again["failed_analyses"] == []
 
 
 def _client(url, tmp_path, **kw) -> JudgeClient:

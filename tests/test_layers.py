@@ -48,3 +48,17 @@ def test_a_cycle_behind_type_checking_is_refused(tmp_path):
     proc = _lint(tmp_path, edit)
     assert proc.returncode != 0
     assert "No cycles are allowed in analysis_lib.core" in proc.stdout
+
+
+def test_the_report_may_not_call_an_engine(tmp_path):
+    """Rendering imports the analysis' results; the engine that computes them is called above the report."""
+    proc = _lint(tmp_path, ("report/tables.py", "from ..inference.analysis import analyse_comparisons  # noqa: E402,F401"))
+    assert proc.returncode != 0
+    assert "analysis_lib.report is not allowed to import analysis_lib.inference.analysis" in proc.stdout
+
+
+def test_inference_may_not_read_the_runs(tmp_path):
+    """Inference is handed the study; reading trajectories again is ingest's job, below it."""
+    proc = _lint(tmp_path, ("inference/rates.py", "from ..ingest import read  # noqa: E402,F401"))
+    assert proc.returncode != 0
+    assert "analysis_lib.inference is not allowed to import analysis_lib.ingest" in proc.stdout

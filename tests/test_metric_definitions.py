@@ -22,6 +22,7 @@ from builders import agent_step, trajectory
 from analysis_lib.core import registry
 from analysis_lib.core.trial import TestResult, Trial
 from analysis_lib.ingest.atif import parse_trajectory
+from analysis_lib.ingest.read import never_reached_model
 from analysis_lib.metrics.trial_metrics import trial_metrics
 
 SONNET, HAIKU = "claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001"
@@ -172,9 +173,45 @@ def carried() -> Trial:
     return _trial(None, reward=None, carried=CARRIED)
 
 
+# study: a Harbor trial whose trajectory was not kept, with the study's own per-trial metrics (CodeScaleBench's
+#   task_metrics.json): 32 calls, 27 of them MCP (12 keyword searches, 12 file reads, 2 commit searches, 1 file
+#   list), 1 file modified. The per-tool MCP counts are those of its tool distribution.
+STUDY = {"tool_calls_count": 32, "mcp_tool_calls": 27, "files_edited": 1, "mcp_tools_used": 4,
+         "tool_distribution": {"mcp__sourcegraph__sg_list_files": 1, "mcp__sourcegraph__sg_keyword_search": 12,
+                               "mcp__sourcegraph__sg_read_file": 12, "mcp__sourcegraph__sg_commit_search": 2, "Bash": 3,
+                               "Write": 1, "Read": 1}}
+
+
+def study() -> Trial:
+    return _trial(None, reward=0.7, carried=STUDY)
+
+
+# never: the agent never reached a model (Claude Code answered a rate limit itself, model <synthetic>, 0 tokens);
+#   the verifier still scored it 0. No agent attempted the task: what it did is unknown, not none.
+def never() -> Trial:
+    step = agent_step(1, [], prompt=0, completion=0)
+    step["model_name"], step["message"] = "<synthetic>", "You've hit your limit · resets 7pm (UTC)"
+    t = _trial(trajectory([step], model="<synthetic>"), reward=0.0)
+    t.metadata["never_reached_model"] = never_reached_model(t.trajectory)  # as the trial-folder reader marks it
+    assert t.metadata["never_reached_model"] == "the agent never reached the model: You've hit your limit · resets 7pm (UTC)"
+    t.carried_metrics = {"mcp_used": False}  # even a recorded "not used" says nothing of an agent that never ran
+    return t
+
+
 # infra: the harness raised before any verdict (no reward, no trajectory): an infrastructure error.
 def infra() -> Trial:
     return _trial(None, reward=None, exception="RuntimeError: docker build failed")
+
+
+# unrecorded: a Harbor trial scored 0 whose agent recorded nothing (no trajectory, every token field null):
+#   a failure whose tokens, steps and calls are unknown, so no failure flag that tests them is known either.
+def unrecorded() -> Trial:
+    return _trial(None, reward=0.0)
+
+
+# table: a row of a results table (a failed trial; the table gives total tokens per trial, 90,000 > 80,000).
+def table() -> Trial:
+    return _trial(None, reward=None, carried={"success": False, "total_tokens": 90_000.0})
 
 
 # runner: the benchmark runner's treatment trial: MCP tools reached the model, none was used.
@@ -184,7 +221,8 @@ def runner() -> Trial:
     return t
 
 
-TRIALS = {f.__name__: f for f in (session, flaky, subagent, subagent_edits, shell, discovery, carried, infra, runner)}
+TRIALS = {f.__name__: f for f in (session, flaky, subagent, subagent_edits, shell, discovery, carried, study, never, infra,
+                                   unrecorded, table, runner)}
 NA = None  # unknown / not applicable: an empty cell
 
 # metric id -> [(trial, value computed by hand)]; floats compare to 1e-9, JSON objects as objects.
@@ -198,13 +236,15 @@ EXPECTED: dict[str, list[tuple[str, object]]] = {
     "total_input_tokens": [("session", 6000), ("subagent", 7800), ("carried", 1000), ("infra", NA)],
     "total_output_tokens": [("session", 350), ("subagent", 220), ("carried", 50), ("infra", NA)],
     "total_cached_tokens": [("session", 4000), ("subagent", 0), ("carried", NA)],  # mcpbr states no cache split
-    "total_tokens": [("session", 6350), ("subagent", 8020), ("flaky", 90_011), ("carried", 1050), ("infra", NA)],
+    "total_tokens": [("session", 6350), ("subagent", 8020), ("flaky", 90_011), ("carried", 1050), ("never", 0), ("infra", NA),
+                     ("unrecorded", NA), ("table", 90_000)],
     "total_cost_usd": [("session", 0.04), ("flaky", 0.270153), ("subagent", 0.0226), ("carried", 0.2), ("infra", NA)],
     "cost_estimated": [("session", False), ("flaky", True), ("subagent", True), ("carried", False), ("infra", False)],
     "token_efficiency": [("session", 1e6 / 6350), ("flaky", 0.0), ("carried", 1e6 / 1050), ("infra", NA)],
-    "total_steps": [("session", 4), ("subagent", 4), ("flaky", 3), ("carried", 12), ("infra", NA)],
-    "agent_steps": [("session", 3), ("subagent", 3), ("carried", NA)],
-    "tool_calls_count": [("session", 10), ("subagent", 6), ("shell", 6), ("carried", 7), ("infra", NA)],
+    "total_steps": [("session", 4), ("subagent", 4), ("flaky", 3), ("carried", 12), ("never", NA), ("infra", NA)],
+    "agent_steps": [("session", 3), ("subagent", 3), ("carried", NA), ("never", NA)],
+    "tool_calls_count": [("session", 10), ("subagent", 6), ("shell", 6), ("carried", 7), ("study", 32), ("never", NA),
+                         ("infra", NA)],
     "unique_tools": [("session", 5), ("subagent", 4), ("shell", 1), ("carried", 2), ("infra", NA)],
     "tools_per_step": [("session", 10 / 3), ("subagent", 1.0), ("carried", NA)],
     "steps_per_minute": [("session", 2.0), ("subagent", 4 / 1.5), ("carried", 12.0), ("flaky", NA)],
@@ -215,28 +255,31 @@ EXPECTED: dict[str, list[tuple[str, object]]] = {
     "tool_success_rate": [("session", 0.9), ("flaky", 0.6), ("carried", 4 / 7), ("infra", NA)],
     "tool_error_count": [("session", 1), ("flaky", 4), ("shell", 1), ("discovery", 2), ("carried", 3)],
     "mcp_tools_used": [("session", 1), ("discovery", 1), ("shell", 0), ("carried", NA)],
-    "mcp_tool_calls": [("session", 1), ("discovery", 1), ("shell", 0), ("carried", NA)],
+    "mcp_tool_calls": [("session", 1), ("discovery", 1), ("shell", 0), ("carried", NA), ("study", 27), ("never", NA)],
     "native_tool_calls": [("session", 9), ("discovery", 2), ("subagent", 6), ("carried", NA)],
     "mcp_discovery_calls": [("discovery", 1), ("session", 0), ("carried", NA)],
     "mcp_exposed": [("runner", True), ("session", NA)],
-    "mcp_used": [("runner", False), ("session", NA)],
+    "mcp_used": [("runner", False), ("session", NA), ("never", NA)],
     "loop_count": [("session", 1), ("flaky", 5), ("subagent", 1), ("carried", NA)],
     "backtrack_count": [("session", 1), ("subagent_edits", 1), ("shell", 0), ("carried", NA)],
     "exploration_breadth": [("session", 2), ("shell", 2), ("subagent_edits", 2), ("carried", NA)],
     "files_read": [("session", 2), ("shell", 1), ("discovery", 1), ("subagent", 1), ("carried", NA)],
-    "files_edited": [("session", 1), ("shell", 2), ("discovery", 0), ("subagent_edits", 2), ("carried", NA)],
+    "files_edited": [("session", 1), ("shell", 2), ("discovery", 0), ("subagent_edits", 2), ("carried", NA), ("study", 1),
+                     ("never", NA)],
     # The Explore subagent searched before the root's first edit (a walk of the root's calls first said False).
     "grep_before_edit": [("session", True), ("subagent", True), ("subagent_edits", True), ("shell", True),
                          ("flaky", NA), ("carried", NA)],
     "mcp_calls_by_tool": [("session", {"mcp__codegraph__get_dependencies": 1}), ("discovery", {"mcp__codemap__lookup": 1}),
-                          ("shell", {}), ("carried", NA)],
+                          ("shell", {}), ("carried", NA), ("never", NA),
+                          ("study", {"mcp__sourcegraph__sg_list_files": 1, "mcp__sourcegraph__sg_keyword_search": 12,
+                                     "mcp__sourcegraph__sg_read_file": 12, "mcp__sourcegraph__sg_commit_search": 2})],
     "time_to_first_edit_sec": [("session", 60.0), ("subagent", 60.0), ("shell", 40.0), ("subagent_edits", NA), ("flaky", NA)],
     "steps_to_first_edit": [("session", 3), ("subagent", 3), ("subagent_edits", 2), ("shell", 4), ("flaky", NA)],
     "duplicate_reads": [("session", 1), ("subagent", 1), ("shell", 0), ("carried", NA)],
-    "tool_misuse": [("session", False), ("flaky", True), ("carried", True), ("infra", False)],
+    "tool_misuse": [("session", False), ("flaky", True), ("carried", True), ("infra", NA), ("unrecorded", NA)],
     "infinite_loop": [("session", False), ("flaky", True), ("carried", NA)],
-    "budget_exhaustion": [("flaky", True), ("session", False), ("infra", False)],
-    "premature_stop": [("flaky", True), ("session", False), ("infra", False)],
+    "budget_exhaustion": [("flaky", True), ("session", False), ("infra", False), ("unrecorded", NA), ("table", True)],
+    "premature_stop": [("flaky", True), ("session", False), ("infra", False), ("unrecorded", NA), ("never", NA)],
     "context_omission": [("session", NA)],
     "calls_read": [("session", 3), ("subagent", 3), ("shell", 0), ("carried", NA)],
     "calls_search": [("session", 1), ("subagent", 1), ("carried", NA)],

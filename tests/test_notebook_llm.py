@@ -3,6 +3,7 @@ outputs land in the output folder, and the API key never reaches the executed no
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import papermill
@@ -10,7 +11,6 @@ import pytest
 from judge_fakes import answer_for
 
 from analysis_lib.cli import pipeline
-from analysis_lib.report import outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-do-not-leak-0123456789"
@@ -22,8 +22,8 @@ def test_llm_notebook_runs_the_judges_and_keeps_the_key_out(tmp_path, sample_run
 
     llm_server.default = answer_for  # a schema-valid answer for whatever analysis is asked
     out = tmp_path / "out"
-    analyse(sample_runs, out / "analytics", workers=1, cache=False)
-    outputs.write_run_info(outputs.output_paths(tmp_path, "out"), {"simulated": True})
+    # The study as notebook 01 saves it, naming the runs relative to the project root the notebook is given.
+    analyse(sample_runs, out / "analytics", workers=1, cache=False, runs_label=os.path.relpath(sample_runs, tmp_path))
     for key, value in pipeline.kernel_env(ROOT).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)  # the kernel inherits it; it must not show anywhere
@@ -31,7 +31,7 @@ def test_llm_notebook_runs_the_judges_and_keeps_the_key_out(tmp_path, sample_run
     papermill.execute_notebook(
         str(ROOT / "notebooks" / "03_llm_analysis.ipynb"), str(executed), kernel_name="python3",
         cwd=str(ROOT / "notebooks"), progress_bar=False, extra_arguments=pipeline.KERNEL_ARGS,
-        parameters={"project_root": str(tmp_path), "output_dir": "out", "runs_dir": str(sample_runs),
+        parameters={"project_root": str(tmp_path), "output_dir": "out",
                     "run_llm": True, "model": "openai/loopback-judge", "api_base": llm_server.url, "llm_limit": 4})
     text = executed.read_text()
     assert "judging 4 trials" in text

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis_lib import stats
+from analysis_lib import Study, analyse_comparisons, stats
 from analysis_lib.inference import comparisons as C
 from analysis_lib.report import figures, latex, paper
 from analysis_lib.report import numbers as fmt
-from analysis_lib.report.comparison_report import analyse_comparisons, tier_table, tier_title
+from analysis_lib.report.comparison_report import tier_table, tier_title
 from analysis_lib.simulate.model import simulate_metrics
 from analysis_lib.study.plan import load_plan
 
@@ -24,7 +24,7 @@ PLANS = {"majority": ROOT / "params" / "analysis_plan.yaml", "all": ROOT / "para
 @pytest.fixture(scope="module")
 def studies():
     metrics = simulate_metrics(seed=4, n_tasks=12, repetitions=3)
-    return metrics, {k: analyse_comparisons(metrics, load_plan(p), baseline="text") for k, p in PLANS.items()}
+    return metrics, {k: analyse_comparisons(Study.from_table(metrics, baseline="text"), load_plan(p)) for k, p in PLANS.items()}
 
 
 def _tex_rows(tex: str) -> list[list[str]]:
@@ -133,3 +133,26 @@ def test_rate_headers_name_trials_or_tasks(studies):
     _, by_plan = studies
     head = _tex_head(paper.rates_tex(by_plan["majority"].rates, True))
     assert "{Pass rate per trial}" in head and "{Resolve rate per task}" in head
+
+
+def test_every_output_file_is_named_in_one_place():
+    """Writers and readers (the package and the notebooks) name an output file through analysis_lib.core.outputs, never
+    by spelling it again: a string equal to a declared file name appears nowhere else (docstrings aside)."""
+    import ast
+    from pathlib import Path
+
+    from analysis_lib.core import outputs as files
+
+    root = Path(__file__).resolve().parents[1]
+    declared = {v for k, v in vars(files).items() if k.isupper() and isinstance(v, str) and "." in v}
+    found = []
+    for path in [*root.glob("analysis_lib/**/*.py"), *root.glob("notebooks/*.py")]:
+        if path == root / "analysis_lib" / "core" / "outputs.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        found += [f"{path.relative_to(root)}:{n.lineno}: {n.value}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and n.value in declared and id(n) not in docs]
+    assert not found, found

@@ -24,12 +24,12 @@ def _require_pdflatex() -> None:
 @pytest.mark.slow
 def test_main_tex_compiles_with_generated_snippets(tmp_path, sample_runs):
     _require_pdflatex()
-    from analysis_lib.report.comparison_report import write_comparisons
+    from analysis_lib import write_comparisons
     from analysis_lib.study.layer1 import analyse
 
     result = analyse(sample_runs, tmp_path / "analytics", workers=1, cache=False)
     metrics = pd.read_csv(tmp_path / "analytics" / "metrics_detail.csv")
-    study = write_comparisons(metrics, tmp_path / "comparisons", baseline="text", simulated=result.simulated)
+    study = write_comparisons(result, tmp_path / "comparisons")
     fig_dir = tmp_path / "figures"
     figures.save_figure(figures.plot_rates(study.rates, True), fig_dir, "rates")
     figures.save_figure(figures.plot_forest(study.comparisons, True), fig_dir, "forest")
@@ -51,14 +51,14 @@ def test_main_tex_compiles_with_generated_snippets(tmp_path, sample_runs):
 
 def test_every_shipped_plan_gives_unique_macro_names():
     """The all-repetitions plan restates success with two sensitivity tests; each gets macros of its own."""
-    from analysis_lib.report.comparison_report import analyse_comparisons
+    from analysis_lib import Study, analyse_comparisons
     from analysis_lib.report.latex import render_macros
     from analysis_lib.simulate.model import simulate_metrics
     from analysis_lib.study.plan import load_plan
 
     metrics = simulate_metrics(seed=4, n_tasks=12, repetitions=3)
     for plan_file in sorted((ROOT / "params").glob("analysis_plan*.yaml")):
-        study = analyse_comparisons(metrics, load_plan(plan_file), baseline="text")
+        study = analyse_comparisons(Study.from_table(metrics, baseline="text"), load_plan(plan_file))
         macros = paper.quoted_macros(paper.PaperInputs(metrics, study.comparisons, study.rates, simulated=True, baseline="text"))
         names = [m.name for m in macros]
         assert len(names) == len(set(names)), plan_file.name

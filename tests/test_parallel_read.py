@@ -44,3 +44,50 @@ def test_workers_return_rows_not_trajectories(runs):
     rows, errors = trials_table.source_rows(src)
     assert errors == [] and len(rows) == 1
     assert all(v is None or isinstance(v, (str, int, float, bool)) for v in rows[0].values())
+
+
+READ_SLOWLY = """
+import os, sys, time
+from analysis_lib.metrics import trials_table
+
+def slow(src, config=trials_table.DEFAULT_CONFIG):
+    open(os.path.join(sys.argv[2], str(os.getpid())), "w").close()
+    time.sleep(120)  # a read that takes minutes (a huge trajectory, a slow network disk)
+
+trials_table.source_rows = slow
+trials_table.trials_table(sys.argv[1], workers=2)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the dying worker is set up by fork")
+def test_reader_workers_die_with_a_killed_analysis(runs, tmp_path):
+    """kill -9 of the analysis mid-read: its two reader workers end with it instead of reading on for minutes."""
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    started = tmp_path / "workers"
+    started.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", READ_SLOWLY, str(runs), str(started)])
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(list(started.iterdir())) < 2:
+            time.sleep(0.05)
+        workers = [int(p.name) for p in started.iterdir()]
+        assert len(workers) == 2
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(psutil.pid_exists(w) and psutil.Process(w).status() != psutil.STATUS_ZOMBIE
+                                                  for w in workers):
+            time.sleep(0.05)
+        left = [w for w in workers if psutil.pid_exists(w) and psutil.Process(w).status() != psutil.STATUS_ZOMBIE]
+        assert left == []
+    finally:
+        proc.kill()
+        for w in workers:
+            if psutil.pid_exists(w):
+                os.kill(w, signal.SIGKILL)

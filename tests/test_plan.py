@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import yaml
 
-from analysis_lib import stats
+from analysis_lib import stats, write_comparisons
 from analysis_lib.inference import comparisons
-from analysis_lib.report.comparison_report import write_comparisons
 from analysis_lib.simulate.model import simulate_metrics
 from analysis_lib.study import plan as P
+from analysis_lib.study.baseline import profile_pairs
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "params" / "analysis_plan.yaml"
@@ -143,7 +143,7 @@ def test_corrections_run_over_the_whole_tier_across_all_profile_pairs(latent):
     from statsmodels.stats.multitest import multipletests
 
     plan = P.load_plan(PLAN)
-    pairs = comparisons.profile_pairs(latent["profile"].unique(), baseline="text")
+    pairs = profile_pairs(latent["profile"].unique(), baseline="text")
     table = comparisons.compare(latent, plan, pairs)
     assert list(table.columns) == comparisons.COLUMNS
     prim = table[table["tier"] == "primary"]
@@ -152,10 +152,12 @@ def test_corrections_run_over_the_whole_tier_across_all_profile_pairs(latent):
     sec = table[table["tier"] == "secondary"]
     np.testing.assert_allclose(sec["p_adjusted"], multipletests(sec["p_value"], method="fdr_bh")[1], rtol=1e-12)
     assert (table["significant"].dropna() == (table["p_adjusted"].dropna() < plan.alpha)).all()
-    # The latent frame has no exploratory columns: each planned one says so instead of vanishing.
+    # The latent frame has no exploratory columns: each planned one says so instead of vanishing. It counts MCP calls
+    # as totals only (some above 0): the per-tool row says no per-tool count was recorded, not that no tool was called.
     expl = table[table["tier"] == "exploratory"]
     assert expl["p_value"].isna().all() and expl["significant"].isna().all()
-    assert {"no MCP tool was called in these runs", "column 'time_to_first_edit_sec' is not in the metrics table",
+    assert {"no per-tool counts of MCP calls recorded in these runs",
+            "column 'time_to_first_edit_sec' is not in the metrics table",
             "column 'duplicate_reads' is not in the metrics table"} <= set(expl["note"].dropna())
 
 
@@ -163,7 +165,8 @@ def test_a_refused_column_keeps_its_place_in_the_family(latent):
     plan = P.load_plan(PLAN)
     table = comparisons.compare(latent, plan, [("text", "codecanvas")], refused={"success": "refused: evaluations missing"})
     rr = table[table["metric"] == "success"].iloc[0]
-    assert rr["note"] == "refused: evaluations missing" and np.isnan(rr["p_value"]) and rr["n_pairs"] == 0
+    assert rr["note"] == "refused: evaluations missing; no test: counted as p = 1 in the tier's Holm correction"
+    assert np.isnan(rr["p_value"]) and rr["n_pairs"] == 0
     tok = table[table["metric"] == "total_tokens"].iloc[0]
     assert tok["p_value"] < 0.05 and tok["estimate"] < 0  # -30 % tokens injected for codecanvas
     # The refused test still counts in the Holm family (as p = 1): the correction is over three tests, not two.
@@ -275,7 +278,8 @@ def test_layer1_and_comparisons_carry_the_hash_and_flag_a_changed_plan(tmp_path)
     assert agg["analysis_plan_sha256"] == current and agg["analysis_plan_changed"] is True
     side = json.loads((out / "analysis_plan.json").read_text())
     assert side["analysis_plan_sha256"] == current and side["recorded_sha256"] == P.plan_hash(earlier)
-    write_comparisons(result.metrics, out, plan_check=check)
+    result.plan_check = check
+    write_comparisons(result, out)
     head = (out / "comparison_report.md").read_text().splitlines()
     assert head[0].startswith("> **plan changed after the plan record:**") and "+alpha: 0.05" in head
     # These trials carry no start time: the record cannot be dated against them, and the report says so.
@@ -319,7 +323,7 @@ def test_the_all_repetitions_plan_runs_with_sensitivity_rows_beside_the_planned_
 
     m = analyse(sample_runs, None, cache=False, workers=1).metrics
     plan = P.load_plan(ALL_REPS)
-    t = comparisons.compare(m, plan, comparisons.profile_pairs(m["profile"].unique(), baseline="text"))
+    t = comparisons.compare(m, plan, profile_pairs(m["profile"].unique(), baseline="text"))
     s = t[(t["metric"] == "success") & (t["profile_b"] == "codecanvas")].set_index("tier")
     primary, sens = s.loc["primary"], t[(t["tier"] == "sensitivity") & (t["profile_b"] == "codecanvas")]
     # pass@1 is the mean of per-task pass rates, computed here by hand from the trials.
@@ -346,3 +350,26 @@ def test_a_plan_with_hypotheses_names_the_family_that_carries_its_claim():
     assert P.parse_plan({**d, "hypotheses": [], "claim_family": None}).claim == "primary"
     # unset, the key stays out of the canonical plan: a plan without hypotheses keeps its hash
     assert "claim_family" not in P.plan_yaml(P.parse_plan({**d, "hypotheses": [], "claim_family": None}))
+
+
+def test_the_mean_outcome_beside_pass_fail_is_reported_only_under_partial_credit(latent):
+    plan = P.load_plan(PLAN)
+    assert P.plan_hash(plan) == P.plan_hash(P.parse_plan({**plan.model_dump(mode="json", exclude_none=True)}))
+    assert plan.partial().tests == ["paired_t", "sign_flip"] and plan.partial_credit is None  # the default: hash unchanged
+    pairs = [("text", "codegraph")]
+    rng = np.random.default_rng(5)
+    binary = latent.assign(reward=latent["success"].astype(float))
+    assert not comparisons.partial_credit(binary)
+    assert "partial_credit" not in set(comparisons.compare(binary, plan, pairs)["tier"])  # 0/1 rewards: pass/fail says it all
+    scored = latent.assign(reward=np.round(rng.uniform(0, 1, len(latent)), 2))
+    table = comparisons.compare(scored, plan, pairs)
+    rows = table[table["tier"] == "partial_credit"]
+    assert list(rows["test"]) == ["paired t", "sign-flip randomisation"] and (rows["correction"] == "none").all()
+    # The estimate is the mean over tasks of the per-task difference of the trials' mean reward.
+    per_task = scored.groupby(["task_id", "profile"])["reward"].mean().unstack()
+    assert rows["estimate"].iloc[0] == pytest.approx((per_task["codegraph"] - per_task["text"]).mean(), rel=1e-12)
+    off = P.parse_plan({**plan.model_dump(mode="json", exclude_none=True), "partial_credit": {"tests": []}})
+    assert P.plan_hash(off) != P.plan_hash(plan)
+    assert "partial_credit" not in set(comparisons.compare(scored, off, pairs)["tier"])
+    with pytest.raises(P.PlanError, match="partial_credit: metric: total_tokens is not compared as a difference of means"):
+        P.parse_plan({**plan.model_dump(mode="json", exclude_none=True), "partial_credit": {"metric": "total_tokens"}}, "p.yaml")

@@ -85,7 +85,7 @@ def test_the_planner_plans_at_the_level_the_plan_tests_its_claim_at():
 
 
 def test_planning_runs_on_request_and_shows_both_answers(tmp_path):
-    from analysis_lib.report.comparison_report import write_comparisons
+    from analysis_lib import Study, write_comparisons
     from analysis_lib.simulate.model import simulate_metrics
     from analysis_lib.study import plan as P
 
@@ -94,10 +94,10 @@ def test_planning_runs_on_request_and_shows_both_answers(tmp_path):
     d["bootstrap"]["n_resamples"] = 200
     plan = P.parse_plan(d)
     check = P.PlanCheck(plan, P.plan_hash(plan), "plan.yaml")
-    write_comparisons(m, tmp_path / "quick", plan_check=check, baseline="text")
+    write_comparisons(Study.from_table(m, plan=check, baseline="text"), tmp_path / "quick")
     quick = (tmp_path / "quick" / "comparison_report.md").read_text()
     assert "computed on request" in quick and "--plan-next" in quick and "Tokens, 20% fewer" not in quick
-    write_comparisons(m, tmp_path / "full", plan_check=check, baseline="text", plan_next=True)
+    write_comparisons(Study.from_table(m, plan=check, baseline="text"), tmp_path / "full", plan_next=True)
     full = (tmp_path / "full" / "comparison_report.md").read_text()
     assert "**Planned at alpha 0.0167**" in full  # Holm over 3 metrics x 1 pair
     assert "tasks needed at alpha 0.0167 (the plan's)" in full and "at alpha 0.05 (a test alone)" in full

@@ -258,9 +258,18 @@ def _correlations(r: float) -> pd.DataFrame:
 def test_results_read_as_one_short_paragraph_per_research_question(tmp_path):
     from analysis_lib.inference.rates import profile_rates
 
+    unknown = paper.PaperInputs(_metrics(), _comparisons(), profile_rates(_metrics(), n_boot=200), simulated=True,
+                                baseline="a", plan=paper.PlanRecord("f" * 64, "plan", "2026-01-01T00:00:00Z"))
+    # Only a plan recorded before the first trial is a pre-registration; when that is unknown, it is "the analysis plan".
+    written = paper.write_paper_snippets(unknown, tmp_path / "unknown", tmp_path)
+    assert "\\paragraph{Analysis plan.}" in written["results"].read_text()
+    assert "pre-registered" not in written["comparisons"].read_text()
     inputs = paper.PaperInputs(_metrics(), _comparisons(), profile_rates(_metrics(), n_boot=200), simulated=True,
-                               baseline="a", plan=paper.PlanRecord("f" * 64, "plan", "2026-01-01T00:00:00Z"))
+                               baseline="a", plan=paper.PlanRecord("f" * 64, "plan", "2025-12-01T00:00:00Z",
+                                                                   first_trial_at="2026-01-01T00:00:00Z",
+                                                                   fixed_before_first_trial=True))
     written = paper.write_paper_snippets(inputs, tmp_path / "paper", tmp_path)
+    assert "pre-registered tests" in written["comparisons"].read_text()
     results = written["results"].read_text()
     paragraphs = [ln for ln in results.splitlines() if ln.startswith("\\paragraph{")]
     assert [p.split("}", 1)[0] for p in paragraphs] == [

@@ -94,9 +94,9 @@ def pilot_study():
 
 @pytest.mark.slow  # the planner's exact McNemar search, its token simulation and two group-sequential designs per row: ~6 s
 def test_comparison_report_plans_the_sequential_design_from_the_pilot(pilot_study):
-    from analysis_lib import stats
+    from analysis_lib import Study, analyse_comparisons, stats
     from analysis_lib.inference import power
-    from analysis_lib.report.comparison_report import analyse_comparisons, comparison_report, sequential_planning
+    from analysis_lib.report.comparison_report import comparison_report, sequential_planning
     from analysis_lib.study.plan import PlanCheck, plan_hash
 
     metrics, trials, plan = pilot_study
@@ -124,9 +124,8 @@ def test_comparison_report_plans_the_sequential_design_from_the_pilot(pilot_stud
     # the report shows the section only for a sequential plan
     texts = {}
     for p in (plan, plan.model_copy(update={"sequential": None})):
-        study = analyse_comparisons(metrics, p, baseline="text", compare_pair=("text", "codegraph"))
-        texts[p.sequential is not None] = comparison_report(metrics, study, PlanCheck(p, plan_hash(p), "plan.yaml"),
-                                                            simulated=True)
+        st = Study.from_table(metrics, baseline="text", plan=PlanCheck(p, plan_hash(p), "plan.yaml"), simulated=True)
+        texts[p.sequential is not None] = comparison_report(st, analyse_comparisons(st, compare_pair=("text", "codegraph")))
     assert "## Planning the sequential design" not in texts[False]
     section = texts[True].split("## Planning the sequential design")[1]
     row = f"| codegraph vs text | success: sign_flip (power of the paired t) | sequential | {', '.join(map(str, got['looks']))} "

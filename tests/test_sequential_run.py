@@ -88,10 +88,10 @@ def test_sequential_run_stops_at_the_boundary_and_reports_adjusted_estimates(ben
 
     # the paper: notebook 02's path (the looks recomputed from the trial folders, the estimates adjusted) and
     # notebook 05's (macros, the results paragraph, the Markdown) state the design, the stop and the same numbers
-    from analysis_lib.inference.comparisons import profile_pairs
     from analysis_lib.inference.sequential import analyse_run
     from analysis_lib.report import paper
     from analysis_lib.report import sequential as seq_report
+    from analysis_lib.study.baseline import profile_pairs
     from analysis_lib.study.layer1 import analyse
     from analysis_lib.study.plan import load_plan
 

@@ -268,6 +268,19 @@ def test_wilson_matches_statsmodels():
     assert stats.wilson_ci(0, 0)["proportion"].isna().all()
 
 
+@pytest.mark.parametrize("n", [2, 3, 12, 87, 261])
+def test_wilson_interval_holds_the_proportion_exactly_at_none_and_all(n):
+    """At 0 or n successes the Wilson interval's end is the proportion itself: rounding (1e-17) must not put it on
+    the wrong side, where an error bar from the proportion to its end would have a negative length."""
+    none, every = stats.wilson_ci([0, n], [n, n]).itertuples()
+    assert (none.ci_low, every.ci_high) == (0.0, 1.0)
+    assert none.ci_low <= none.proportion and every.proportion <= every.ci_high
+    # statsmodels: proportion_confint(0, n, method="wilson")[1], the other end, to 1e-12
+    assert none.ci_high == pytest.approx(proportion_confint(0, n, alpha=0.05, method="wilson")[1], abs=1e-12)
+    clustered = stats.clustered_proportion(pd.Series([0, 0, 0]), pd.Series([2, 3, 2])).iloc[0]
+    assert clustered["ci_low"] == 0.0 == clustered["proportion"]
+
+
 def test_cohens_h_matches_statsmodels_and_cohen_table():
     # statsmodels: proportion_effectsize(p1, p2) = 2 asin(sqrt(p1)) - 2 asin(sqrt(p2)); ours is B - A
     for pa, pb in [(0.5, 0.25), (0.55, 0.67), (0.1, 0.9)]:

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from analysis_lib import stats
-from analysis_lib.stats import nonparametric
 from analysis_lib.simulate.model import Effects, simulate_metrics, true_effects
+from analysis_lib.stats import nonparametric
 
 ALPHA = 0.05
 A, B = "text", "codegraph"

@@ -223,9 +223,11 @@ def _run_streaming_agent(
     agent_dir.mkdir(parents=True, exist_ok=True)
     out_path = agent_dir / stdout_name
     with open(out_path, "wb") as out, open(agent_dir / "stderr.txt", "wb") as err:
-        res = run_process(argv, cwd=ctx.workdir, env=env or ctx.env, timeout=ctx.task.timeout_seconds, stdout=out, stderr=err)
+        res = run_process(argv, cwd=ctx.workdir, env=env or ctx.env, timeout=ctx.task.timeout_seconds, stdout=out, stderr=err,
+                          supervise=True)
     outcome.exit_code, outcome.timed_out, outcome.error = res.returncode, res.timed_out, res.error
     outcome.duration_sec = round(res.duration_sec, 3)
+    _note_leftovers(outcome, res.leftovers)
     if not (agent_dir / "stderr.txt").stat().st_size:
         (agent_dir / "stderr.txt").unlink()
     _normalise_paths(out_path, ctx.workdir, config_dir)
@@ -233,6 +235,12 @@ def _run_streaming_agent(
     if (agent_dir / "stderr.txt").exists() and (res.error or res.timed_out or res.returncode not in (0, None)):
         outcome.stderr_tail = (agent_dir / "stderr.txt").read_bytes()[-STDERR_TAIL_CHARS:].decode("utf-8", "replace").strip() or None
     return out_path
+
+
+def _note_leftovers(outcome: AgentOutcome, n: int) -> None:
+    """A trial warning when the agent left processes running at its end (they were ended before the next trial)."""
+    if n:
+        outcome.warnings.append(f"the agent left {n} process(es) running when it exited; they were stopped at the end of the trial")
 
 
 def _user_config_dir() -> Path:
@@ -249,12 +257,11 @@ def claude_env(ctx: TrialContext, config_dir: Path | None) -> dict[str, str]:
     env = dict(ctx.env)
     env.setdefault("DISABLE_AUTOUPDATER", "1")
     if config_dir is not None:
-        config_dir.mkdir(parents=True, exist_ok=True)
+        config_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         # A user logged in with a Claude account (no API key) keeps working: only the credentials come along.
         cred = _user_config_dir() / ".credentials.json"
         if cred.is_file() and not (config_dir / ".credentials.json").exists():
-            shutil.copyfile(cred, config_dir / ".credentials.json")
-            os.chmod(config_dir / ".credentials.json", 0o600)
+            copy_private(cred, config_dir / ".credentials.json")
         env["CLAUDE_CONFIG_DIR"] = str(config_dir)
         # Task outputs of background subagents go to /tmp/claude-<uid>/ otherwise, and stay there.
         env["CLAUDE_CODE_TMPDIR"] = str(config_dir / "tmp")
@@ -262,6 +269,13 @@ def claude_env(ctx: TrialContext, config_dir: Path | None) -> dict[str, str]:
     if permission_mode(s) == "bypassPermissions" and hasattr(os, "geteuid") and os.geteuid() == 0:
         env["IS_SANDBOX"] = "1"
     return env
+
+
+def copy_private(src: Path, dest: Path) -> None:
+    """Copy a secret so that ``dest`` is readable by this user only from its first byte (created 0600, never through a link)."""
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as out, open(src, "rb") as fh:
+        shutil.copyfileobj(fh, out)
 
 
 def permission_mode(s: ClaudeCodeSettings) -> str | None:
@@ -484,9 +498,10 @@ def run_harbor(ctx: TrialContext) -> AgentOutcome:
     argv = harbor_argv(ctx, jobs_dir, job_name)
     (ctx.trial_dir / "agent").mkdir(parents=True, exist_ok=True)
     with open(ctx.trial_dir / "agent" / "harbor-stdout.txt", "wb") as out, open(ctx.trial_dir / "agent" / "stderr.txt", "wb") as err:
-        res = run_process(argv, env=ctx.env, timeout=ctx.task.timeout_seconds, stdout=out, stderr=err)
+        res = run_process(argv, env=ctx.env, timeout=ctx.task.timeout_seconds, stdout=out, stderr=err, supervise=True)
     outcome.exit_code, outcome.timed_out, outcome.error = res.returncode, res.timed_out, res.error
     outcome.duration_sec = round(res.duration_sec, 3)
+    _note_leftovers(outcome, res.leftovers)
     try:
         ingest_harbor_trial(jobs_dir / job_name, ctx.trial_dir, outcome)
     finally:

@@ -1,7 +1,9 @@
 """``python -m analysis_lib bench {full,spike,replay,import-mcpbr}``: the benchmark runner's command line.
 
 Exit codes: 0 done (including a budget stop, which is recorded, not an error), 1 trials ran but
-the run could not finish or every trial of a condition failed for agent or evaluator reasons, 2 bad arguments or manifest, 130 interrupted (re-run to resume).
+the run could not finish (a full disk: ``full_run.json`` says ``failed``) or every trial of a condition failed for agent
+or evaluator reasons, 2 bad arguments or manifest, or a resume that does not match the started run, 75 the runs folder
+is in use by another runner (nothing was done), 130 interrupted (re-run to resume).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import signal
 import sys
 
 from ..core.fileio import atomic_write_json
+from ..core.lock import BUSY_EXIT_CODE, FolderBusy
 from ..study.plan import default_plan_path, load_plan
 from . import runner
 from .adapters import import_mcpbr
@@ -45,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="YAML",
         help="analysis plan recorded in the runs folder before the first trial, the pre-registration (default params/analysis_plan.yaml)",
     )
+    f.add_argument("--force", action="store_true",
+                   help="resume even though --analysis-plan differs from the plan pre-registered in the runs folder "
+                        "(the pre-registration is kept; the reports show the change)")
     f.add_argument("-q", "--quiet", action="store_true", help="no per-trial progress lines")
 
     s = sub.add_parser("spike", help="one task under every condition once (smoke test)")
@@ -113,7 +119,9 @@ def _replay(args: argparse.Namespace) -> int:
 def cli(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     STOP_REQUESTED.clear()
-    previous = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+    # SIGTERM (kill, a job scheduler) and SIGHUP (the terminal closed) end the run like Ctrl-C: the agent's process
+    # group is stopped, its scratch folder removed and the run recorded as interrupted.
+    previous = {sig: signal.signal(sig, _sigterm_to_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         if args.command == "full":
             if args.dry_run:
@@ -135,6 +143,7 @@ def cli(argv: list[str]) -> int:
                 args.runs_dir,
                 quiet=args.quiet,
                 analysis_plan=args.analysis_plan,
+                force=args.force,
             )
         elif args.command == "replay":
             return _replay(args)
@@ -159,6 +168,9 @@ def cli(argv: list[str]) -> int:
                 print(f"{t.profile}\t{t.task_id}\t{t.repetition}")
             print(f"imported {len(trials)} trials, {len(errors)} errors", file=sys.stderr)
             return 0 if trials else 1
+    except FolderBusy as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return BUSY_EXIT_CODE
     except (ManifestError, PlanMismatchError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -169,7 +181,8 @@ def cli(argv: list[str]) -> int:
         print("interrupted: finished trials are journaled; re-run the same command to resume", file=sys.stderr)
         return 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     s = res["summary"]
     print(
         f"{res['status']}: {s['finished']}/{s['trials']} trials finished ({s['passed']} passed, {s['failed']} failed, "

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..core import outputs as files
 from ..core.fileio import read_json
 from ..core.trial import InputError
 from .process import git, run_process
@@ -87,7 +88,7 @@ def runs_dir_warnings(runs_dir: str | os.PathLike) -> list[str]:
     For the analysis: call it on any runs folder, and print its lines before the comparisons.
     An unreadable ``full_run.json`` gives one warning line naming it rather than an exception.
     """
-    path = os.path.join(os.fspath(runs_dir), "full_run.json")
+    path = os.path.join(os.fspath(runs_dir), files.FULL_RUN)
     if not os.path.isfile(path):
         return []
     try:

@@ -90,7 +90,8 @@ def run_evaluation(
 ) -> EvaluationResult:
     """Run the evaluation command for one trial and classify the outcome (see module docstring)."""
     argv = evaluator_argv(spec.command, values)
-    res = run_process(argv, cwd=cwd, env=env, timeout=spec.timeout_seconds)
+    # Supervised: a test server or worker the evaluator leaves behind ends with it.
+    res = run_process(argv, cwd=cwd, env=env, timeout=spec.timeout_seconds, supervise=True)
     common = dict(returncode=res.returncode, duration_sec=round(res.duration_sec, 3), stderr_excerpt=_excerpt(res.stderr) or None)
     if res.error:
         return EvaluationResult("error", None, error=f"evaluator could not start ({res.error}): {shlex.join(argv)[:300]}", **common)

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..core import outputs as files
 from ..core.fileio import atomic_write_json, read_json
 from ..core.trial import InputError
 
@@ -35,7 +36,7 @@ class Journal:
 
     @property
     def plan_path(self) -> Path:
-        return self.root / "plan.json"
+        return self.root / files.BENCHMARK_PLAN
 
     def load_plan(self) -> dict | None:
         if not self.plan_path.exists():

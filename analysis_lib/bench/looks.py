@@ -17,10 +17,10 @@ import numpy as np
 from ..core.fileio import atomic_write_json, read_json
 from ..core.trial import InputError
 from ..inference import sequential as seq_mod
-from ..inference.comparisons import profile_pairs
 from ..stats.group_sequential import smallest_p
 from ..study import plan as plan_mod
-from ..study.layer1 import analyse
+from ..study.baseline import profile_pairs, resolve_baseline
+from ..study.study import open_study
 from .journal import state_dir
 
 LOOKS_FILE = "looks.json"
@@ -86,7 +86,8 @@ def _plain(v):
 
 
 def baseline_of(a_plan: plan_mod.AnalysisPlan, conditions: list[str]) -> str:
-    return a_plan.pairing.baseline or conditions[0]
+    """The baseline condition by the one rule (analysis_lib.study.baseline), the manifest's first as declared."""
+    return str(resolve_baseline(conditions, plan=a_plan, manifest=conditions[0]).name)
 
 
 def describe(rec: dict) -> list[str]:
@@ -194,7 +195,7 @@ def run_look(runs_dir: Path, a_plan: plan_mod.AnalysisPlan, conditions: list[str
              sizes: list[int], n_tasks: int, records: list[dict], *, final: bool, ended_by: str | None,
              times: list[str | None], spent: list[float | None]) -> seq_mod.Monitoring:
     """Analyse the complete tasks at the looks ``sizes`` with the plan's engine and hold them against the design."""
-    res = analyse(runs_dir, None, profiles=conditions, cache=False, workers=1)
+    res = open_study(runs_dir, None, a_plan, profiles=conditions, workers=1)
     metrics = res.metrics
     pairs = profile_pairs(conditions, baseline=baseline_of(a_plan, conditions))
     refused = refused_columns(records, set(order[: sizes[-1]]))

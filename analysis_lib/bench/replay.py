@@ -21,20 +21,20 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core import outputs as files
 from ..core.fileio import read_json
 from ..core.trial import InputError
 from ..inference import sequential as seq_mod
-from ..inference.comparisons import profile_pairs, usable_trials
-from ..ingest.provenance import declared_baseline
+from ..inference.comparisons import usable_trials
 from ..study import plan as plan_mod
-from ..study.layer1 import analyse
+from ..study.study import open_study
 
 ORDERS = ("auto", "schedule", "time")
 
 
 def _schedule_order(runs_dir: Path) -> list[str] | None:
     """Task ids in the order of their first scheduled trial, from the runner's record; None without one."""
-    path = runs_dir / "full_run.json"
+    path = runs_dir / files.FULL_RUN
     if not path.exists():
         return None
     obj = read_json(path, stage="run record")
@@ -66,12 +66,12 @@ def replay_runs(runs_dir: str | os.PathLike, a_plan: plan_mod.AnalysisPlan, *, b
     if order not in ORDERS:
         raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
     runs = Path(runs_dir)
-    res = analyse(runs, None, cache=False, workers=workers)
+    res = open_study(runs, None, a_plan, baseline, workers=workers)
     metrics = res.metrics
     if metrics.empty:
         raise ValueError(f"{runs}: no trial could be read")
     profiles = sorted(metrics["profile"].dropna().astype(str).unique())
-    pairs = profile_pairs(profiles, baseline=baseline or a_plan.pairing.baseline or declared_baseline(runs))
+    pairs = res.pairs()
     if not pairs:
         raise ValueError(f"{runs}: one profile only ({', '.join(profiles)}): nothing to compare")
     how, tasks = order, None

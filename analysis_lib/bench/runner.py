@@ -24,7 +24,6 @@ import hashlib
 import os
 import shutil
 import sys
-import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -35,7 +34,9 @@ from typing import Any
 
 import pandas as pd
 
+from ..core import outputs as files
 from ..core.fileio import atomic_write_bytes, atomic_write_json, read_json
+from ..core.lock import folder_lock
 from ..core.trial import InputError
 from ..study import plan as plan_mod
 from . import adapters as _adapters
@@ -43,16 +44,19 @@ from . import looks as looks_mod
 from .budget import BudgetGuard, project_spend
 from .environment import git_commit, pair_warnings, tool_commit
 from .evaluate import EvaluationResult, run_evaluation
-from .journal import Journal, state_dir
+from .journal import Journal, PlanMismatchError, state_dir
 from .manifest import Manifest, is_url, load_manifest, manifest_sha256, parse_manifest
 from .process import check_stop, git
 from .schedule import build_schedule, pairs, task_order, trial_key
+from .scratch import clear_scratch, new_scratch
 
 GENERATOR = "analysis_lib.bench"
 # Trial statuses of scheduled trials that did not run.
 NOT_RUN = ("pending", "skipped_budget", "skipped_sequential")
 DEFAULT_MODEL = "claude-sonnet-4-5-20250929"
 TS_FORMAT = "%Y-%m-%d__%H-%M-%S"
+# The runner's lock inside the runs folder's state folder (ingest never reads ``.bench/``).
+LOCK_FILE = "runner.lock"
 
 
 @dataclass
@@ -281,7 +285,9 @@ def run_trial(rc: _RunContext, entry: dict) -> dict:
     outcome: _adapters.AgentOutcome | None = None
     evaluation: EvaluationResult | None = None
     target_commit = None
-    tmp = Path(tempfile.mkdtemp(prefix="bench-"))
+    # The trial's private scratch folder (checkout, agent config, copied login); removed at trial end, on
+    # Ctrl-C/SIGTERM (this finally) and, after a kill -9, by the next run on this runs folder.
+    tmp = new_scratch(rc.runs_dir, key)
     try:
         workdir = tmp / "repo" if _adapters.needs_checkout(cond) else None
         if workdir is not None:
@@ -518,7 +524,10 @@ def failed_conditions(rows: list[dict]) -> list[str]:
     return out
 
 
-def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, status: str, output: Path | None) -> dict:
+def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, status: str, output: Path | None,
+                   error: str | None = None, runs_copy: bool = True) -> dict:
+    """Write the run record (``full_run.json`` and ``index.json`` in the runs folder unless ``runs_copy`` is
+    False, and ``full_run.json`` at ``output``); returns it. ``error``: why a failed run ended."""
     rows = _trial_rows(rc.plan, done, guard, rc.seq_stop_pair)
     warnings = pair_warnings(rows)
     obj = {
@@ -537,6 +546,7 @@ def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, s
         "budget": guard.state(),
         "trials": rows,
         "summary": _summary(rows),
+        **({"error": error} if error else {}),
     }
     if rc.plan.sequential is not None:
         last = rc.looks[-1] if rc.looks else None
@@ -547,16 +557,19 @@ def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, s
                              "stop_look": last["look"] if stopped and last else None,
                              "task_order": task_order(rc.plan._entries)}
     # runs_dir: where the trials are, relative to the file (no machine path), for `analysis_lib results`.
-    atomic_write_json(rc.runs_dir / "full_run.json", {**obj, "runs_dir": "."})
+    if runs_copy:
+        atomic_write_json(rc.runs_dir / files.FULL_RUN, {**obj, "runs_dir": "."})
     if output is not None:
         try:
             rel = os.path.relpath(rc.runs_dir, Path(output).resolve().parent)
         except ValueError:  # another drive (Windows): results needs --runs-dir
             rel = None
         atomic_write_json(output, {**obj, "runs_dir": rel} if rel else obj)
+    if not runs_copy:
+        return obj
     runs = sorted({(r["condition"], r["run"]) for r in rows})
     atomic_write_json(
-        rc.runs_dir / "index.json",
+        rc.runs_dir / files.RUN_INDEX,
         {
             "simulated": False,
             "generator": GENERATOR,
@@ -574,7 +587,7 @@ def _write_outputs(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, s
                 }
                 for c, r in runs
             ],
-            "full_run": "full_run.json",
+            "full_run": files.FULL_RUN,
             "note": "real agent runs made by the benchmark runner",
         },
     )
@@ -585,18 +598,27 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+class RunnerDiskError(RuntimeError):
+    """The runs folder (or the output file) could not be written: a full disk, a read-only folder; one line."""
+
+
 def run_plan(
     plan_: Plan,
     runs_dir: str | os.PathLike,
     output: str | os.PathLike | None = None,
     quiet: bool = False,
     analysis_plan: str | os.PathLike | None = None,
+    force: bool = False,
 ) -> dict:
     """Run (or resume) a plan into ``runs_dir``; returns the ``full_run.json`` object.
 
-    Raises :class:`~analysis_lib.bench.journal.PlanMismatchError` when ``runs_dir`` holds a run
-    started with another seed, manifest or number of runs. ``KeyboardInterrupt`` (Ctrl-C, SIGTERM
-    via the CLI) stops the current agent, records the run as ``interrupted`` and propagates.
+    Only one runner works in a runs folder at a time: a second one gets
+    :class:`~analysis_lib.core.lock.FolderBusy` before it writes anything. Raises
+    :class:`~analysis_lib.bench.journal.PlanMismatchError` when ``runs_dir`` holds a run started with
+    another seed, manifest or number of runs, or (unless ``force``) pre-registered with another
+    analysis plan; :class:`RunnerDiskError` when the runs folder cannot be written (the run is then
+    recorded as ``failed``). ``KeyboardInterrupt`` (Ctrl-C, SIGTERM via the CLI) stops the current
+    agent, records the run as ``interrupted`` and propagates.
     """
     runs_path = Path(runs_dir)
     out_path = Path(output) if output is not None else None
@@ -612,9 +634,61 @@ def run_plan(
         raise ValueError(f"{plan_mod.display_path(a_path)}: the schedule was planned "
                          f"{'without' if plan_.sequential is None else 'with'} the analysis plan's sequential design; "
                          "plan the run with the same analysis plan")
+    try:
+        with folder_lock(runs_path, what="runs folder", lock_file=state_dir(runs_path) / LOCK_FILE, command="bench", warn=_stderr):
+            try:
+                return _run_locked(plan_, runs_path, out_path, log, a_path, a_plan, force)
+            finally:
+                clear_scratch(runs_path)  # each trial removed its own; this removes the runs folder's (empty) one
+    except OSError as exc:  # a runs folder that cannot be written before the first trial (read-only, full)
+        raise RunnerDiskError(f"cannot write into the runs folder {runs_path}: {_os_reason(exc, runs_path)}") from None
+
+
+def _os_reason(exc: OSError, runs_dir: Path) -> str:
+    """``strerror`` and the file, relative to the runs folder when inside it (no machine path in outputs)."""
+    name = exc.filename2 or exc.filename  # a failed copy names its source first, the file being written second
+    where = ""
+    if name:
+        try:
+            where = f" ({Path(os.fsdecode(name)).resolve().relative_to(runs_dir.resolve()).as_posix()})"
+        except ValueError:
+            where = f" ({Path(os.fsdecode(name)).name})"
+    return f"{exc.strerror or exc}{where}"
+
+
+def _check_preregistration(runs_path: Path, a_path, a_plan: plan_mod.AnalysisPlan, force: bool) -> None:
+    """Refuse (unless ``force``) to resume with another analysis plan than the one recorded before the first trial."""
+    record = plan_mod.lock_path(runs_path)
+    if not record.exists():
+        return
+    try:
+        stored = read_json(record, stage="journal")
+    except InputError as exc:
+        raise PlanMismatchError(f"{exc}; the pre-registration of this run is unreadable") from None
+    recorded = stored.get("analysis_plan_sha256") if isinstance(stored, dict) else None
+    used = plan_mod.plan_hash(a_plan)
+    if recorded == used:
+        return
+    what = (f"{plan_mod.display_path(record)}: the analysis plan {plan_mod.display_path(a_path)} (sha256 {used[:12]}) differs from "
+            f"the one pre-registered before the first trial ({stored.get('plan_source')}, sha256 {str(recorded)[:12]}, "
+            f"recorded {stored.get('recorded_at')})")
+    if not force:
+        raise PlanMismatchError(f"{what}; resume with the pre-registered plan, or pass --force to run on with this one "
+                                "(the pre-registration is kept and the reports show the change)")
+    _stderr(f"warning: {what}; running on with it (--force): the pre-registration is kept and the reports show the change")
+
+
+def _run_locked(plan_: Plan, runs_path: Path, out_path: Path | None, log: Callable[[str], None], a_path, a_plan, force: bool) -> dict:
+    """:func:`run_plan` once the runs folder's lock is held."""
+    # Left by a runner that was killed: trial checkouts and copied logins (scratch), half-written trials (staging).
+    n_scratch = clear_scratch(runs_path)
+    if n_scratch:
+        log(f"removed {n_scratch} trial scratch folder(s) (checkout, agent config, copied login) left by an earlier run")
+    shutil.rmtree(state_dir(runs_path) / "staging", ignore_errors=True)
     journal = Journal(runs_path)
     requested = plan_.to_json()
     journal.check_plan(requested, ("seed", "manifest_sha256", "runs_per_condition", "schedule", "sequential"))
+    _check_preregistration(runs_path, a_path, a_plan, force)
     stored = journal.load_plan()
     started_at = stored["started_at"] if stored else _iso(_now().replace(microsecond=0))
     if stored is None:
@@ -635,10 +709,11 @@ def run_plan(
         guard.record(rec.get("cost_usd"))
     if done:
         log(f"resuming: {len(done)} of {len(plan_._entries)} trials already finished in {runs_path}")
-    _write_outputs(rc, done, guard, "running", out_path)
     n_total = len(plan_._entries)
-    seq = _Sequential(rc, a_plan, guard) if plan_.sequential is not None else None
+    seq = None
     try:
+        _write_outputs(rc, done, guard, "running", out_path)
+        seq = _Sequential(rc, a_plan, guard) if plan_.sequential is not None else None
         for group in pairs(plan_._entries):
             if seq is not None and seq.stopped:
                 break
@@ -677,6 +752,14 @@ def run_plan(
         _write_outputs(rc, done, guard, "interrupted", out_path)
         log(f"interrupted: {len(done)} of {n_total} trials finished; re-run the same command to resume")
         raise
+    except OSError as exc:
+        # A full disk or a folder turned read-only: the cut trial's staging folder is debris (it runs again on
+        # resume) and removing it may free the room the run record needs; then the run is recorded as failed.
+        shutil.rmtree(state_dir(runs_path) / "staging", ignore_errors=True)
+        why = (f"{_os_reason(exc, runs_path)}; {len(done)} of {n_total} trials finished and journaled; "
+               "make room and re-run the same command to resume")
+        _record_failure(rc, done, guard, out_path, f"cannot write into the runs folder: {why}")  # no machine path in outputs
+        raise RunnerDiskError(f"cannot write into the runs folder {runs_path}: {why}") from None
     # Staging folders of trials cut short and never re-run (e.g. after a budget stop) are debris now.
     shutil.rmtree(state_dir(runs_path) / "staging", ignore_errors=True)
     status = "sequential_stop" if seq is not None and seq.stopped_early else ("budget_stop" if guard.stopped else "complete")
@@ -684,6 +767,15 @@ def run_plan(
     for w in final["environment_warnings"]:
         log(f"warning: environment: {w}")
     return final
+
+
+def _record_failure(rc: _RunContext, done: dict[str, dict], guard: BudgetGuard, out_path: Path | None, line: str) -> None:
+    """Write ``status: failed`` and the reason wherever it still fits: the runs folder's record, then ``--output``."""
+    for target in (None, out_path) if out_path is not None else (None,):
+        try:
+            _write_outputs(rc, done, guard, "failed", target, error=line, runs_copy=target is None)
+        except OSError:
+            continue
 
 
 class _Sequential:
@@ -798,6 +890,7 @@ def run_full(
     dry_run: bool = False,
     quiet: bool = False,
     analysis_plan: str | os.PathLike | None = None,
+    force: bool = False,
 ) -> dict:
     """Plan and run (or, with ``dry_run``, only plan and write) a full benchmark; returns the JSON written.
 
@@ -815,7 +908,8 @@ def run_full(
         if output is not None:
             atomic_write_json(output, obj)
         return obj
-    return run_plan(p, runs_dir if runs_dir is not None else default_runs_dir(p.manifest), output, quiet=quiet, analysis_plan=analysis_plan)
+    return run_plan(p, runs_dir if runs_dir is not None else default_runs_dir(p.manifest), output, quiet=quiet,
+                    analysis_plan=analysis_plan, force=force)
 
 
 def spike_manifest(

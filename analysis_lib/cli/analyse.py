@@ -15,12 +15,11 @@ import pandas as pd
 
 from ..bench.environment import runs_dir_warnings
 from ..core.tools import DEFAULT_MCP_TOOLS
-from ..ingest.load import load_trials
 from ..metrics.trial_metrics import MetricsConfig
-from ..metrics.trials_table import relative_to_runs
-from ..report.comparison_report import write_comparisons
-from ..study.layer1 import Layer1Result, analyse
+from ..report.configurations import pooled_line
+from ..study.layer1 import analyse
 from ..study.plan import PlanError
+from ..study.study import Study, StudyError
 from ..study.study_file import DesignError
 
 
@@ -30,7 +29,7 @@ def config_from_args(args: argparse.Namespace) -> MetricsConfig:
     return MetricsConfig(mcp_tools=mcp)
 
 
-def print_arms(result: Layer1Result) -> None:
+def print_arms(result: Study) -> None:
     """The arms the ``--list`` table shows, with the rule that formed each and the baseline."""
     audit = result.audit
     if audit is None or audit.arms.empty:
@@ -55,7 +54,7 @@ def print_trial_list(df: pd.DataFrame) -> None:
 
 def run_cli(args: argparse.Namespace) -> int:
     """``python -m analysis_lib RUNS_DIR``: Layer 1, then the comparisons (two profiles or more) and the LLM analyses
-    (unless ``--no-llm``); exit 0 when trials were analysed, 1 when none, 2 on a usage error."""
+    (unless ``--no-llm``); exit 0 when trials were analysed, 1 when none, 2 on a usage error, 3 when LLM judgements failed."""
     outcome = "succeeded" if args.succeeded else "failed" if args.failed else None
     # --list and --estimate-cost only print: nothing is written but the estimate itself.
     out_dir = None if args.list or args.estimate_cost else args.output
@@ -117,7 +116,7 @@ def run_cli(args: argparse.Namespace) -> int:
     return status
 
 
-def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
+def _run_comparisons(args: argparse.Namespace, result: Study) -> int:
     profiles = sorted(result.metrics["profile"].unique())
     if args.compare:
         missing = [p for p in args.compare if p not in profiles]
@@ -132,29 +131,33 @@ def _run_comparisons(args: argparse.Namespace, result: Layer1Result) -> int:
         print(f"error: the design cannot support the planned comparisons: {audit.problems()[0].message} "
               f"(see design_audit.csv); no comparisons written", file=sys.stderr)
         return 1
+    # scipy's statistics take a second to import: only when there is something to compare (not for --list, one
+    # profile or --estimate-cost).
+    from .comparisons import write_comparisons
+
     try:
-        write_comparisons(result.metrics, args.output, plan_check=result.plan_check,
-                          compare_pair=tuple(args.compare) if args.compare else None, baseline=result.baseline.name,
-                          simulated=result.simulated, audit=audit, source=result.design.source if result.design else None,
-                          runs_dir=args.runs_dir, plan_next=args.plan_next)
-    except PlanError as exc:
+        analysis = write_comparisons(result, args.output, compare_pair=tuple(args.compare) if args.compare else None,
+                                     plan_next=args.plan_next)
+    except (PlanError, StudyError) as exc:
         print(f"error: {exc}; no comparisons written", file=sys.stderr)
         return 2
+    for pooled in analysis.pooling.pooled if analysis.pooling is not None else []:
+        print(("SIMULATED: " if result.simulated else "") + pooled_line(pooled), file=sys.stderr if args.quiet else sys.stdout)
     return 0
 
 
-def _run_layer2(args: argparse.Namespace, result: Layer1Result) -> int:
-    from ..judge.run import run_layer2  # litellm takes seconds to import: only when the LLM analyses run
+def _run_layer2(args: argparse.Namespace, result: Study) -> int:
+    """The LLM analyses; 0, 3 when judgements failed (judge.run.JUDGEMENTS_FAILED_EXIT), 2 when a budget cannot be kept."""
+    from ..judge.run import layer2_exit_code, run_layer2  # litellm takes seconds to import: only when the LLM analyses run
 
     # Only the trials of the table (a --limit sample, a selection) are read again, named as the table names
-    # them: its arm (a study file's, when there is one), task and repetition.
-    root = args.runs_dir if os.path.isdir(args.runs_dir) else os.path.dirname(args.runs_dir)
-    table = {r.trial_path: r for r in result.metrics[["trial_path", "profile", "task_id", "repetition"]].itertuples()}
-    trials, _ = load_trials(args.runs_dir, [os.path.join(root, p) for p in table])
-    trials = [t for t in trials if relative_to_runs(t.trial_path, args.runs_dir) in table]
-    for t in trials:
-        row = table[relative_to_runs(t.trial_path, args.runs_dir)]
-        t.profile, t.task_id, t.repetition = str(row.profile), str(row.task_id), int(row.repetition)
+    # them (its arm, task and repetition); the judge is told the study's baseline, as the comparisons are.
+    trials, _ = result.load_trials()
     args.simulated = result.simulated
-    run_layer2(trials, result.metrics, Path(args.output), args)
-    return 0
+    args.baseline = args.compare[0] if args.compare else result.require_baseline() if result.arms else None
+    try:
+        summary = run_layer2(trials, result.metrics, Path(args.output), args)
+    except ValueError as exc:  # e.g. --budget-usd with a judge model that has no price
+        print(f"error: {exc}; no LLM analyses", file=sys.stderr)
+        return 2
+    return layer2_exit_code(summary)

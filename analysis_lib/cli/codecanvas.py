@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--vision", action="store_true", help="also ask a vision model about the PNGs")
     v.add_argument("--model", default=None, help="vision-capable litellm model (default: the judge's default)")
     v.add_argument("--api-base", metavar="URL", help="OpenAI-compatible server")
-    v.add_argument("--budget-usd", type=float, metavar="USD", help="stop new calls at 90%% of this spend")
+    v.add_argument("--budget-usd", type=float, metavar="USD",
+                   help="a cap on spend: each call reserves its worst-case cost before it is sent, and is not sent when that would pass USD")
     v.add_argument("--concurrency", type=int, default=4, help="parallel calls (default 4)")
     v.add_argument("--refresh", action="store_true", help="bypass the LLM response cache")
     v.add_argument("--llm-cache-dir", help="LLM response cache (default: the judge's shared cache, see docs/judge.md)")
@@ -50,9 +51,12 @@ def _vision_client(args):
     elif reason is not None:
         return None, f"vision skipped: {reason}"
     cache = ResponseCache(args.llm_cache_dir or default_cache_dir())
-    return JudgeClient(model, api_base=args.api_base, api_key=api_key, cache=cache,
-                       ledger=Ledger(budget_usd=args.budget_usd), concurrency=args.concurrency,
-                       refresh=args.refresh), None
+    try:
+        return JudgeClient(model, api_base=args.api_base, api_key=api_key, cache=cache,
+                           ledger=Ledger(budget_usd=args.budget_usd), concurrency=args.concurrency,
+                           refresh=args.refresh), None
+    except ValueError as exc:  # a budget the model's missing price cannot keep
+        return None, f"vision skipped: {exc}"
 
 
 def cli(argv: list[str] | None = None) -> int:

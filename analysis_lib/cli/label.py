@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 from ..core.trial import InputError
-from ..ingest.load import load_trials
-from ..judge.labelling import LABEL_CLASSES, draw_sample, label_items, labelling_report, make_items
+from ..judge.labelling import LABEL_CLASSES, draw_sample, label_items, labelling_report, make_items, study_rows
+from ..study.study import study_of_trials
+from ..study.study_file import DesignError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs_dir", metavar="RUNS_DIR",
                    help="folder of runs to draw the sample from (any ingested format; read only, nothing written there); "
                         "not used with --report")
+    p.add_argument("--study", metavar="FILE", help="study file (YAML) declaring the arms and the success rule that "
+                   "stratifies the sample (docs/studies.md); without it each reader's default profiles, reward == 1")
     p.add_argument("--rater", help="your name or initials, recorded with every label (required unless --report)")
     p.add_argument("--labels", default="human_labels.csv",
                    help="label CSV to append to, and the one --report reads (default human_labels.csv)")
@@ -58,14 +61,19 @@ def cli(argv: list[str] | None = None) -> int:
     if not Path(args.runs_dir).is_dir():
         print(f"error: {args.runs_dir}: no such folder", file=sys.stderr)
         return 2
-    trials, errors = load_trials(args.runs_dir)
-    for e in errors:
-        print(f"skipped {getattr(e, 'path', '')}: {getattr(e, 'message', e)}", file=sys.stderr)
+    try:
+        study, trials = study_of_trials(args.runs_dir, args.study)
+    except DesignError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for e in study.errors.itertuples(index=False):
+        print(f"skipped {e.path}: {e.message}", file=sys.stderr)
     if not trials:
         print(f"error: {args.runs_dir}: no trial found", file=sys.stderr)
         return 2
-    sample = draw_sample(trials, args.per_stratum, args.seed)
-    items = make_items(sample, trials, args.max_chars)
+    rows = study_rows(study.metrics)  # outcomes as the study's success rule scored them
+    sample = draw_sample(trials, rows, args.per_stratum, args.seed)
+    items = make_items(sample, rows, trials, args.max_chars)
     print(f"{len(items)} trials drawn ({args.per_stratum} per profile x outcome, seed {args.seed}); arm names are hidden.")
     try:
         n = label_items(items, args.rater, args.labels, args.analyses, seed=args.seed)

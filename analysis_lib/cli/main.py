@@ -10,6 +10,7 @@ Each subcommand is an application module exposing ``cli(argv) -> int``, loaded o
     codecanvas CodeCanvas metrics, comparison and vision analysis (analysis_lib.cli.codecanvas)
     results    pre-registered RESULTS.md of a benchmark run's full_run.json (analysis_lib.cli.results)
     label      human labels of a blinded trial sample, and their agreement (analysis_lib.cli.label)
+    meta       one metric's effect pooled across analysed studies (analysis_lib.cli.meta)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ SUBCOMMANDS = {
     "codecanvas": "analysis_lib.cli.codecanvas",
     "results": "analysis_lib.cli.results",
     "label": "analysis_lib.cli.label",
+    "meta": "analysis_lib.cli.meta",
 }
 
 
@@ -64,7 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     lay.add_argument("--estimate-cost", action="store_true", help="print the projected LLM spend and exit")
     llm = p.add_argument_group("LLM analyses (Layer 2)")
     llm.add_argument("--api-base", metavar="URL", help="OpenAI-compatible server (Ollama, vLLM, llama.cpp)")
-    llm.add_argument("--budget-usd", type=float, metavar="USD", help="stop new LLM calls at 90%% of this spend")
+    llm.add_argument("--budget-usd", type=float, metavar="USD",
+                     help="a cap on LLM spend: each call reserves its worst-case cost (prompt + the answer limit) before "
+                          "it is sent, and is not sent when that would pass USD")
+    llm.add_argument("--judge-deadline", type=float, metavar="SEC",
+                     help="seconds one LLM request may take in all, answered or not (default 300)")
     llm.add_argument("--concurrency", type=int, default=4, help="parallel LLM calls (default 4)")
     llm.add_argument("--refresh", action="store_true", help="bypass the LLM response cache")
     llm.add_argument("--judge-samples", type=int, default=1, metavar="K", help="repeat each judgement K times; the label is their majority")

@@ -15,8 +15,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,12 @@ import yaml
 from nbclient import NotebookClient
 from papermill.exceptions import PapermillExecutionError
 
+from ..core import outputs as files
+from ..core.fileio import atomic_write_text
 from ..ingest.discover import discover
-from ..metrics.trial_metrics import DEFAULT_CONFIG
-from ..metrics.trials_table import trials_table
-from ..study.placement import placement
-from ..study.study_file import DesignError, load_design
+from ..report.outputs import output_paths
+from ..study.study import StudyError, open_study
+from ..study.study_file import DesignError
 from . import notebook_pairs
 
 __all__ = ["PIPELINE_NOTEBOOKS", "ParamsError", "NotebookFailed", "pipeline_notebooks", "allowed_parameters",
@@ -40,6 +42,8 @@ __all__ = ["PIPELINE_NOTEBOOKS", "ParamsError", "NotebookFailed", "pipeline_note
 PIPELINE_NOTEBOOKS = ("00_run_benchmark", "01_metrics", "02_stats", "03_llm_analysis", "04_codecanvas", "05_paper")
 # Notebooks people use by hand in JupyterLab; recorded and guarded by nbval, not part of `paper`.
 INTERACTIVE_NOTEBOOKS = ("explore", "label")
+# The first line of the paper skeleton's copy beside an own run's snippets.
+SKELETON_COPY_NOTE = "% A copy of paper/main.tex, made anew by every `make paper`: edit paper/main.tex, not this file.\n"
 # Set by the driver itself (the project folder as seen from notebooks/), not by a parameter file.
 INTERNAL_PARAMETERS = ("project_root",)
 # The kernel's own log (a loopback-TCP notice at start, a shutdown interrupt) is not the user's business.
@@ -179,13 +183,14 @@ def compile_paper(paper_dir: Path, quiet: bool = False) -> Path | None:
 
 
 def preflight(params_file: str | Path, params: dict[str, Any], root: Path, allowed: dict[str, dict[str, Any]]) -> None:
-    """What would make the notebooks fail, or compare nothing, checked before any of them runs (so that no
-    earlier output is overwritten): the runs folder exists and holds trials of at least two profiles (arms),
-    and the study file, when given, can be used. Reads the trials once more than notebook 01 will (a few
-    seconds for a thousand trials), writing nothing."""
+    """What would make the notebooks fail, or compare nothing, checked before any of them runs (so that no earlier
+    output is overwritten): the runs folder exists and holds trials of at least two arms with a baseline, under the
+    study file when one is given. This opens the study (the one full read of the runs); its per-trial rows are
+    handed to notebook 01 through the trials cache, written only when the study can be compared."""
     if "runs_dir" not in allowed:
         return  # notebooks that read no runs
-    runs_dir = params.get("runs_dir", _default(allowed, "runs_dir"))
+    value = lambda name: params.get(name, _default(allowed, name) if name in allowed else None)  # noqa: E731
+    runs_dir = value("runs_dir")
     folder = root / str(runs_dir)
     if not folder.is_dir():
         raise ParamsError(f"{params_file}: runs_dir {runs_dir!r} is not a folder (paths are relative to the project root)")
@@ -194,21 +199,31 @@ def preflight(params_file: str | Path, params: dict[str, Any], root: Path, allow
         why = errors[0].message if errors else "no trials found"
         raise ParamsError(f"{params_file}: runs_dir {runs_dir!r} holds no trial this project reads ({why}); "
                           "nothing was run or written")
-    design = None
-    study = params.get("study")
-    if isinstance(study, str) and study:
+    study_file = value("study_file")
+    plan_file = value("plan_file")
+    with tempfile.TemporaryDirectory(prefix="analysis_lib_preflight_") as tmp:
         try:
-            design = load_design(root / study)
+            study = open_study(folder, root / study_file if study_file else None, root / plan_file if plan_file else None,
+                               value("baseline") or None, cache_dir=tmp, runs_label=str(runs_dir))
         except DesignError as exc:
-            raise ParamsError(f"{params_file}: study: {str(exc).replace(str(root) + os.sep, '')}") from None
-    config = replace(DEFAULT_CONFIG, success_rule=design.success) if design is not None else DEFAULT_CONFIG
-    table = trials_table(folder, config=config, place=placement(design) if design is not None else None)
-    profiles = sorted(table.frame["profile"].dropna().astype(str).unique())
-    if len(profiles) < 2:
-        found = f"one profile ({profiles[0]}, {len(table.frame)} trials)" if profiles else "no readable trial"
-        hint = " or declare its arms in a study file (study: ...; docs/studies.md)" if not design else ""
-        raise ParamsError(f"{params_file}: runs_dir {runs_dir!r} holds {found}: the paper compares profiles; add "
-                          f"the runs of another profile{hint}; nothing was run or written")
+            # a study file that cannot be used, or arms that overlap or select nothing: stop before any notebook runs
+            raise ParamsError(f"{params_file}: study_file: {str(exc).replace(str(root) + os.sep, '')}; nothing was run "
+                              "or written") from None
+        arms = study.arms
+        if len(arms) < 2:
+            found = f"one profile ({arms[0]}, {len(study.metrics)} trials)" if arms else "no readable trial"
+            hint = " or declare its arms in a study file (study_file: ...; docs/studies.md)" if study.design is None else ""
+            raise ParamsError(f"{params_file}: runs_dir {runs_dir!r} holds {found}: the paper compares profiles; add "
+                              f"the runs of another profile{hint}; nothing was run or written")
+        if study.baseline.name is None:
+            raise ParamsError(f"{params_file}: {study.baseline_error}; nothing was run or written")
+        problems = study.audit.problems() if study.audit is not None else []
+        if problems and len(problems) >= len(arms) - 1:  # no arm pair the plan could test (the command line's rule)
+            raise ParamsError(f"{params_file}: the design cannot support the planned comparisons: {problems[0].message}; "
+                              "nothing was run or written")
+        cache = output_paths(root, str(value("output_dir"))).analytics / ".cache"
+        cache.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(tmp) / files.TRIALS_CACHE, cache / files.TRIALS_CACHE)
 
 
 def _default(allowed: dict[str, dict[str, Any]], name: str) -> str:
@@ -247,6 +262,8 @@ def run_pipeline(params_file: str | Path, root: str | Path = ".", out_dir: str |
     for i, nb in enumerate(notebooks, start=1):
         declared = {n for n, info in allowed.items() if nb.stem in info["notebooks"]}
         parameters = {k: v for k, v in {**params, **internal}.items() if k in declared}
+        if "use_cache" in declared and "runs_dir" in allowed:
+            parameters["use_cache"] = True  # the rows preflight measured: notebook 01 does not parse the runs again
         if not quiet:
             print(f"[{i}/{len(notebooks)}] {nb.name} ...", flush=True)
         t0 = time.perf_counter()
@@ -264,9 +281,11 @@ def run_pipeline(params_file: str | Path, root: str | Path = ".", out_dir: str |
     if latex and (only is None or "05_paper" in only):
         t0 = time.perf_counter()
         paper_dir = root / str(params.get("paper_dir") or "paper")
-        if not (paper_dir / "main.tex").exists() and (root / "paper" / "main.tex").exists():
-            # Own runs write their snippets elsewhere; they get a copy of the paper skeleton beside them.
-            shutil.copyfile(root / "paper" / "main.tex", paper_dir / "main.tex")
+        skeleton = root / "paper" / "main.tex"
+        if paper_dir.resolve() != skeleton.parent.resolve() and skeleton.exists():
+            # Own runs write their snippets elsewhere; they get a copy of the paper skeleton beside them, made anew on
+            # every run so that it never falls behind the snippets it inputs (its first line says so).
+            atomic_write_text(paper_dir / "main.tex", SKELETON_COPY_NOTE + skeleton.read_text(encoding="utf-8"))
         try:
             pdf = compile_paper(paper_dir, quiet)
         except RuntimeError as exc:
@@ -371,7 +390,7 @@ def cli(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         timings = run_pipeline(args.params, root, args.out, quiet=args.quiet, latex=not args.no_latex, only=args.only)
-    except (ParamsError, FileNotFoundError) as exc:
+    except (ParamsError, FileNotFoundError, StudyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except NotebookFailed as exc:

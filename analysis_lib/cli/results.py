@@ -21,24 +21,35 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from ..core import outputs as files
 from ..core.fileio import atomic_write_text, read_json
 from ..core.trial import InputError
 from ..inference import sequential as seq_mod
 from ..inference.beside_itt.estimands import beside_itt
-from ..inference.comparisons import compare, profile_pairs
+from ..inference.comparisons import compare
 from ..inference.hypotheses import test_sequence
 from ..inference.subgroups import subgroup_effects_by_pair
 from ..report import plan_figures
 from ..report.audit import audit_frames, audit_markdown
 from ..report.beside_itt import beside_markdown
-from ..report.comparison_report import family_role, hypotheses_table, mcnemar_lines, methods_lines, subgroups_table, tier_table, tier_title
+from ..report.comparison_report import (
+    family_role,
+    hypotheses_table,
+    mcnemar_lines,
+    methods_lines,
+    preregistered,
+    subgroups_table,
+    tier_table,
+    tier_title,
+)
 from ..report.figures import FOREST_NOTE, forest_rows, plot_forest, profile_colors
 from ..report.markdown import table as _table
 from ..report.numbers import number
 from ..report.sequential import design_lines as sequential_lines
 from ..study import plan as plan_mod
 from ..study.audit import DesignAudit
-from ..study.layer1 import analyse
+from ..study.baseline import profile_pairs
+from ..study.study import open_study
 
 VERDICTS = ("passed", "failed")
 
@@ -94,7 +105,7 @@ def find_runs_dir(full_run: str | os.PathLike, obj: dict, override: str | os.Pat
         if name:
             candidates.append(Path("runs") / f"bench-{name}")
     for c in candidates:
-        if (c / "index.json").is_file():
+        if (c / files.RUN_INDEX).is_file():
             return c
     tried = ", ".join(plan_mod.display_path(c) for c in candidates)
     raise ResultsError(f"{full_run}: runs folder not found (looked for index.json in {tried}); pass --runs-dir")
@@ -128,8 +139,8 @@ def _usd(x: Any) -> str:
     return "–" if x is None or pd.isna(x) else number(x, 2) + " USD"
 
 
-def _tier_section(tier: str, rows: pd.DataFrame, plan: plan_mod.AnalysisPlan) -> list[str]:
-    out = [f"## {tier_title(tier, getattr(plan.tiers, tier).correction, plan.claim)}", ""]
+def _tier_section(tier: str, rows: pd.DataFrame, plan: plan_mod.AnalysisPlan, registered: bool = False) -> list[str]:
+    out = [f"## {tier_title(tier, getattr(plan.tiers, tier).correction, plan.claim, registered)}", ""]
     if tier == "exploratory":
         out += ["**Exploratory:** these metrics were declared as exploratory in the plan. They are described with "
                 "estimates and intervals only; no hypothesis test is run and no p-value is reported, so nothing here "
@@ -239,7 +250,7 @@ def results_report(obj: dict, ev: pd.DataFrame, table: pd.DataFrame, metrics: pd
     out += _design_section(obj, plan, baseline, int(metrics["task_id"].nunique()) if len(metrics) else 0)
     out += sequential or []
     for tier in plan_mod.TIERS + (("sensitivity",) if plan.tiers.sensitivity is not None else ()):
-        out += _tier_section(tier, table, plan)
+        out += _tier_section(tier, table, plan, preregistered(check))
     out += _env_section(obj)
     out += _budget_section(obj)
     if figures:
@@ -346,11 +357,9 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     outcome = ResultsOutcome(0, plan_check=check)
     ev = evaluation_table(obj)
     conditions = [str(c) for c in obj.get("conditions") or []]
-    result = analyse(runs, None, profiles=conditions or None, cache=False, workers=workers, plan=plan_path, baseline=baseline)
+    result = open_study(runs, None, plan, baseline, plan_check=check, profiles=conditions or None, workers=workers)
     simulated = obj.get("simulated") is True or result.simulated
     metrics = result.metrics
-    if "started_at" in metrics:
-        check.note_first_trial(metrics["started_at"].dropna().tolist())
     if metrics.empty:
         raise ResultsError(f"{plan_mod.display_path(runs)}: no trial could be read from the runs folder")
     if result.baseline_error:
@@ -380,8 +389,7 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
                           audit=result.audit, sequential=seq_lines)
     text += _claims_and_groups(obj, metrics, plan, pairs, refused_reason)
     if pairs:
-        beside = beside_itt(metrics, table, plan, pairs, audit_arms=result.audit.arms if result.audit is not None else None,
-                            runs_dir=runs, refused=refused)
+        beside = beside_itt(result, table, plan, pairs, refused=refused)
         text += "\n" + "\n".join(beside_markdown(beside, plan.bootstrap.confidence))
     outcome.files.insert(0, atomic_write_text(output, text))
     outcome.messages = [f"warning: {w}" for w in check.warnings]

@@ -177,6 +177,21 @@ def _count_kinds(kinds: Iterable[str]) -> dict[str, int]:
     return out
 
 
+def codecanvas_columns(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The table :func:`codecanvas_table` makes, taken from a trials table that already holds the CodeCanvas columns
+    (``metrics_detail.csv``: every row was measured with them), so that no trial is read again."""
+    df = metrics.reindex(columns=list(IDENTITY_COLUMNS + METRIC_COLUMNS)).reset_index(drop=True)
+    return _typed(df)
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    # Counts stay integers where present (nullable Int64), rates floats.
+    for col in METRIC_COLUMNS:
+        values = pd.to_numeric(df[col], errors="coerce")
+        df[col] = values.astype("Int64") if col in INTEGER_METRICS else values.astype("Float64")
+    return df
+
+
 def codecanvas_table(trials: Iterable[Trial], errors: list[IngestError] | None = None):
     """One row per trial: identity columns then every CodeCanvas metric (None without state).
 
@@ -188,11 +203,4 @@ def codecanvas_table(trials: Iterable[Trial], errors: list[IngestError] | None =
         row: dict[str, Any] = {k: getattr(trial, k) for k in IDENTITY_COLUMNS}
         row.update(codecanvas_metrics(trial, errors=errors))
         rows.append(row)
-    df = pd.DataFrame(rows, columns=list(IDENTITY_COLUMNS + METRIC_COLUMNS))
-    # Counts stay integers where present (nullable Int64), rates floats.
-    for col in METRIC_COLUMNS:
-        if col in INTEGER_METRICS:
-            df[col] = df[col].astype("Int64")
-        else:
-            df[col] = df[col].astype("Float64")
-    return df
+    return _typed(pd.DataFrame(rows, columns=list(IDENTITY_COLUMNS + METRIC_COLUMNS)))

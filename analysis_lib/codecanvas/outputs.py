@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..core import outputs as files
 from ..core.fileio import atomic_write_json, atomic_write_text, read_json
 from ..core.trial import IngestError, InputError, Trial
 from .metrics import IDENTITY_COLUMNS, INTEGER_METRICS, METRIC_COLUMNS, codecanvas_table
@@ -152,8 +153,9 @@ def write_codecanvas_outputs(
         "errors": [{"path": e.path, "stage": e.stage, "message": e.message} for e in errors],
     }
     paths = {
-        "codecanvas_comparison.md": atomic_write_text(out / "codecanvas_comparison.md", comparison_markdown(table, simulated=simulated)),
-        "codecanvas_analysis.json": atomic_write_json(out / "codecanvas_analysis.json", doc),
+        files.CODECANVAS_COMPARISON: atomic_write_text(out / files.CODECANVAS_COMPARISON,
+                                                       comparison_markdown(table, simulated=simulated)),
+        files.CODECANVAS_ANALYSIS: atomic_write_json(out / files.CODECANVAS_ANALYSIS, doc),
     }
     return paths
 
@@ -183,7 +185,7 @@ def load_codecanvas_outputs(out_dir: str | os.PathLike) -> dict[str, Any]:
     headline answers, see :func:`analysis_lib.judge.vision.vision_frame`), ``by_profile`` the
     comparison's numbers. Raises InputError naming the file when it is missing or broken.
     """
-    path = Path(out_dir) / "codecanvas_analysis.json"
+    path = Path(out_dir) / files.CODECANVAS_ANALYSIS
     doc = read_json(path, STAGE)
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
         raise InputError(str(path), STAGE, "not a codecanvas_analysis.json (no 'runs' list)")

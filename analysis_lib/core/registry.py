@@ -96,6 +96,12 @@ class Metric:
         return f"{self.label} ({self.unit})"
 
     @property
+    def process(self) -> bool:
+        """Whether the metric describes what the agent did (its calls, steps, MCP use), as opposed to the outcome,
+        tokens or time: unknown, never 0, for a trial whose agent never reached a model."""
+        return self.subagents not in ("", _TOKENS) or self.id in ("mcp_used", "mcp_exposed")
+
+    @property
     def testable(self) -> bool:
         return self.kind in ("binary", "continuous", "count")
 
@@ -123,6 +129,15 @@ def _failed(f: Facts) -> bool:
 
 def _flag(condition: Any) -> bool:
     return bool(condition)
+
+
+def _failed_with(f: Facts, metric_id: str, test: Callable[[Any], bool]) -> bool | None:
+    """A failure flag that tests another metric: false unless the trial failed, unknown (None) when it failed
+    and that metric is unknown (a count no source records is not 0)."""
+    if not _failed(f):
+        return False
+    value = f[metric_id]
+    return None if value is None else _flag(test(value))
 
 
 def _category_calls(category: str) -> Compute:
@@ -166,7 +181,8 @@ _ENTRIES = [
     _M("total_tokens", "total tokens", "tokens", "input + output tokens; empty when either is unknown", "count", "lower",
        "ratio", subagents=_TOKENS, compute=lambda f: (f["total_input_tokens"] + f["total_output_tokens"]
                                                       if f["total_input_tokens"] is not None
-                                                      and f["total_output_tokens"] is not None else None)),
+                                                      and f["total_output_tokens"] is not None else None),
+       carried="a results table's `tokens`"),
     _M("total_cost_usd", "cost per trial", "USD", "recorded cost (final_metrics, steps, Harbor `agent_result`), else "
        "estimated from litellm's offline price map (`metrics.estimated_cost`): each API call at the model that "
        "answered it, `(input − cached − cache writes)·p_in + cached·p_cache_read + cache writes·p_cache_write + "
@@ -239,14 +255,17 @@ _ENTRIES = [
        compute=lambda f: len(f.walk.read_files) if f.walk else None, subagents=_CALLS),
     _M("files_edited", "files edited", "files", "distinct files edited (`sed -i`, `>`/`>>`, `tee`, `cp`/`mv` "
        "targets, `apply_patch` envelopes)", "count",
-       compute=lambda f: len(f.walk.edited_files) if f.walk else None, subagents=_CALLS),
+       compute=lambda f: len(f.walk.edited_files) if f.walk else None, subagents=_CALLS,
+       carried="a study's per-trial metrics (CodeScaleBench `task_metrics.json` `files_modified`: distinct files "
+               "written by Edit or Write calls; none recorded for a trial without such a call)"),
     _M("grep_before_edit", "search before first edit", "flag", "a search call (search tool or `grep`/`rg`/`find`/"
        "`ls` in a shell) came before the first edit, or with it; empty when nothing was edited", "binary",
        compute=lambda f: f.walk.searched_before_edit if f.walk else None, subagents=_FIRST_EDIT),
     _M("mcp_calls_by_tool", "MCP calls per tool", "", "JSON object MCP tool name → calls; also one column "
        "`mcp_calls__<tool>` per MCP tool seen (name without `mcp__`, lower-cased, other characters than `[a-z0-9_]` "
-       "as `_`; 0 for trials with a trajectory that did not call it)", "record",
-       compute=lambda f: _json(f.walk.mcp_by_tool) if f.walk else None, subagents=_CALLS),
+       "as `_`; 0 for trials with per-tool counts that did not call it, empty for trials without). Without a "
+       "trajectory, the MCP tools of the tool distribution the source recorded (CodeScaleBench `task_metrics.json` "
+       "`tool_calls_by_name`)", "record", compute=lambda f: _json(f.mcp_by_tool), subagents=_CALLS),
     _M("time_to_first_edit_sec", "time to first edit", "s", "seconds from the timestamp of the root trajectory's "
        "first step (copied context excluded) to the timestamp of the step holding the first edit; empty when "
        "nothing was edited or a timestamp is missing", "continuous", "lower", "ratio", decimals=1,
@@ -258,20 +277,20 @@ _ENTRIES = [
     _M("duplicate_reads", "duplicate reads", "reads", "reads of a file already read with no edit of it in between",
        "count", "lower", "difference", exploratory_only=True,
        compute=lambda f: f.walk.duplicate_reads if f.walk else None, subagents=_CALLS),
-    _M("tool_misuse", "tool misuse", "flag", "more than 30 % of calls errored (`MetricsConfig.tool_misuse_error_rate`)",
-       "binary", "lower", subagents=_CALLS,
-       compute=lambda f: _flag(f["tool_calls_count"] and f["tool_error_count"] is not None
-                               and f["tool_error_count"] / f["tool_calls_count"] > f.config.tool_misuse_error_rate)),
+    _M("tool_misuse", "tool misuse", "flag", "more than 30 % of calls errored (`MetricsConfig.tool_misuse_error_rate`); "
+       "empty when the calls or their errors are unknown", "binary", "lower", subagents=_CALLS,
+       compute=lambda f: False if f["tool_calls_count"] == 0 else None
+       if f["tool_calls_count"] is None or f["tool_error_count"] is None
+       else _flag(f["tool_error_count"] / f["tool_calls_count"] > f.config.tool_misuse_error_rate)),
     _M("infinite_loop", "loop", "flag", "a streak of more than 5 identical consecutive calls "
        "(`MetricsConfig.infinite_loop_streak`)", "binary", "lower", subagents=_CALLS,
        compute=lambda f: _flag(f.walk.calls and f.walk.max_streak > f.config.infinite_loop_streak) if f.walk else None),
     _M("budget_exhaustion", "budget exhaustion", "flag", "failed with more than 80,000 tokens "
-       "(`MetricsConfig.budget_exhaustion_tokens`)", "binary", "lower",
-       compute=lambda f: _flag(_failed(f) and (f["total_tokens"] or 0) > f.config.budget_exhaustion_tokens)),
+       "(`MetricsConfig.budget_exhaustion_tokens`); empty when a failed trial's tokens are unknown", "binary", "lower",
+       compute=lambda f: _failed_with(f, "total_tokens", lambda n: n > f.config.budget_exhaustion_tokens)),
     _M("premature_stop", "premature stop", "flag", "failed with fewer than 10 steps "
-       "(`MetricsConfig.premature_stop_steps`)", "binary", "lower", subagents=_STEPS,
-       compute=lambda f: _flag(_failed(f) and f["total_steps"] is not None
-                               and f["total_steps"] < f.config.premature_stop_steps)),
+       "(`MetricsConfig.premature_stop_steps`); empty when a failed trial's steps are unknown", "binary", "lower",
+       subagents=_STEPS, compute=lambda f: _failed_with(f, "total_steps", lambda n: n < f.config.premature_stop_steps)),
     _M("context_omission", "context omission", "", "reserved (always empty)", "record"),
 ] + [
     _M(c, f"{c.removeprefix('calls_')} calls", "calls", f"calls in the taxonomy category `{c.removeprefix('calls_')}` "

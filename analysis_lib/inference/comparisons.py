@@ -48,15 +48,16 @@ from ..study.plan import AnalysisPlan, Bootstrap
 __all__ = [
     "COLUMNS", "POINT_SCALES", "RATE_DIFFERENCE_UNIT", "scale_unit", "TEST_LABELS", "Rule", "rule",
     "repetition_aggregate", "task_pairs",
-    "per_task_value", "sides_summary", "planned_test", "usable_trials", "profile_pairs",
+    "per_task_value", "sides_summary", "planned_test", "usable_trials",
     "plan_columns", "estimate", "compare", "excludes_zero", "interval_note",
-    "COLLINEAR_R", "endpoint_correlations", "collinear_endpoints", "FEW_PAIRS"
+    "COLLINEAR_R", "endpoint_correlations", "collinear_endpoints", "FEW_PAIRS", "PARTIAL_TIER", "partial_credit",
+    "p_floor_note"
 ]
 
 COLUMNS = [
     "tier", "metric", "label", "unit", "scale", "repetitions", "test", "correction", "profile_a", "profile_b",
     "n_pairs", "n_undefined", "a_value", "b_value", "estimand", "estimate", "ci_low", "ci_high", "ci_open", "interval",
-    "p_value", "p_adjusted", "significant", "statistic", "effect_size", "effect_size_name",
+    "p_value", "p_min", "p_adjusted", "significant", "statistic", "effect_size", "effect_size_name",
     "odds_ratio", "odds_ratio_low", "odds_ratio_high", "n_a_only", "n_b_only", "a_b_summary",
     "total_change_pct", "total_change_low", "total_change_high", "note",
 ]
@@ -72,7 +73,13 @@ ESTIMANDS = {
     "ratio": "typical per-task change, 100 (exp(HL of log B/A) − 1) %",
     "difference": "typical per-task difference B − A (Hodges-Lehmann)",
     "cost_per_success": "change in cost per success, 100 (ratio B/A − 1) %",
+    "mean": "difference in the mean, B − A: mean over tasks of the per-task difference of the trials' mean",
 }
+# The corrections a plan may declare, by name.
+CORRECTION_NAMES = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}
+# The tier of the mean outcome a partial-credit study reports beside pass/fail (the plan's partial_credit): described
+# beside the planned tiers, with no correction and no verdict of its own.
+PARTIAL_TIER = "partial_credit"
 # Comparison scales whose estimate is a difference of two rates, shown in percentage points.
 POINT_SCALES = ("rate", "pass_rate")
 # The unit of a rate difference, everywhere (CSV column, tables, macros, figures): "pp", percentage points.
@@ -85,7 +92,8 @@ PASS_AT_1 = "pass@1 (mean of per-task pass rates)"
 GEE_LABEL = "pass rate per trial (GEE, task clusters)"
 INTERVALS = {"rate": "Tango score", "ratio": "inverted Wilcoxon", "difference": "inverted Wilcoxon",
              "cost_per_success": "percentile bootstrap over tasks", "paired_t": "t (paired, CR2)",
-             "sign_flip": "inverted sign-flip test", "gee": "t, bias-reduced (Mancl-DeRouen) sandwich"}
+             "sign_flip": "inverted sign-flip test", "gee": "t, bias-reduced (Mancl-DeRouen) sandwich",
+             "mean_paired_t": "t (paired, tasks)", "mean_sign_flip": "inverted sign-flip test"}
 # Ties and zeros of the Wilcoxon test are found on differences rounded this far: log ratios to 9
 # decimals (a ratio known to one part in a billion), differences to 6 decimals below the metric's own
 # precision. Floating-point noise (log 6/4 against log 3/2) is then no longer taken for a difference.
@@ -122,7 +130,9 @@ def scale_unit(scale: str, metric_unit: str = "") -> str:
     metric's own; the one rule behind the ``unit`` columns and every printed unit of a comparison."""
     if scale in POINT_SCALES:
         return RATE_DIFFERENCE_UNIT
-    return "%" if scale in ("ratio", "cost_per_success") else metric_unit
+    if scale in ("ratio", "cost_per_success"):
+        return "%"
+    return metric_unit if isinstance(metric_unit, str) else ""  # a unitless metric (reward) reads back from CSV as NaN
 
 
 def repetition_aggregate(metric_id: str, repetitions: str) -> str:
@@ -161,6 +171,8 @@ def sides_summary(scale: str, how: str, test: str = "") -> str:
         return "pass rate over trials" if test in ("gee", TEST_LABELS["gee"]) else "mean over tasks of per-task pass rates"
     if scale == "cost_per_success":
         return "total cost / successes over the paired tasks"
+    if scale == "mean":
+        return "mean over the paired tasks of per-task means"
     return f"median over tasks of per-task {_AGGREGATE_NOUNS[how]}"
 
 
@@ -168,6 +180,10 @@ def rule(metric_id: str, test: str, repetitions: str) -> Rule:
     """The one rule for a comparison of ``metric_id`` by ``test`` with repetitions combined as ``repetitions``."""
     m = registry.metric(metric_id)
     how = repetition_aggregate(metric_id, repetitions)
+    if m.kind != "binary" and test in ("paired_t", "sign_flip"):
+        # The mean outcome of a partial-credit study: per-task means of the repetitions, their mean difference.
+        return Rule(metric_id, test, repetitions, "mean", "mean", f"mean {m.label}", m.unit, ESTIMANDS["mean"],
+                    INTERVALS["mean_" + test])
     if metric_id == "cost_per_success":
         scale = "cost_per_success"
     elif m.kind == "binary":
@@ -214,30 +230,6 @@ def usable_trials(metrics: pd.DataFrame) -> pd.DataFrame:
     if "infra_error" in metrics.columns:
         return metrics[~_is_true(metrics["infra_error"])]
     return metrics
-
-
-def profile_pairs(profiles: Sequence[str], *, compare: tuple[str, str] | None = None,
-                  baseline: str | None = None) -> list[tuple[str, str]]:
-    """The (A, B) pairs to compare: ``compare`` alone, or every other profile against ``baseline``.
-
-    The baseline defaults to the first profile in sort order. Raises ValueError naming a profile
-    that is not in the data.
-    """
-    names = sorted(set(map(str, profiles)))
-    if compare is not None:
-        a, b = map(str, compare)
-        for p in (a, b):
-            if p not in names:
-                raise ValueError(f"--compare: profile {p!r} not found; profiles are {names}")
-        if a == b:
-            raise ValueError(f"--compare needs two different profiles, got {a!r} twice")
-        return [(a, b)]
-    if not names:
-        return []
-    base = names[0] if baseline is None else str(baseline)
-    if base not in names:
-        raise ValueError(f"baseline profile {base!r} not found; profiles are {names}")
-    return [(base, p) for p in names if p != base]
 
 
 def plan_columns(metrics: pd.DataFrame, metric_id: str) -> list[str]:
@@ -344,9 +336,12 @@ def _binary_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b:
                odds_ratio_low=float(odds["ci_low"]), odds_ratio_high=float(odds["ci_high"]), n_a_only=n10, n_b_only=n01)
     if r.test == "mcnemar_exact":
         t = stats.mcnemar_from_table([[0, n10], [n01, 0]], exact=True).iloc[0]
-        row.update(statistic=float(t["statistic"]), p_value=float(t["p_val"]))
+        # The smallest p this test can give on these pairs: every discordant task on one side.
+        floor = stats.mcnemar_from_table([[0, n10 + n01], [0, 0]], exact=True).iloc[0]["p_val"]
+        row.update(statistic=float(t["statistic"]), p_value=float(t["p_val"]), p_min=float(floor))
     elif r.test == "mcnemar_midp":
-        row.update(statistic=float(min(n10, n01)), p_value=stats.mcnemar_midp(n10, n01))
+        row.update(statistic=float(min(n10, n01)), p_value=stats.mcnemar_midp(n10, n01),
+                   p_min=stats.mcnemar_midp(n10 + n01, 0))
     row["note"] = _join(interval_note({**row, "scale": r.scale, "test": TEST_LABELS[r.test]}, 1 - confidence), why)
     return row
 
@@ -367,18 +362,51 @@ def _pass_rate_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str,
         is_b = (sub["profile"].astype(str) == b).to_numpy()
         res = stats.gee_difference(y, is_b, sub["task_id"].astype(str).to_numpy(), confidence=boot.confidence).iloc[0]
         row.update(p_value=float(res["p_val"]), statistic=float(res["t"]), a_value=float(np.nanmean(y[~is_b])),
-                   b_value=float(np.nanmean(y[is_b])))
+                   b_value=float(np.nanmean(y[is_b])), p_min=0.0)
     elif r.test == "sign_flip":
         res = stats.sign_flip(d, confidence=boot.confidence, seed=boot.seed).iloc[0]
         mc = None if res["exact"] else f"Monte-Carlo p, standard error {res['mc_se']:.4f}"
-        row.update(p_value=float(res["p_val"]), note=_join(mc, why))
+        row.update(p_value=float(res["p_val"]), note=_join(mc, why), p_min=_sign_flip_floor(d, boot))
     else:
         res = stats.paired_t(d, confidence=boot.confidence).iloc[0]
         if r.test == "paired_t":
-            row.update(p_value=float(res["p_val"]), statistic=float(res["statistic"]))
+            row.update(p_value=float(res["p_val"]), statistic=float(res["statistic"]), p_min=0.0)
     row.update(estimate=float(res["estimate"]), ci_low=float(res["ci_low"]), ci_high=float(res["ci_high"]))
     row["note"] = _join(interval_note(row, 1 - boot.confidence), row.get("note"))
     return row
+
+
+def _mean_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, boot: Bootstrap) -> dict:
+    """The paired mean difference of a continuous outcome over tasks (per-task means of the repetitions): the
+    paired t with its interval, or the sign-flip randomisation test with the interval that inverts it."""
+    ran = _ran_by_both(metrics, a, b)
+    pairs = stats.pair_tasks(trials, r.metric, a, b, binary=False, how="mean").dropna(subset=["a", "b"])
+    n_undef, why = _undefined(_missing_tasks(ran, pairs, "with no value under one profile"))
+    row: dict[str, Any] = {"n_pairs": len(pairs), "n_undefined": n_undef, "note": why}
+    if len(pairs) == 0:
+        return {**row, "note": _join("no task with values under both profiles", why)}
+    d = pairs["b"].to_numpy(float) - pairs["a"].to_numpy(float)
+    row.update(a_value=float(pairs["a"].mean()), b_value=float(pairs["b"].mean()))
+    if r.test == "sign_flip":
+        res = stats.sign_flip(d, confidence=boot.confidence, seed=boot.seed).iloc[0]
+        mc = None if res["exact"] else f"Monte-Carlo p, standard error {res['mc_se']:.4f}"
+        row.update(p_value=float(res["p_val"]), note=_join(mc, why), p_min=_sign_flip_floor(d, boot))
+    else:
+        res = stats.paired_t(d, confidence=boot.confidence).iloc[0]
+        row.update(p_value=float(res["p_val"]), statistic=float(res["statistic"]), p_min=0.0)
+    row.update(estimate=float(res["estimate"]), ci_low=float(res["ci_low"]), ci_high=float(res["ci_high"]))
+    row["note"] = _join(interval_note(row, 1 - boot.confidence), row.get("note"))
+    return row
+
+
+def partial_credit(trials: pd.DataFrame, metric: str = "reward", profiles: Sequence[str] | None = None) -> bool:
+    """Whether ``metric`` (the reward) scores partial credit among ``trials`` (of ``profiles``): some known value is
+    neither 0 nor 1. Pass/fail then loses what the rewards say, and their mean is reported beside it."""
+    if metric not in trials:
+        return False
+    sub = trials if profiles is None else trials[trials["profile"].astype(str).isin(list(profiles))]
+    values = pd.to_numeric(sub[metric], errors="coerce").dropna()
+    return bool(len(values)) and not values.isin([0.0, 1.0]).all()
 
 
 def _continuous_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, boot: Bootstrap) -> dict:
@@ -411,7 +439,9 @@ def _continuous_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str
         row.update(total_change_pct=100.0 * (tot["estimate"] - 1.0), total_change_low=100.0 * (tot["ci_low"] - 1.0),
                    total_change_high=100.0 * (tot["ci_high"] - 1.0))
     if r.test == "wilcoxon_signed_rank":
-        row.update(p_value=float(hl["p_val"]), statistic=float(hl["V"]), effect_size=float(hl["RBC"]),
+        # The smallest p the test can give on these pairs: every difference on one side (zeros and ties as they are).
+        floor = stats.wilcoxon(np.abs(d), zero_method="pratt", decimals=r.decimals).iloc[0]["p_val"]
+        row.update(p_value=float(hl["p_val"]), statistic=float(hl["V"]), effect_size=float(hl["RBC"]), p_min=float(floor),
                    effect_size_name="matched-pairs rank-biserial r",
                    test=f"{TEST_LABELS[r.test]} ({hl['method'].removeprefix('Walsh averages; Wilcoxon ')}"
                         + (f"; {fmt_count(int(hl['n_zero']), 'zero difference')} ranked by Pratt's rule" if hl["n_zero"] else "")
@@ -446,6 +476,31 @@ def _cost_per_success_row(metrics: pd.DataFrame, trials: pd.DataFrame, a: str, b
     return row
 
 
+def _sign_flip_floor(d: np.ndarray, boot: Bootstrap) -> float:
+    """The smallest p the sign-flip test can give on these differences: every one on the same side."""
+    return float(stats.sign_flip(np.abs(d), confidence=boot.confidence, seed=boot.seed).iloc[0]["p_val"])
+
+
+def p_floor_note(row: Any, alpha: float) -> str | None:
+    """What the smallest attainable p (``p_min``) says of a tested row: that the test cannot reject at this size
+    (its smallest p exceeds ``alpha``: the comparison is uninformative), or that the observed p is that smallest p."""
+    get = row.get if isinstance(row, dict) else lambda k, d=None: getattr(row, k, d)
+    floor, p, n = get("p_min"), get("p_value"), get("n_pairs")
+    if floor is None or p is None or pd.isna(floor) or pd.isna(p) or not floor > 0:
+        return None
+    test = str(get("test") or "the test").split(" (")[0]
+    if get("scale") == "rate" and not pd.isna(get("n_a_only")):
+        size = f"{fmt_count(int(get('n_a_only')) + int(get('n_b_only')), 'discordant task')} of {fmt_count(int(n), 'pair')}"
+    else:
+        size = fmt_count(int(n), "pair")
+    if floor > alpha:
+        return (f"cannot reject at this size: the smallest p {test} can give with {size} is {floor:.3g}, above "
+                f"{alpha:g}, whatever the agents did; the comparison is uninformative")
+    if abs(p - floor) <= 1e-12 * max(floor, 1e-300):
+        return f"p = {p:.3g} is the smallest p {test} can give with {size}"
+    return None
+
+
 def _row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, plan: AnalysisPlan) -> dict:
     if r.scale == "cost_per_success":
         row = _cost_per_success_row(metrics, trials, a, b, plan.bootstrap)
@@ -453,11 +508,15 @@ def _row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, p
         row = _pass_rate_row(metrics, trials, r, a, b, plan.bootstrap)
     elif r.scale == "rate":
         row = _binary_row(metrics, trials, r, a, b, plan.bootstrap.confidence)
+    elif r.scale == "mean":
+        row = _mean_row(metrics, trials, r, a, b, plan.bootstrap)
     else:
         row = _continuous_row(metrics, trials, r, a, b, plan.bootstrap)
-    return {"metric": r.metric, "label": r.label, "unit": r.unit, "scale": r.scale, "estimand": r.estimand,
-            "interval": r.interval, "repetitions": r.repetitions, "a_b_summary": sides_summary(r.scale, r.how, r.test),
-            **row}
+    out = {"metric": r.metric, "label": r.label, "unit": r.unit, "scale": r.scale, "estimand": r.estimand,
+           "interval": r.interval, "repetitions": r.repetitions, "a_b_summary": sides_summary(r.scale, r.how, r.test),
+           **row}
+    out["note"] = _join(p_floor_note({**out, "test": TEST_LABELS[r.test]}, plan.alpha), out.get("note"))
+    return out
 
 
 def estimate(metrics: pd.DataFrame, column: str, a: str, b: str, plan: AnalysisPlan, *,
@@ -471,6 +530,41 @@ def estimate(metrics: pd.DataFrame, column: str, a: str, b: str, plan: AnalysisP
     conf = plan.bootstrap.confidence if confidence is None else confidence
     return _row(metrics, usable_trials(metrics), rule(column, test, reps), a, b, plan.model_copy(update={"bootstrap": plan.bootstrap.model_copy(
         update={"confidence": conf})}))
+
+
+def _no_tool_rows(trials: pd.DataFrame, where: str = " in these runs") -> str:
+    """Why a per-tool family has no row. "No MCP tool was called" only when every trial's MCP calls were counted
+    and none ran; otherwise what was (not) recorded: calls counted only as totals, or not counted at all."""
+    calls = pd.to_numeric(trials["mcp_tool_calls"], errors="coerce") if "mcp_tool_calls" in trials else pd.Series(dtype=float)
+    known = calls.dropna()
+    if len(known) and known.eq(0).all():
+        if len(known) == len(trials):
+            return f"no MCP tool was called{where}"
+        return (f"no MCP call in the {fmt_count(len(known), 'trial')} with a call record{where}; "
+                f"{len(trials) - len(known)} have none")
+    return f"no per-tool counts of MCP calls recorded{where}"
+
+
+# A process metric known for fewer than this share of an arm's trials is described, not tested.
+MIN_KNOWN_SHARE = 0.5
+# What a described-only row leaves empty: the estimate, its interval and its test (the per-task values stay).
+DESCRIBED_ONLY_BLANK = ("estimate", "ci_low", "ci_high", "p_value", "p_min", "statistic", "effect_size", "odds_ratio",
+                        "odds_ratio_low", "odds_ratio_high", "total_change_pct", "total_change_low", "total_change_high")
+
+
+def _too_few_known(trials: pd.DataFrame, col: str, a: str, b: str) -> str | None:
+    """Why a process metric is described, not tested, for the pair (a, b): it is known for fewer than half of either
+    arm's trials (the runs kept no trajectory for the rest); None when both arms record it for at least half."""
+    if not registry.is_known(col) or not registry.metric(col).process:
+        return None
+    counts = []
+    for arm in (a, b):
+        values = pd.to_numeric(trials.loc[trials["profile"].astype(str) == arm, col], errors="coerce")
+        counts.append((arm, int(values.notna().sum()), len(values)))
+    if all(n and known >= MIN_KNOWN_SHARE * n for _, known, n in counts):
+        return None
+    said = " and ".join(f"{known} of {n} trials of {arm}" for arm, known, n in counts)
+    return f"described, not tested: known for {said} (fewer than half of an arm's trials record it)"
 
 
 def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, str]], *,
@@ -493,7 +587,7 @@ def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
             if not cols:
                 m = registry.metric(spec.id.rstrip("*") + ("x" if spec.id.endswith("*") else ""))
                 rows.append({**base, "metric": spec.id, "label": m.label, "n_pairs": 0, "n_undefined": 0,
-                             "note": "no MCP tool was called in these runs" if spec.id.endswith("*")
+                             "note": _no_tool_rows(trials) if spec.id.endswith("*")
                              else f"column {spec.id!r} is not in the metrics table"})
                 continue
             if spec.id.endswith("*"):
@@ -502,7 +596,7 @@ def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
                 cols_ab = [c for c in cols if pd.to_numeric(pair[c], errors="coerce").fillna(0).ne(0).any()]
                 if not cols_ab:
                     rows.append({**base, "metric": spec.id, "label": "MCP calls per tool", "n_pairs": 0,
-                                 "n_undefined": 0, "note": f"no MCP tool was called under {a} or {b}"})
+                                 "n_undefined": 0, "note": _no_tool_rows(pair, f" under {a} or {b}")})
             else:
                 cols_ab = cols
             for col in cols_ab:
@@ -510,9 +604,21 @@ def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
                     rows.append({**base, "metric": col, "label": registry.metric(col).label, "n_pairs": 0,
                                  "n_undefined": 0, "note": refused[col]})
                     continue
-                rows.append({**base, **_row(metrics, trials, rule(col, spec.test, plan.repetitions_of(spec)), a, b, plan)})
+                row = {**base, **_row(metrics, trials, rule(col, spec.test, plan.repetitions_of(spec)), a, b, plan)}
+                sparse = _too_few_known(trials, col, a, b) if tier != "exploratory" else None
+                if sparse:  # described, not tested: a test over the few trials that recorded it says little of the arm
+                    row.update({k: None for k in DESCRIBED_ONLY_BLANK}, note=_join(sparse, row.get("note")))
+                rows.append(row)
+    partial = plan.partial()
+    for a, b in pairs:
+        # Beside pass/fail, the mean outcome when the rewards score partial credit (they are not all 0 or 1).
+        if partial.metric in refused or not partial_credit(trials, partial.metric, (a, b)):
+            continue
+        for test in partial.tests:
+            base = {"tier": PARTIAL_TIER, "correction": "none", "profile_a": a, "profile_b": b, "test": TEST_LABELS[test]}
+            rows.append({**base, **_row(metrics, trials, rule(partial.metric, test, "all"), a, b, plan)})
     out = pd.DataFrame(rows, columns=COLUMNS)
-    for c in ("a_value", "b_value", "estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "statistic",
+    for c in ("a_value", "b_value", "estimate", "ci_low", "ci_high", "p_value", "p_min", "p_adjusted", "statistic",
               "effect_size", "odds_ratio", "odds_ratio_low", "odds_ratio_high", "total_change_pct",
               "total_change_low", "total_change_high"):
         out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
@@ -524,8 +630,13 @@ def compare(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, st
         idx = out.index[out["tier"] == tier]
         if len(idx):
             p = out.loc[idx, "p_value"].to_numpy(float)
-            adj = adjust_p(np.where(np.isnan(p), 1.0, p), getattr(plan.tiers, tier).correction)
+            correction = getattr(plan.tiers, tier).correction
+            adj = adjust_p(np.where(np.isnan(p), 1.0, p), correction)
             out.loc[idx, "p_adjusted"] = np.where(np.isnan(p), np.nan, adj)
+            if correction != "none":  # say so where it happens, so that every adjusted p can be redone from the rows
+                untested = idx[np.isnan(p)]
+                counted = f"no test: counted as p = 1 in the tier's {CORRECTION_NAMES[correction]} correction"
+                out.loc[untested, "note"] = [_join(n if isinstance(n, str) else None, counted) for n in out.loc[untested, "note"]]
     sig = pd.Series(pd.NA, index=out.index, dtype="boolean")
     has_p = (out["tier"] != "exploratory") & out["p_adjusted"].notna()
     sig[has_p] = out.loc[has_p, "p_adjusted"] < plan.alpha

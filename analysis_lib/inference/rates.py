@@ -10,7 +10,10 @@ Three quantities, three names (:mod:`analysis_lib.core.registry`):
   the rate the paired comparisons test;
 * ``cost_per_success``: total cost / total successes, with a percentile bootstrap over tasks.
 
-Infrastructure errors are left out of all three.
+Beside them, the mean reward per trial (``mean_reward``) with a task-clustered t interval: the outcome a study
+that scores partial credit reports (:func:`analysis_lib.inference.comparisons.partial_credit`).
+
+Infrastructure errors are left out of all of them.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ RATE_COLUMNS = [
     "profile", "n_trials", "n_infra_errors", "n_outcome", "successes", "pass_rate", "pass_rate_low", "pass_rate_high",
     "design_effect", "n_tasks", "tasks_resolved", "majority_ties", "resolve_rate", "resolve_rate_low",
     "resolve_rate_high", "total_cost_usd", "cost_per_success", "cost_per_success_low", "cost_per_success_high",
+    "n_reward", "mean_reward", "mean_reward_low", "mean_reward_high",
 ]
 
 
@@ -57,8 +61,22 @@ def profile_rates(metrics: pd.DataFrame, *, confidence: float = 0.95, n_boot: in
                                       seed=seed, confidence=confidence).iloc[0]
             row.update(total_cost_usd=float(tasks["cost"].sum()), cost_per_success=r["estimate"],
                        cost_per_success_low=r["ci_low"], cost_per_success_high=r["ci_high"])
+        row.update(_mean_reward(use, confidence))
         rows.append(row)
     out = pd.DataFrame(rows, columns=RATE_COLUMNS)
     for c in RATE_COLUMNS[1:]:
         out[c] = pd.to_numeric(out[c], errors="coerce")
     return out
+
+
+def _mean_reward(trials: pd.DataFrame, confidence: float) -> dict:
+    """Mean reward over a profile's trials with a reward, and its interval: the task-clustered (CR1) standard error
+    with Student's t on tasks − 1 degrees of freedom (:func:`analysis_lib.stats.parametric.clustered_mean_difference`
+    against 0), which with one trial per task is the one-sample t interval."""
+    reward = pd.to_numeric(trials["reward"], errors="coerce") if "reward" in trials else pd.Series(np.nan, index=trials.index)
+    known = trials.assign(b=reward.to_numpy(), a=0.0)[reward.notna().to_numpy()]
+    if known.empty:
+        return {"n_reward": 0}
+    r = stats.clustered_mean_difference(known[["task_id", "a", "b"]], confidence=confidence).iloc[0]
+    return {"n_reward": len(known), "mean_reward": r["mean_diff"], "mean_reward_low": r["ci_low"],
+            "mean_reward_high": r["ci_high"]}

@@ -7,6 +7,7 @@ Recognised (by content and shape, not by file name alone):
   several timestamped folders of one profile are its repetitions, in time order;
 - Harbor job folders ``<job>/<trial>/...`` (profile from the trial's agent configuration);
 - legacy Terminal-Bench 1 run folders, Inspect AI logs, mcpbr result files;
+- published per-task results tables (a results CSV, SkillsBench's results registry);
 - loose ATIF files and Claude Code / Codex transcripts (converted to ATIF).
 
 Discovery only looks at names, at the first bytes of loose files (and the last ones of an agent
@@ -22,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import outputs as files
 from ..core.fileio import read_json
 from ..core.trial import IngestError, InputError
 from .claude_code import parent_session
@@ -29,6 +31,7 @@ from .convert import detect_transcript_kind, is_subagent_transcript
 from .harbor import is_job_result, is_trial_result
 from .inspect_log import is_inspect_log
 from .mcpbr import is_mcpbr_results
+from .results_table import is_results_csv, is_skillsbench_registry
 from .tb1 import is_tb1_run
 
 # How much of a loose file discovery reads: a kind shows itself early in every format seen (and a
@@ -38,7 +41,7 @@ TAIL_BYTES = 4096
 _MINI_FORMAT = re.compile(rb'"trajectory_format"\s*:\s*"mini-swe-agent')
 _SWE_TURNS = re.compile(rb'"trajectory"\s*:\s*\[\s*(\]|\{)')
 _RUN_DIR = re.compile(r"^(?P<ts>\d{4}-\d{2}-\d{2}(?:__|T|_)\d{2}[-:]\d{2}[-:]\d{2})__(?P<profile>.+)$")
-_JOB_LEVEL = {"index.json", "config.json", "result.json", "lock.json"}
+_JOB_LEVEL = {files.RUN_INDEX, "config.json", "result.json", "lock.json"}
 # What a trial folder holds beside its result.json when nothing else was written (Harbor: the sandbox never started).
 _TRIAL_SIDE_FILES = {"result.json", "config.json", "trial.log", "exception.txt"}
 
@@ -47,7 +50,9 @@ _TRIAL_SIDE_FILES = {"result.json", "config.json", "trial.log", "exception.txt"}
 class TrialSource:
     """Something that yields trials when read: a trial folder, or a file holding one or many."""
 
-    kind: str  # trial_dir | atif_file | transcript | tb1_run | inspect_log | mcpbr | mini_swe_agent | swe_agent
+    # trial_dir | atif_file | transcript | tb1_run | inspect_log | mcpbr | mini_swe_agent | swe_agent | results_csv
+    # | skillsbench_registry
+    kind: str
     path: str
     run_id: str
     profile: str | None = None
@@ -84,7 +89,7 @@ def _is_trial_dir(path: str, names: set[str]) -> bool | str:
 
 
 def _read_index(root: str, errors: list[IngestError]) -> dict[str, dict]:
-    p = os.path.join(root, "index.json")
+    p = os.path.join(root, files.RUN_INDEX)
     if not os.path.isfile(p):
         return {}
     try:
@@ -107,6 +112,8 @@ def _sniff_file(path: str) -> str | None:
         return _agent_trajectory_kind(path)
     if path.endswith(".eval"):
         return "inspect_log" if is_inspect_log(path) else None
+    if path.endswith(".csv"):
+        return "results_csv" if is_results_csv(path) else None
     if path.endswith(".jsonl"):
         if is_mcpbr_results(path):  # mcpbr's incremental_results.jsonl
             return "mcpbr"
@@ -121,6 +128,8 @@ def _sniff_file(path: str) -> str | None:
             text = fh.read(8192).decode("utf-8", errors="replace")
     except OSError:
         return None
+    if text.lstrip("\ufeff \t\r\n").startswith("[") and is_skillsbench_registry(path):
+        return "skillsbench_registry"
     if '"schema_version"' in text and "ATIF-" in text:
         # Subagent and continuation segments are read through the trajectory that refers to them.
         if '"parent_session_id"' in text or '"continuation_index"' in text:
@@ -257,7 +266,7 @@ def discover(root: str | os.PathLike, kinds: dict[str, list] | None = None) -> t
         kind = _sniff_file(root)
         if kind is None:
             return [], [IngestError(root, "discover", "not a recognised run format (ATIF, transcript, Inspect log, mcpbr results, "
-                                    "mini-swe-agent or SWE-agent trajectory)")]
+                                    "mini-swe-agent or SWE-agent trajectory, results table)")]
         return [_file_source(root, kind)], []
     index = _read_index(root, errors)
     visited: set = set()
@@ -280,7 +289,8 @@ def discover(root: str | os.PathLike, kinds: dict[str, list] | None = None) -> t
 
 def _file_source(path: str, kind: str) -> TrialSource:
     fmt = {"atif_file": "atif", "transcript": "transcript", "inspect_log": "inspect", "mcpbr": "mcpbr",
-           "mini_swe_agent": "mini_swe_agent", "swe_agent": "swe_agent"}[kind]
+           "mini_swe_agent": "mini_swe_agent", "swe_agent": "swe_agent", "results_csv": "results_csv",
+           "skillsbench_registry": "skillsbench_registry"}[kind]
     return TrialSource(kind=kind, path=path, run_id=os.path.basename(os.path.dirname(path)) or ".", source_format=fmt)
 
 

@@ -8,24 +8,14 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime
 from typing import Any
 
 from ..core.fileio import read_bytes, read_json
+from ..core.times import parse_time
 from ..core.trial import InputError
 from .identity import canonical_model
 
 MAX_EXCEPTION_CHARS = 500
-
-
-def parse_time(v: Any) -> datetime | None:
-    """ISO 8601 text to datetime (``Z`` accepted); naive values are kept naive (local time in Harbor)."""
-    if not isinstance(v, str) or not v:
-        return None
-    try:
-        return datetime.fromisoformat(v.replace("Z", "+00:00") if v.endswith("Z") else v)
-    except ValueError:
-        return None
 
 
 def is_trial_result(obj: Any) -> bool:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..core import outputs as files
 from ..core.fileio import read_json
 from ..core.trial import InputError
 
@@ -13,7 +14,7 @@ __all__ = ["is_simulated", "declared_baseline"]
 
 
 def _index(runs_dir: str | Path) -> dict:
-    index = Path(runs_dir) / "index.json"
+    index = Path(runs_dir) / files.RUN_INDEX
     if not index.exists():
         return {}
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from ..core.fileio import read_json
 from ..core.trial import IngestError, InputError, Timing, Trial
@@ -16,6 +17,7 @@ from .harbor import profile_from_agent, read_reward_json, read_reward_txt, trial
 from .identity import split_task_id
 from .inspect_log import read_inspect_log
 from .mcpbr import read_mcpbr_results
+from .results_table import read_results_csv, read_skillsbench_registry
 from .task_metrics import FILE_NAME as TASK_METRICS
 from .task_metrics import read_task_metrics
 from .tb1 import read_tb1_run
@@ -45,6 +47,10 @@ def _read(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
             return _read_legacy(src)
         if src.kind in ("mini_swe_agent", "swe_agent"):
             return _read_agent_trajectory(src)
+        if src.kind == "results_csv":
+            return read_results_csv(src.path)
+        if src.kind == "skillsbench_registry":
+            return read_skillsbench_registry(src.path)
         return [], [IngestError(src.path, "discover", f"unknown source kind {src.kind!r}")]
     except InputError as exc:
         return [], [exc.error]
@@ -225,6 +231,8 @@ def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
             "dataset": res.get("dataset"),
             "study_metrics": study_metrics,
             "never_reached_model": never_reached_model(trajectory),
+            "instruction_chars": instruction_chars(trajectory, study_metrics),
+            "agent_timeout_sec": agent_timeout(res),
         },
         # What the benchmark runner measured of a treatment trial (result.json "bench"), carried as the metrics' values.
         carried_metrics={k: res[k] for k in ("mcp_exposed", "mcp_used") if res.get(k) is not None},
@@ -235,13 +243,39 @@ def read_trial_dir(src: TrialSource) -> tuple[list[Trial], list[IngestError]]:
 
 
 def _carried_calls(study: dict) -> dict:
-    """Tool-call counts a study recorded for a trial whose trajectory was not kept."""
+    """Tool-call and process counts a study recorded for a trial whose trajectory was not kept, by metric id."""
     dist = study.get("tool_distribution")
-    out = {"tool_calls_count": study.get("tool_calls"), "mcp_tool_calls": study.get("mcp_calls")}
+    out = {"tool_calls_count": study.get("tool_calls"), "mcp_tool_calls": study.get("mcp_calls"),
+           "files_edited": study.get("files_modified")}
     if dist is not None:
         out["tool_distribution"] = dist
         out["mcp_tools_used"] = sum(1 for name in dist if name.startswith("mcp__"))
     return {k: v for k, v in out.items() if v is not None}
+
+
+def instruction_chars(traj, study: dict | None) -> int | None:
+    """Characters of the instruction the agent was given: the trajectory's first user message, else what the
+    study's own metrics record (CodeScaleBench ``instruction_length_chars``); None when neither keeps it."""
+    if traj is not None:
+        first = next((s for s in traj.steps if s.source == "user" and not s.is_copied_context), None)
+        if first is not None and first.message:
+            return len(first.message)
+    return study.get("instruction_chars") if study else None
+
+
+_TIMED_OUT = re.compile(r"timed out after (\d+(?:\.\d+)?) ?s(?:ec(?:ond)?s?)?\b", re.IGNORECASE)
+
+
+def agent_timeout(res: dict) -> float | None:
+    """The agent's time limit in seconds, as far as the trial says: the configured override, else the limit a
+    timeout reports (Harbor's ``AgentTimeoutError: Agent execution timed out after 3600.0 seconds``); None when
+    neither says (a task's own limit is written nowhere else)."""
+    config = res.get("config") or {}
+    for key in ("agent.override_timeout_sec", "agent.max_timeout_sec"):
+        if isinstance(config.get(key), (int, float)) and not isinstance(config.get(key), bool):
+            return float(config[key])
+    m = _TIMED_OUT.search(res.get("exception") or "")
+    return float(m.group(1)) if m else None
 
 
 # What an agent CLI writes in place of a model's answer when no model call was made.

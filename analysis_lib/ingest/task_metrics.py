@@ -11,6 +11,8 @@ trajectory was not kept. Fields (every one may be null)::
     cache_creation_tokens   prompt tokens written to the cache
     output_tokens, cost_usd, reward, status (passed | failed), config_name
     tool_calls_total, tool_calls_mcp, tool_calls_by_name {name: calls}, mcp_servers [names]
+    files_modified          distinct files written by Edit or Write calls (null when there was none)
+    instruction_length_chars  characters of the instruction the agent was given
 """
 
 from __future__ import annotations
@@ -57,4 +59,6 @@ def read_task_metrics(path: str | os.PathLike) -> dict[str, Any]:
         "status": obj.get("status") if isinstance(obj.get("status"), str) else None,
         "reward": float(obj["reward"]) if isinstance(obj.get("reward"), (int, float)) else None,
         "config_name": obj.get("config_name") if isinstance(obj.get("config_name"), str) else None,
+        "files_modified": _int(obj.get("files_modified")),
+        "instruction_chars": _int(obj.get("instruction_length_chars")),
     }

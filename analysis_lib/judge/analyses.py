@@ -83,14 +83,13 @@ def _val(row: dict | None, name: str) -> Any:
 
 
 def trial_success(trial: Trial, row: dict | None) -> bool | None:
-    """Outcome: the metrics table's ``success`` when known, else reward >= 1; None when unknown."""
+    """Outcome: the study's verdict, its trials table's ``success`` (scored by the study's success rule); None when
+    unknown (no row, an infrastructure error, no verdict). The reward alone decides nothing here."""
     if _val(row, "infra_error") in (True, "True", "true", 1):
         return None
     s = _val(row, "success")
     if s is not None:
         return str(s).lower() in ("true", "1", "1.0")
-    if trial.reward is not None:
-        return trial.reward >= 1.0
     return None
 
 
@@ -341,9 +340,12 @@ def judge_findings(results: dict[str, list[dict[str, Any]]]) -> str:
 def synthesis_job(
     trials: list[Trial], lookup: dict, results: dict[str, list[dict[str, Any]]], baseline: str | None, simulated: bool
 ) -> Job:
-    """The single synthesis judgement over everything, given the other analyses' results."""
+    """The single synthesis judgement over everything, given the other analyses' results; ``baseline``: the study's
+    (:class:`~analysis_lib.study.study.Study`), required as soon as two arms are judged."""
     profiles = sorted({t.profile for t in trials})
-    base = baseline if baseline in profiles else (profiles[0] if profiles else "n/a")
+    if baseline is None and len(profiles) > 1:
+        raise ValueError("the synthesis needs the study's baseline: none was given")
+    base = baseline if baseline is not None else (profiles[0] if profiles else "n/a")
     note = (
         "SIMULATED runs from the seeded simulator: findings describe the simulator, not real agents."
         if simulated

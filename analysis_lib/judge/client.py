@@ -4,12 +4,21 @@ One :class:`JudgeClient` per judge model; several clients may share one :class:`
 a second judge model spends from the same budget. Every request carries the response model's
 JSON schema as ``response_format``; the answer is validated with ``model_validate_json``; a
 malformed answer gets one repair turn, then becomes a failed result with the reason.
+
+The budget is a cap, at any concurrency: before a request is sent it reserves its worst-case
+cost (a bound on its prompt tokens and the ``max_tokens`` answer, at the model's prices), and it
+is sent only if what was spent, what is reserved by requests in flight and its own reserve stay
+within the budget. An answer settles its reserve at its reported cost; a request that ended
+without an answer (timeout, deadline, dropped connection) may still have been billed, so its
+reserve is kept as spent-unknown. Every request also has an overall deadline (a response that
+trickles in never ends otherwise), and a 429's ``Retry-After`` is waited for, up to a limit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import email.utils
 import json
 import logging
 import os
@@ -18,12 +27,13 @@ import threading
 import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import litellm
 from pydantic import BaseModel, ValidationError
 
-from ..metrics.pricing import cost_usd
+from ..metrics.pricing import cost_usd, model_prices
 from . import DEFAULT_MODEL
 from .cache import ResponseCache, cache_key
 from .templates import PromptTemplate, load_template
@@ -48,29 +58,66 @@ RETRYABLE = (
 T = TypeVar("T")
 
 
+# Tokens an image may count for, whatever its size in bytes (OpenAI's gpt-4o-mini counts a high-detail
+# image of 8 tiles as 2,833 + 8 x 5,667 = 48,169 tokens): the reserve of a prompt with images.
+IMAGE_TOKENS_BOUND = 50_000
+# Tokens of chat formatting per message and per request, above the bytes of the text.
+MESSAGE_OVERHEAD_TOKENS = 8
+REQUEST_OVERHEAD_TOKENS = 64
+
+
 @dataclass
 class Ledger:
-    """Spend and traffic counters shared by the clients of one run (thread-safe)."""
+    """Spend, reserves and traffic counters shared by the clients of one run (thread-safe).
+
+    ``committed`` = spent (answers' reported cost) + unsettled (reserves of requests that ended without
+    an answer, which may still be billed) + reserved (requests in flight); a request is sent only when
+    its reserve fits under the budget beside it.
+    """
 
     budget_usd: float | None = None
     spent_usd: float = 0.0
     spend_unknown: bool = False  # some call had no known price: the total is a lower bound
+    reserved_usd: float = 0.0  # worst-case cost of the requests in flight
+    in_flight: int = 0  # requests holding a reserve
+    reserved_peak_usd: float = 0.0  # the most reserved at one time
+    unsettled_usd: float = 0.0  # reserves of requests that ended without an answer (perhaps billed)
+    overrun_usd: float = 0.0  # cost of answers beyond their reserve (a server that ignored max_tokens)
     requests: int = 0  # HTTP requests sent, retries and repairs included
     cache_hits: int = 0
     retries: int = 0
     repairs: int = 0
     failures: int = 0
-    budget_stopped: int = 0  # judgements not asked because the budget cap was reached
+    budget_stopped: int = 0  # judgements not asked because their reserve did not fit under the budget
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
-    def cap_usd(self) -> float | None:
-        """New calls stop once the spend reaches 90 % of the budget."""
-        return None if self.budget_usd is None else 0.9 * self.budget_usd
+    def committed_usd(self) -> float:
+        return self.spent_usd + self.unsettled_usd + self.reserved_usd
 
-    def over_cap(self) -> bool:
-        cap = self.cap_usd
-        return cap is not None and self.spent_usd >= cap
+    def try_reserve(self, usd: float) -> bool:
+        """Reserve ``usd`` for a request about to be sent; False when it does not fit under the budget."""
+        with self._lock:
+            if self.budget_usd is not None and self.committed_usd + usd > self.budget_usd * (1 + 1e-12):
+                return False
+            self.reserved_usd += usd
+            self.in_flight += 1
+            self.reserved_peak_usd = max(self.reserved_peak_usd, self.reserved_usd)
+            return True
+
+    def settle(self, reserved: float, cost: float | None, maybe_billed: bool) -> None:
+        """Release a request's reserve: at its reported ``cost``, or, when there is none, kept as
+        spent-unknown if the request may have been billed (it reached the server and no error status came back)."""
+        with self._lock:
+            self.in_flight -= 1
+            # Counted, not compared with zero: sums of floats leave residues.
+            self.reserved_usd = max(0.0, self.reserved_usd - reserved) if self.in_flight else 0.0
+            if cost is not None:
+                self.spent_usd += cost
+                self.overrun_usd += max(0.0, cost - reserved)
+            elif maybe_billed:
+                self.unsettled_usd += reserved
+                self.spend_unknown = True
 
     def add(self, **counts: float) -> None:
         with self._lock:
@@ -87,8 +134,24 @@ class Ledger:
             "budget_stopped": self.budget_stopped,
             "spent_usd": None if self.spend_unknown and self.spent_usd == 0 else round(self.spent_usd, 6),
             "spend_complete": not self.spend_unknown,
+            "unsettled_usd": round(self.unsettled_usd, 6),
+            "reserved_peak_usd": round(self.reserved_peak_usd, 6),
+            "overrun_usd": round(self.overrun_usd, 6),
             "budget_usd": self.budget_usd,
         }
+
+    def budget_line(self) -> str:
+        """Spend against the budget, in one line (what the run log and the terminal say)."""
+        line = f"spent {self.spent_usd:.4f} USD"
+        if self.budget_usd is not None:
+            line += f" of the {self.budget_usd:g} USD budget"
+        if self.unsettled_usd:
+            line += f", plus up to {self.unsettled_usd:.4f} USD for requests that ended without an answer"
+        if self.reserved_peak_usd:
+            line += f"; each request reserved its worst case before it was sent (at most {self.reserved_peak_usd:.4f} USD at once)"
+        if self.overrun_usd:
+            line += f"; answers cost {self.overrun_usd:.4f} USD more than reserved (a response limit was not honoured)"
+        return line
 
 
 @dataclass
@@ -110,7 +173,7 @@ class JudgeResult:
 
 
 class BudgetStop(Exception):
-    """Raised before a request when the spend has reached 90 % of the budget."""
+    """Raised before a request whose reserve (worst-case cost) does not fit under the budget, nothing being in flight."""
 
 
 class JudgeClient:
@@ -127,8 +190,10 @@ class JudgeClient:
         concurrency: int = 4,
         refresh: bool = False,
         timeout: float = 120.0,
+        deadline: float = 300.0,
         max_retries: int = 4,
         backoff_sec: float = 0.5,
+        max_retry_after_sec: float = 60.0,
         temperature: float | None = 0.0,
         max_tokens: int | None = 2048,
         seed: int = 0,
@@ -144,9 +209,11 @@ class JudgeClient:
         self.ledger = ledger or Ledger()
         self.concurrency = concurrency
         self.refresh = refresh
-        self.timeout = timeout
+        self.timeout = timeout  # socket: the longest silence between two bytes
+        self.deadline = deadline  # overall: the longest one request may take, answered or not
         self.max_retries = max_retries
         self.backoff_sec = backoff_sec
+        self.max_retry_after_sec = max_retry_after_sec  # a longer Retry-After ends the judgement
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.seed = seed
@@ -155,17 +222,42 @@ class JudgeClient:
         self.max_list_items = max_list_items
         self._rng = random.Random(seed)  # jitter of the backoff, seeded for reproducible runs
         self._sem: asyncio.Semaphore | None = None
+        if self.ledger.budget_usd is not None:
+            if model_prices(model) is None:
+                raise ValueError(f"budget_usd: no price for {model}, so a budget cannot be kept; register one "
+                                 "(analysis_lib.metrics.pricing.register_price) or run without a budget")
+            if not max_tokens:
+                raise ValueError("budget_usd: a budget needs a response limit (max_tokens) to bound each call's cost")
 
     def __repr__(self) -> str:  # no key in reprs, tracebacks or notebooks
         return f"JudgeClient(model={self.model!r}, api_base={self.api_base!r}, concurrency={self.concurrency})"
 
     # -- one request -----------------------------------------------------------------------
+    def reserve_usd(self, messages: list[dict], schema: type[BaseModel]) -> float | None:
+        """The worst-case cost of one request: a bound on its prompt tokens and a ``max_tokens`` answer, priced
+        at the dearest input rate; None when the model has no price or there is no response limit."""
+        prices = model_prices(self.model)
+        if prices is None or not self.max_tokens:
+            return None
+        schema_json = json.dumps(bounded_schema(schema, self.max_string_chars, self.max_list_items))
+        prompt = prompt_token_bound(messages) + len(schema_json.encode())
+        return prompt * max(prices.input, prices.cache_read, prices.cache_write) + self.max_tokens * prices.output
+
+    async def _hold(self, reserve: float | None) -> float:
+        """Reserve ``reserve`` on the ledger before sending; wait while requests in flight may still free room,
+        raise :class:`BudgetStop` when none is in flight and it still does not fit."""
+        while not self.ledger.try_reserve(reserve or 0.0):
+            if self.ledger.in_flight == 0:
+                raise BudgetStop(reserve)
+            await asyncio.sleep(0.05)
+        return reserve or 0.0
+
     async def _request(self, messages: list[dict], schema: type[BaseModel], sample: int) -> tuple[str, int | None, int | None]:
         """Send one chat completion with retries; returns (content, prompt_tokens, completion_tokens)."""
         attempt = 0
+        reserve = self.reserve_usd(messages, schema)
         while True:
-            if self.ledger.over_cap():
-                raise BudgetStop()
+            held = await self._hold(reserve)
             kwargs: dict[str, Any] = dict(
                 model=self.model,
                 messages=messages,
@@ -186,25 +278,36 @@ class JudgeClient:
             kwargs["seed"] = self.seed + sample
             self.ledger.add(requests=1)
             try:
-                resp = await litellm.acompletion(**kwargs)
-            except RETRYABLE as exc:
+                # The socket timeout only bounds silences: a response that sends a byte now and then never ends.
+                resp = await asyncio.wait_for(litellm.acompletion(**kwargs), self.deadline)
+            except asyncio.CancelledError:  # stopped in flight: it may have been billed
+                self.ledger.settle(held, None, maybe_billed=True)
+                raise
+            except (TimeoutError, *RETRYABLE) as exc:
+                # An error status was not billed; a request that ended without one (timeout, deadline, dropped
+                # connection) may have been: its reserve stays counted.
+                self.ledger.settle(held, None, maybe_billed=_status_of(exc) is None)
+                why = (f"no complete answer within the {self.deadline:g} s deadline" if isinstance(exc, TimeoutError)
+                       else self._short(exc))
+                wait = retry_after_sec(exc)
+                if wait is not None and wait > self.max_retry_after_sec:
+                    raise RuntimeError(f"rate limited: the server asks to retry after {wait:g} s, more than the "
+                                       f"{self.max_retry_after_sec:g} s this client waits ({why})") from None
                 if attempt >= self.max_retries:
-                    raise RuntimeError(f"gave up after {attempt + 1} attempts: {self._short(exc)}") from None
+                    raise RuntimeError(f"gave up after {attempt + 1} attempts: {why}") from None
                 attempt += 1
                 self.ledger.add(retries=1)
-                delay = self.backoff_sec * (2 ** (attempt - 1)) * (0.5 + self._rng.random())
-                await asyncio.sleep(delay)
+                backoff = self.backoff_sec * (2 ** (attempt - 1)) * (0.5 + self._rng.random())
+                await asyncio.sleep(backoff if wait is None else wait)
                 continue
             except Exception as exc:  # 4xx and anything else is final for this judgement, not for the run
+                self.ledger.settle(held, None, maybe_billed=_status_of(exc) is None)
                 raise RuntimeError(self._short(exc)) from None
             usage = getattr(resp, "usage", None)
             pt = getattr(usage, "prompt_tokens", None) if usage else None
             ct = getattr(usage, "completion_tokens", None) if usage else None
-            cost = cost_usd(self.model, pt, ct)
-            if cost is None:
-                self.ledger.spend_unknown = True
-            else:
-                self.ledger.add(spent_usd=cost)
+            # No price or no usage: the spend is a lower bound (and the reserve, if any, stays counted).
+            self.ledger.settle(held, cost_usd(self.model, pt, ct), maybe_billed=True)
             content = resp.choices[0].message.content or ""
             return content, pt, ct
 
@@ -248,13 +351,14 @@ class JudgeClient:
         async with self._sem:
             try:
                 result = await self._ask(messages, schema, sample, base)
-            except BudgetStop:
+            except BudgetStop as stop:
                 self.ledger.add(budget_stopped=1)
-                cap = self.ledger.cap_usd
                 return JudgeResult(
                     ok=False,
                     skipped=True,
-                    error=f"budget stop: spent {self.ledger.spent_usd:.4f} USD, cap 90% of {self.ledger.budget_usd} USD = {cap:.4f} USD",
+                    error=(f"budget stop: not sent, as its worst-case cost ({stop.args[0]:.4f} USD: the prompt and a "
+                           f"{self.max_tokens}-token answer) would take the spend ({self.ledger.committed_usd:.4f} USD) past the "
+                           f"{self.ledger.budget_usd:g} USD budget"),
                     **base,
                 )
             except RuntimeError as exc:
@@ -343,6 +447,59 @@ def bounded_schema(schema: type[BaseModel], max_chars: int | None = None, max_it
         return node
 
     return walk(schema.model_json_schema())
+
+
+def prompt_token_bound(messages: list[dict]) -> int:
+    """An upper bound on a chat prompt's tokens for any byte-level tokenizer: every token covers at least one
+    byte of text, so the UTF-8 bytes of the text, plus the formatting of each message, plus per image the
+    larger of its data URL's length and :data:`IMAGE_TOKENS_BOUND`."""
+    total = REQUEST_OVERHEAD_TOKENS
+    for msg in messages:
+        total += MESSAGE_OVERHEAD_TOKENS
+        content = msg.get("content")
+        parts = [content] if isinstance(content, str) else content if isinstance(content, list) else []
+        for part in parts:
+            if isinstance(part, str):
+                total += len(part.encode())
+            elif isinstance(part, dict) and part.get("type") == "image_url":
+                url = (part.get("image_url") or {}).get("url", "") if isinstance(part.get("image_url"), dict) else str(part.get("image_url"))
+                total += max(len(url), IMAGE_TOKENS_BOUND)
+            elif isinstance(part, dict):
+                total += len(json.dumps(part).encode())
+    return total
+
+
+def retry_after_sec(exc: BaseException) -> float | None:
+    """The wait a response asked for (``retry-after-ms``, ``Retry-After`` in seconds or as an HTTP date), or None."""
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms:
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status of the error response behind ``exc``; None when no response came back."""
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    return status if isinstance(status, int) and status >= 400 else None
 
 
 def run_sync(factory: Callable[[], Awaitable[T]]) -> T:

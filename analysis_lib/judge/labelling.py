@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,43 +50,53 @@ class LabelItem:
     analyses: list[str]
 
 
-def outcome_of(trial: Trial) -> str:
-    """Stratum outcome: success, failure or unknown (from the reward)."""
-    s = trial_success(trial, None)
+def outcome_of(trial: Trial, rows: Mapping[str, dict]) -> str:
+    """Stratum outcome: success, failure or unknown, as the study's trials table scored the trial (``rows``: its rows
+    by trial path, :func:`study_rows`)."""
+    s = trial_success(trial, rows.get(trial.trial_path))
     return "unknown" if s is None else "success" if s else "failure"
 
 
-def draw_sample(trials: list[Trial], per_stratum: int = 2, seed: int = 0) -> list[Trial]:
+def study_rows(metrics: pd.DataFrame) -> dict[str, dict]:
+    """The trials table's verdict columns by trial path: what labelling reads of the study's success rule."""
+    cols = [c for c in ("success", "infra_error") if c in metrics]
+    return {str(p): {c: (None if pd.isna(v) else v) for c, v in zip(cols, vals, strict=True)}
+            for p, *vals in metrics[["trial_path", *cols]].itertuples(index=False)}
+
+
+def draw_sample(trials: list[Trial], rows: Mapping[str, dict], per_stratum: int = 2, seed: int = 0) -> list[Trial]:
     """Up to ``per_stratum`` trials with a trajectory from each (profile, outcome), seeded, in shuffled order."""
     strata: dict[tuple[str, str], list[Trial]] = defaultdict(list)
     for t in sorted(trials, key=trial_id):
         if t.trajectory is not None and t.trajectory.steps:
-            strata[(t.profile, outcome_of(t))].append(t)
+            strata[(t.profile, outcome_of(t, rows))].append(t)
     rng = random.Random(seed)
     picked = [t for key in sorted(strata) for t in rng.sample(strata[key], min(per_stratum, len(strata[key])))]
     rng.shuffle(picked)
     return picked
 
 
-def applicable(trial: Trial) -> list[str]:
+def applicable(trial: Trial, row: dict | None) -> list[str]:
     """Analyses a person can label for this trial: strategy always, failure when failed, mcp when MCP was called."""
     out = ["strategy"]
-    if trial_success(trial, None) is False:
+    if trial_success(trial, row) is False:
         out.append("failure")
     if mcp_calls(trial):
         out.append("mcp")
     return out
 
 
-def make_items(sample: list[Trial], all_trials: Iterable[Trial] | None = None, max_chars: int = 6000) -> list[LabelItem]:
-    """The blinded views of ``sample`` (names to hide are collected from ``all_trials``, default the sample)."""
+def make_items(sample: list[Trial], rows: Mapping[str, dict], all_trials: Iterable[Trial] | None = None,
+               max_chars: int = 6000) -> list[LabelItem]:
+    """The blinded views of ``sample`` (names to hide are collected from ``all_trials``, default the sample); ``rows``:
+    the study's verdicts by trial path (:func:`study_rows`)."""
     vocab = vocabulary(list(all_trials) if all_trials is not None else sample)
     items = []
     for t in sample:
         b = Blinder(vocab)
         c = condense(t.trajectory, max_chars=max_chars)
-        head = f"Task: {b.text(t.task_id)}\nOutcome: {outcome_text(t, None)}\nSteps: {c.shown_steps} of {c.total_steps} shown\n"
-        items.append(LabelItem(trial_id(t), head + "\n" + b.text(c.text), applicable(t)))
+        head = f"Task: {b.text(t.task_id)}\nOutcome: {outcome_text(t, rows.get(t.trial_path))}\nSteps: {c.shown_steps} of {c.total_steps} shown\n"
+        items.append(LabelItem(trial_id(t), head + "\n" + b.text(c.text), applicable(t, rows.get(t.trial_path))))
     return items
 
 

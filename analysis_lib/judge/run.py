@@ -22,9 +22,12 @@ import pandas as pd
 from dotenv import find_dotenv, load_dotenv
 from tqdm.auto import tqdm
 
+from ..core import outputs as files
 from ..core.fileio import atomic_write_json, atomic_write_text, read_json
 from ..core.tools import DEFAULT_MCP_TOOLS
 from ..core.trial import InputError, Trial
+from ..metrics.trial_metrics import metrics_frame
+from ..metrics.trials_table import ACTIONS_COLUMN, trial_row
 from . import DEFAULT_MODEL
 from .agreement import agreement_row, confusion_matrix, format_agreement_md, format_confusion_md, majority_label, self_agreement_row
 from .analyses import Job, blind_job, comparative_jobs, failure_jobs, mcp_jobs, metrics_lookup, strategy_jobs, synthesis_job
@@ -44,7 +47,7 @@ JSON_OUTPUTS = {"strategy": "strategy_analysis.json", "failure": "failure_analys
 MD_OUTPUTS = {
     "comparative": "comparative_narratives.md",
     "synthesis": "synthesis.md",
-    "paper_snippets": "paper_snippets.md",
+    "paper_snippets": files.PAPER_SNIPPETS,
     "agreement": "judge_agreement.md",
     "contrasts": "judge_contrasts.md",
 }
@@ -52,6 +55,8 @@ MD_OUTPUTS = {
 FEW_UNITS = 30
 SUMMARY_FILE = "layer2_summary.json"
 ESTIMATE_FILE = "llm_cost_estimate.json"
+# Exit code of the analysis when some LLM judgements failed (the rest was written; they are failed records).
+JUDGEMENTS_FAILED_EXIT = 3
 
 
 @dataclass
@@ -79,7 +84,8 @@ class Layer2Options:
     shuffle_classes: bool = True  # seeded order of the class list per judgement
     bootstrap_reps: int = 1000  # bootstrap resamples for the agreement intervals
     max_chars: int = 12_000  # condensed trajectory budget per prompt
-    max_tokens: int = 2048  # answer length cap per call
+    max_tokens: int = 2048  # answer length cap per call (it bounds each call's reserve against the budget)
+    judge_deadline: float = 300.0  # seconds one request may take in all, answered or not
     max_string_chars: int | None = None  # maxLength sent for free strings (small local models)
     max_list_items: int | None = None  # lower maxItems sent for lists (small local models)
 
@@ -133,9 +139,18 @@ def missing_key_reason(model: str) -> str | None:
     return f"no API key for {model} (set {missing} in the environment or .env, or pass --api-base for a local server)"
 
 
+def verdict_table(trials: list[Trial], metrics: pd.DataFrame | None) -> pd.DataFrame:
+    """The study's trials table the judge reads verdicts from; without one (loaded trials alone), the trials measured
+    here, scored by the default success rule (:func:`analysis_lib.core.success.reward_succeeds`)."""
+    if metrics is not None:
+        return metrics
+    # Rows of the trials as they are named (no renumbering of repetitions), so that each row finds its trial.
+    return metrics_frame([trial_row(t) for t in trials], sort=False).drop(columns=[ACTIONS_COLUMN], errors="ignore")
+
+
 def plan_jobs(trials: list[Trial], metrics: pd.DataFrame | None, opts: Layer2Options) -> list[Job]:
     """Every per-trial and per-task judgement (the synthesis comes after, from their results)."""
-    lookup = metrics_lookup(metrics)
+    lookup = metrics_lookup(verdict_table(trials, metrics))
     mcp_kw = {"mcp_tools": set(DEFAULT_MCP_TOOLS) | set(opts.mcp_tools)} if opts.mcp_tools else {}
     vocab = vocabulary(trials, **mcp_kw) if opts.blind else None
     unblind = set(opts.unblind or [])
@@ -168,17 +183,21 @@ def condensation_report(jobs: list[Job]) -> dict[str, Any]:
 def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, options: Any) -> dict:
     """Run the Layer 2 analyses (or estimate their cost) and write their outputs into ``out_dir``.
 
-    Returns a summary: requests sent, cache hits, spend, judgements skipped by the budget, failed
-    analyses, and ``skipped`` (a reason) when nothing could be asked.
+    Returns a summary: requests sent, cache hits, spend (and the reserves held against the budget),
+    judgements not asked because of the budget, failed judgements (``judgements_failed``, each with its
+    reason in ``failed_analyses``), and ``skipped`` (a reason) when nothing could be asked. Raises
+    ``ValueError`` when a budget cannot be kept (the judge model has no price).
     """
     opts = options if isinstance(options, Layer2Options) else Layer2Options.from_namespace(options)
     out_dir = Path(out_dir)
+    metrics = verdict_table(trials, metrics)
     jobs = plan_jobs(trials, metrics, opts)
     lookup = metrics_lookup(metrics)
     report = condensation_report(jobs)
     summary: dict[str, Any] = {
         "model": opts.model,
         "judge_model_b": opts.judge_model_b,
+        "baseline": opts.baseline,
         "simulated": bool(opts.simulated),
         "seed": opts.seed,
         "judgements_planned": len(jobs) * opts.judge_samples + 1,
@@ -188,6 +207,7 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
         "spend_complete": True,
         "budget_usd": opts.budget_usd,
         "budget_stopped": 0,
+        "judgements_failed": 0,
         "failed_analyses": [],
         "skipped": None,
         "condensation": report,
@@ -198,7 +218,8 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
         syn = synthesis_job(trials, lookup, {}, opts.baseline, opts.simulated)
         rows = estimate_jobs(jobs, opts.model, opts.judge_samples) + estimate_jobs([syn], opts.model)
         text = format_estimate(rows, opts.model)
-        est = {"model": opts.model, "rows": [r.__dict__ for r in rows], "total": total_row(rows).__dict__}
+        est = {"model": opts.model, "baseline": opts.baseline, "rows": [r.__dict__ for r in rows],
+               "total": total_row(rows).__dict__}
         if opts.judge_model_b:
             rows_b = estimate_jobs(jobs, opts.judge_model_b)
             text += "\n\n" + format_estimate(rows_b, opts.judge_model_b)
@@ -245,6 +266,7 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
         concurrency=opts.concurrency,
         refresh=opts.refresh,
         seed=opts.seed,
+        deadline=opts.judge_deadline,
     )
     # All K samples at one temperature: the self-agreement then describes the judge that gave the
     # reported (majority) label. At temperature 0 samples differ only by their seed.
@@ -294,6 +316,7 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
         for r in [*rs, *([rb] if rb is not None else [])]:
             if not r.ok:
                 summary["failed_analyses"].append({"analysis": job.analysis, "unit": job.unit_id, "model": r.model, "error": r.error})
+                summary["judgements_failed"] += not r.skipped
 
     syn_job = synthesis_job(trials, lookup, records, opts.baseline, opts.simulated)
 
@@ -306,6 +329,7 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
     costs["synthesis"].append(None if syn.skipped else syn.cost_usd)
     if not syn.ok:
         summary["failed_analyses"].append({"analysis": "synthesis", "unit": "all", "model": syn.model, "error": syn.error})
+        summary["judgements_failed"] += not syn.skipped
 
     # -- outputs ---------------------------------------------------------------------------
     written = []
@@ -336,14 +360,19 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
         repairs=led["repairs"],
         spent_usd=led["spent_usd"],
         spend_complete=led["spend_complete"],
+        unsettled_usd=led["unsettled_usd"],
+        reserved_peak_usd=led["reserved_peak_usd"],
+        overrun_usd=led["overrun_usd"],
         budget_stopped=led["budget_stopped"],
+        spend=ledger.budget_line(),
     )
     summary["failed_analyses"].sort(key=lambda f: (f["analysis"], f["unit"], f["model"] or ""))
     if ledger.budget_stopped:
-        summary["budget_stop"] = (
-            f"budget stop: {ledger.budget_stopped} judgements not asked; spent {ledger.spent_usd:.4f} USD reached 90% of the {opts.budget_usd} USD budget"
-        )
+        summary["budget_stop"] = f"budget stop: {ledger.budget_stopped} judgements not asked, as their worst case did not fit; {ledger.budget_line()}"
         _say(summary["budget_stop"])
+    if summary["judgements_failed"]:
+        _say(f"error: {summary['judgements_failed']} of {len(jobs) * k + (len(jobs) if client_b else 0) + 1} LLM judgements "
+             f"failed (each is a failed record with its reason; see failed_analyses in {SUMMARY_FILE})")
     written.append(SUMMARY_FILE)
     summary["outputs"] = written
     atomic_write_json(out_dir / SUMMARY_FILE, summary)
@@ -351,14 +380,20 @@ def run_layer2(trials: list[Trial], metrics: pd.DataFrame, out_dir: Path, option
         spent = (
             "unknown"
             if summary["spent_usd"] is None
-            else f"{summary['spent_usd']:.4f} USD" + ("" if summary["spend_complete"] else " (lower bound: some prices unknown)")
+            else f"{summary['spent_usd']:.4f} USD" + ("" if summary["spend_complete"] else " (a lower bound: some calls have no price or no answer)")
         )
+        spend = ledger.budget_line() if opts.budget_usd is not None else f"spent {spent}"
         ratio = f"; prompts hold {report['ratio']:.0%} of the naive trajectory dump" if report["ratio"] else ""
         _say(
             f"Layer 2: {len(jobs) * k + 1} judgements, {summary['requests']} requests, {summary['cache_hits']} cache hits, "
-            f"{len(summary['failed_analyses'])} failed, spent {spent}{ratio}"
+            f"{summary['judgements_failed']} failed, {summary['budget_stopped']} not asked (budget), {spend}{ratio}"
         )
     return summary
+
+
+def layer2_exit_code(summary: dict) -> int:
+    """0, or :data:`JUDGEMENTS_FAILED_EXIT` when judgements failed (not asked for the budget is not a failure)."""
+    return JUDGEMENTS_FAILED_EXIT if summary.get("judgements_failed") else 0
 
 
 def _cost_total(costs: list[float | None]) -> float | None:
@@ -576,8 +611,13 @@ def contrasts_md(records: dict[str, list[dict]], human: dict[tuple[str, str], st
         profiles = sorted({r["profile"] for r in recs})
         if len(profiles) < 2:
             continue
-        baseline = opts.baseline if opts.baseline in profiles else profiles[0]
-        table = arm_contrasts(contrast_frame(recs, LABEL_FIELDS[analysis], human, analysis), baseline)
+        if opts.baseline is None:
+            raise ValueError("judge contrasts need the study's baseline: none was given")
+        if opts.baseline not in profiles:
+            parts.append(f"## {analysis} ({LABEL_FIELDS[analysis]})\n\nNo judged trial of the baseline arm "
+                         f"{opts.baseline}: no contrast.\n")
+            continue
+        table = arm_contrasts(contrast_frame(recs, LABEL_FIELDS[analysis], human, analysis), opts.baseline)
         parts.append(f"## {analysis} ({LABEL_FIELDS[analysis]})\n\n{format_contrasts_md(table)}\n")
     if not parts:
         return None

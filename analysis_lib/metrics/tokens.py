@@ -30,17 +30,34 @@ from typing import Any
 
 from ..core.trial import Trajectory, Trial
 
-__all__ = ["TOKEN_SOURCES", "TOKEN_SOURCE_LABELS", "TokenCount", "trajectory_tokens", "trial_tokens"]
+__all__ = ["TOKEN_SOURCES", "TOKEN_SOURCE_LABELS", "TOKEN_COLUMNS", "TokenCount", "trajectory_tokens", "trial_tokens",
+           "untrusted_tokens"]
 
 TOKEN_SOURCES = {
     "trajectory": "ATIF trajectory, one count per API call",
     "study_metrics": "the study's own per-trial metrics (from the raw transcript)",
-    "harbor_result": "Harbor result.json agent_result",
+    "harbor_result": "Harbor's result.json (its agent totals)",
     "carried": "totals the source format carries",
 }
 # The same sources in a table cell.
 TOKEN_SOURCE_LABELS = {"trajectory": "trajectory", "study_metrics": "study's metrics", "harbor_result": "Harbor result",
                        "carried": "source totals", "none": "none"}
+
+
+# The per-trial columns computed from a trial's token counts: left empty together when the counts are not trusted.
+TOKEN_COLUMNS = ("total_input_tokens", "total_output_tokens", "total_cached_tokens", "total_tokens", "total_cost_usd",
+                 "token_efficiency")
+
+
+def untrusted_tokens(source: Any, agent_name: Any) -> str | None:
+    """Why a trial's token counts are not trusted (None: they are): Harbor's result.json is a Claude Code trial's
+    only source, and it repeats one API call's usage on every content block, so its totals run high (2-3x the
+    counts once per call, measured on real CodeScaleBench trials). One rule for every table: such trials are left
+    out of every token and cost summary and comparison, counted and named."""
+    if source == "harbor_result" and "claude" in str(agent_name or "").lower():
+        return ("only Harbor's result.json counts its tokens, which repeats one API call's usage on every content "
+                "block of a Claude Code trial")
+    return None
 
 
 def trajectory_tokens(traj: Trajectory) -> dict[str, Any]:

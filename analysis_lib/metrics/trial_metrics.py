@@ -25,18 +25,27 @@ from ..core import registry
 from ..core.facts import CallWalk, Outcome
 from ..core.registry import MCP_TOOL_PREFIX, METRICS
 from ..core.success import DEFAULT_SUCCESS, reward_succeeds
-from ..core.tools import DEFAULT_MCP_TOOLS, call_effects, categorize, discovers_mcp, is_discovery, is_permission_denial, name_category
+from ..core.tools import (
+    DEFAULT_MCP_TOOLS,
+    call_effects,
+    categorize,
+    discovers_mcp,
+    is_discovery,
+    is_mcp,
+    is_permission_denial,
+    name_category,
+)
 from ..core.trial import Step, ToolCall, Trajectory, Trial
 from . import pricing
 from .tokens import TokenCount, trajectory_tokens, trial_tokens
 
-__all__ = ["IDENTITY_COLUMNS", "CONTEXT_COLUMNS", "MetricsConfig", "DEFAULT_CONFIG", "TrialFacts",
+__all__ = ["IDENTITY_COLUMNS", "CONTEXT_COLUMNS", "ELAPSED_SOURCES", "MetricsConfig", "DEFAULT_CONFIG", "TrialFacts",
            "trial_metrics", "trajectory_tokens", "trial_cost", "estimated_cost", "call_order", "mcp_column",
            "metrics_frame"]
 
 IDENTITY_COLUMNS = ["profile", "task_id", "repetition", "run_id", "trial_path"]
 CONTEXT_COLUMNS = ["source_format", "agent_name", "model_name", "task_dataset", "started_at", "infra_error", "exception",
-                   "token_source", "other_token_source", "other_input_tokens"]
+                   "token_source", "other_token_source", "other_input_tokens", "has_trajectory", "elapsed_source"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,13 @@ class MetricsConfig:
 
 
 DEFAULT_CONFIG = MetricsConfig()  # frozen: one shared default
+
+# What a trial's wall-clock time measures, by where it was read (the Method names it per arm).
+ELAPSED_SOURCES = {
+    "agent_execution": "the agent's execution phase as the harness recorded it (environment setup and verification excluded)",
+    "trial": "the whole trial, from its start to its end as recorded",
+    "steps": "the first to the last timestamp of the agent's steps",
+}
 
 
 def trial_metrics(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str, Any]:
@@ -75,6 +91,9 @@ def trial_metrics(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[
         "token_source": facts.tokens.source,
         "other_token_source": facts.tokens.other_source,
         "other_input_tokens": facts.tokens.other_input,
+        # What the Method says of the trial's process metrics and of its time (ELAPSED_SOURCES).
+        "has_trajectory": trial.trajectory is not None,
+        "elapsed_source": facts.elapsed_source,
     }
     for metric_id in METRICS:
         row[metric_id] = facts[metric_id]
@@ -102,7 +121,10 @@ class TrialFacts:
     def __init__(self, trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> None:
         self.trial = trial
         self.config = config
-        self.traj = trial.trajectory
+        # A trial whose agent never reached a model made no attempt: its trajectory (a canned rate-limit or login
+        # message) says nothing of what an agent does, so every process metric of it is unknown, never 0.
+        self.attempted = not trial.metadata.get("never_reached_model")
+        self.traj = trial.trajectory if self.attempted else None
         self.steps = [s for s in self.traj.steps if not s.is_copied_context] if self.traj is not None else []
         self._values: dict[str, Any] = {}
 
@@ -111,6 +133,9 @@ class TrialFacts:
         if value is not _UNSET:
             return value
         m = METRICS[metric_id]
+        if not self.attempted and m.process:
+            self._values[metric_id] = None
+            return None
         value = m.compute(self) if m.compute is not None else None
         if value is None and m.carried:
             value = self.trial.carried_metrics.get(metric_id)
@@ -153,17 +178,27 @@ class TrialFacts:
         return est, est is not None
 
     @functools.cached_property
-    def elapsed(self) -> float | None:
-        """Agent execution time, else trial start to finish, else first to last step timestamp."""
+    def _elapsed(self) -> tuple[float | None, str | None]:
         t = self.trial.timing
         elapsed = _seconds(t.agent_started_at, t.agent_finished_at)
-        if elapsed is None:
-            elapsed = _seconds(t.started_at, t.finished_at)
-        if elapsed is None:
-            stamps = [s.timestamp for s in self.steps if s.timestamp]
-            if len(stamps) >= 2:
-                elapsed = _seconds(_ts(stamps[0]), _ts(stamps[-1]))
-        return elapsed
+        if elapsed is not None:
+            return elapsed, "agent_execution"
+        elapsed = _seconds(t.started_at, t.finished_at)
+        if elapsed is not None:
+            return elapsed, "trial"
+        stamps = [s.timestamp for s in self.steps if s.timestamp]
+        elapsed = _seconds(_ts(stamps[0]), _ts(stamps[-1])) if len(stamps) >= 2 else None
+        return elapsed, "steps" if elapsed is not None else None
+
+    @property
+    def elapsed(self) -> float | None:
+        """Agent execution time, else trial start to finish, else first to last step timestamp."""
+        return self._elapsed[0]
+
+    @property
+    def elapsed_source(self) -> str | None:
+        """Which of those three :attr:`elapsed` is (a key of :data:`ELAPSED_SOURCES`); None without one."""
+        return self._elapsed[1]
 
     @functools.cached_property
     def walk(self) -> CallWalk | None:
@@ -177,6 +212,17 @@ class TrialFacts:
             return dict(self.walk.names)
         dist = self.trial.carried_metrics.get("tool_distribution")
         return dist if isinstance(dist, dict) else None
+
+    @functools.cached_property
+    def mcp_by_tool(self) -> dict[str, int] | None:
+        """MCP calls per tool: of the trajectory, else of the tool distribution a source carried with its MCP calls
+        counted (a distribution without that count may leave MCP tools out: no per-tool count then)."""
+        if self.walk is not None:
+            return dict(self.walk.mcp_by_tool)
+        dist = self.trial.carried_metrics.get("tool_distribution")
+        if not isinstance(dist, dict) or self.trial.carried_metrics.get("mcp_tool_calls") is None:
+            return None
+        return {name: n for name, n in dist.items() if is_mcp(name, self.config.mcp_tools) and n}
 
     @functools.cached_property
     def first_edit_seconds(self) -> float | None:
@@ -463,7 +509,17 @@ _BOOL_COLUMNS = frozenset({"infra_error"} | {m.id for m in METRICS.values() if m
 _NUMERIC_COLUMNS = frozenset(m.id for m in METRICS.values() if m.dtype == "float64")
 
 
-def _column(name: str, values: list) -> Any:
+def column_kind(name: str) -> str:
+    """The dtype the registry gives a column: ``float64`` (metrics, per-tool MCP counts), ``boolean`` (pass/fail,
+    flags), ``Int64`` (repetition), else ``object``."""
+    if name in _NUMERIC_COLUMNS or name.startswith(MCP_TOOL_PREFIX):
+        return "float64"
+    if name in _BOOL_COLUMNS:
+        return "boolean"
+    return "Int64" if name == "repetition" else "object"
+
+
+def column(name: str, values: list) -> Any:
     """One column of the metrics table, typed as the registry says (built column by column: 2x faster than from row dicts)."""
     if name in _NUMERIC_COLUMNS or name.startswith(MCP_TOOL_PREFIX):
         try:
@@ -490,8 +546,8 @@ def metrics_frame(rows: list[dict[str, Any]], *, sort: bool = True) -> pd.DataFr
     data = {c: [r.get(c) for r in rows] for c in names}
     n = len(rows)
     base = IDENTITY_COLUMNS + list(registry.METRICS) + CONTEXT_COLUMNS
-    typed = {c: _column(c, data[c] if c in data else [None] * n) for c in base}
-    typed.update((c, _column(c, data[c])) for c in names if c not in typed)
+    typed = {c: column(c, data[c] if c in data else [None] * n) for c in base}
+    typed.update((c, column(c, data[c])) for c in names if c not in typed)
     typed.update(_mcp_tool_columns(data.get("mcp_calls_by_tool") or [None] * n))
     columns = base + sorted(set(typed) - set(base))
     df = pd.DataFrame(typed, columns=columns)

@@ -21,6 +21,7 @@ import gc
 import hashlib
 import os
 import random
+import signal
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -34,7 +35,9 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..codecanvas.metrics import codecanvas_metrics
+from ..core import outputs as files
 from ..core.fileio import atomic_write_bytes
+from ..core.parent_death import die_with_parent
 from ..core.trial import IngestError, Trial, trial_record
 from ..core.version import __version__
 from ..ingest.discover import TrialSource, discover
@@ -42,12 +45,13 @@ from ..ingest.fingerprint import fingerprint
 from ..ingest.load import repetition_numbers
 from ..ingest.provenance import is_simulated
 from ..ingest.read import read_source
-from .trial_metrics import DEFAULT_CONFIG, MetricsConfig, metrics_frame, trial_metrics
+from .actions import actions, encode_actions
+from .trial_metrics import DEFAULT_CONFIG, MetricsConfig, column_kind, metrics_frame, trial_metrics
 
 SORT_COLUMNS = ["profile", "task_id", "repetition", "run_id"]
 # Sources that hold exactly one trial: a --limit sample of them is drawn before anything is read.
 ONE_TRIAL_KINDS = frozenset({"trial_dir", "atif_file", "transcript", "mini_swe_agent", "swe_agent"})
-CACHE_FILE = "trials_cache.json"
+CACHE_FILE = files.TRIALS_CACHE
 # Below this many sources to read, starting processes costs more than it saves.
 MIN_PARALLEL = 8
 
@@ -72,20 +76,27 @@ class TrialsTable:
 
 def trial_row(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str, Any]:
     """The row of one trial: every Layer 1 metric, the CodeCanvas columns (empty without CodeCanvas state),
-    then what the study design and its audit read (:data:`RECORD_COLUMNS`)."""
+    what the study design and its audit read (:data:`RECORD_COLUMNS`), and its actions (:data:`ACTIONS_COLUMN`,
+    kept in memory for the divergence table, not written to ``metrics_detail.csv``)."""
     row = trial_metrics(trial, config)
     row.update(codecanvas_metrics(trial))
     row.update(record_columns(trial))
+    row[ACTIONS_COLUMN] = encode_actions(actions(trial.trajectory, frozenset(config.mcp_tools)))
     return row
 
 
+# A trial's action sequence (analysis_lib.metrics.actions), carried with its row so that nothing reads the runs twice.
+ACTIONS_COLUMN = "actions"
 # The trial as its source names and configures it, before any study design relabels it.
-RECORD_COLUMNS = ["task_name", "trial_name", "run_config", "dataset_version", "finished_at", "never_reached_model"]
+RECORD_COLUMNS = ["task_name", "trial_name", "run_config", "dataset_version", "finished_at", "never_reached_model",
+                  "instruction_chars", "agent_timeout_sec"]
 
 
 def record_columns(trial: Trial) -> dict[str, Any]:
     """The source's own task and trial names, the configuration the trial shares with its arm (JSON of dotted
-    keys, :func:`analysis_lib.ingest.harbor.run_config`), its dataset, its end, and why it never reached a model."""
+    keys, :func:`analysis_lib.ingest.harbor.run_config`), its dataset, its end, why it never reached a model, and
+    what the design audit compares between arms beyond the configuration: the length of the instruction the agent
+    was given and the agent's time limit (:mod:`analysis_lib.ingest.read`)."""
     meta = trial.metadata
     record = trial_record(meta.get("config"), agent_name=meta.get("agent_name"), model_name=meta.get("model_name"))
     finished = trial.timing.finished_at
@@ -96,6 +107,8 @@ def record_columns(trial: Trial) -> dict[str, Any]:
         "dataset_version": meta.get("dataset") or meta.get("task_dataset"),
         "finished_at": finished.isoformat() if finished else None,
         "never_reached_model": meta.get("never_reached_model"),
+        "instruction_chars": meta.get("instruction_chars"),
+        "agent_timeout_sec": meta.get("agent_timeout_sec"),
     }
 
 
@@ -144,15 +157,16 @@ def trials_table(
     selected = _select(sources, None if placed else tasks, None if placed else profiles, outcome,
                        None if placed else limit, seed)
     results, hits = _read_sources(selected, config, cache, workers, progress)
-    if cache is not None:
-        cache.save(keep={source_key(s) for s in sources})  # what a narrower selection skipped stays cached
     rows = [row for rows_of_source, _ in results for row in rows_of_source]
     errors += [e for _, errs in results for e in errs]
     reruns: list[dict[str, Any]] = []
     if place is not None:
+        # A study file that cannot work raises here, before the cache (or anything else) is written.
         rows, place_errors, reruns = place(rows, _root_dir(runs_dir))
         errors += place_errors
         reruns = [{**r, "trial_path": relative_path(r["trial_path"], _root_dir(runs_dir))} for r in reruns]
+    if cache is not None:
+        cache.save(keep={source_key(s) for s in sources})  # what a narrower selection skipped stays cached
     df = table_of_rows(rows, root_dir=_root_dir(runs_dir))
     if profiles:
         df = df[df["profile"].isin(profiles)]
@@ -235,7 +249,8 @@ def _read_all(sources: list[TrialSource], config: MetricsConfig, workers: int | 
     # 300 trials of 200 KB).
     gc.freeze()
     try:
-        with ProcessPoolExecutor(n_workers) as pool:
+        # Workers die with this process, even when it is killed (kill -9): none is left reading for minutes.
+        with ProcessPoolExecutor(n_workers, initializer=die_with_parent, initargs=(signal.SIGKILL, os.getpid())) as pool:
             # map() starts the workers before the progress bar starts its thread (forking a threaded process is unsafe).
             return _collect(pool.map(read, sources, chunksize=chunksize), len(sources), progress, out)
     except BrokenProcessPool as exc:
@@ -369,3 +384,31 @@ def relative_to_runs(path: str, runs_dir: str | os.PathLike) -> str:
     """:func:`relative_path` to the folder of ``runs_dir`` (itself when it is a folder)."""
     return relative_path(path, _root_dir(os.fspath(runs_dir)))
 
+
+# --------------------------------------------------------------------------- the table as a file
+
+def read_trials_table(path: str | os.PathLike) -> pd.DataFrame:
+    """``metrics_detail.csv`` back as the frame it was written from: every column typed as the registry says
+    (pass/fail and flags as nullable booleans, metrics as floats, repetitions as integers, names as text), so
+    that no reader interprets a ``True`` cell on its own."""
+    header = pd.read_csv(path, nrows=0).columns
+    dtypes = {c: column_dtype(c) for c in header}
+    return pd.read_csv(path, dtype={c: d for c, d in dtypes.items() if d is not None})
+
+
+# Identity and naming columns read as text (a task id "007" must not become 7).
+TEXT_COLUMNS = frozenset({"profile", "task_id", "run_id", "trial_path", "task_name", "trial_name", "source_format",
+                          "agent_name", "model_name", "task_dataset", "exception", "token_source", "other_token_source",
+                          "dataset_version", "started_at", "finished_at", "run_config", "never_reached_model",
+                          "elapsed_source", "configuration", "arm"})
+
+
+def column_dtype(name: str) -> str | None:
+    """The dtype of a column of the trials table (``metrics_detail.csv``) as :func:`metrics_frame` types it; None:
+    left to the reader (counts carried beside the metrics)."""
+    if name in TEXT_COLUMNS:
+        return "object"
+    if name in ("simulated", "has_trajectory"):
+        return "bool"
+    kind = column_kind(name)
+    return None if kind == "object" else kind

@@ -11,23 +11,34 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..ingest.harbor import parse_time
+from ..core import outputs as files
+from ..core.times import parse_time
 from ..metrics.tokens import TOKEN_SOURCE_LABELS
 from ..study.audit import DesignAudit
 from . import numbers as fmt
 from .latex import escape_tex
 from .markdown import table as md_table
 
-__all__ = ["audit_frames", "read_audit", "audit_grid", "audit_markdown", "audit_tex", "data_banner"]
+__all__ = ["audit_frames", "read_audit", "audit_grid", "audit_markdown", "audit_tex", "data_banner", "check_name"]
 
 SEVERITY = {"problem": "Problem", "warning": "Warning", "note": "Note"}
+# What each check of the audit looks at, as a reader names it (the CSV keeps the ids).
+CHECK_NAMES = {"mcp_use": "MCP use", "pooled": "pooled profiles", "design": "study design", "pairs": "pairs",
+               "coverage": "coverage", "infrastructure": "infrastructure", "tokens": "tokens", "dataset": "dataset",
+               "time": "time", "reruns": "reruns", "repetitions": "repetitions", "configuration": "configuration",
+               "instructions": "instructions", "assignment": "assignment"}
+
+
+def check_name(check: object) -> str:
+    """A finding's check in words (``mcp_use`` -> ``MCP use``), never a raw id."""
+    return CHECK_NAMES.get(str(check), str(check).replace("_", " "))
 
 
 def audit_frames(audit: DesignAudit) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-arm table, findings) of an audit, as the CSV files hold them."""
     arms = audit.arms.copy()
     if len(arms):
-        arms.insert(1, "baseline", arms["arm"] == audit.baseline)
+        arms.insert(int(arms.columns.get_loc("arm")) + 1, "baseline", audit.baseline_column())
     findings = pd.DataFrame([(f.severity, f.check, f.message) for f in audit.findings], columns=["severity", "check", "message"])
     return arms, findings
 
@@ -35,7 +46,7 @@ def audit_frames(audit: DesignAudit) -> tuple[pd.DataFrame, pd.DataFrame]:
 def read_audit(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """``design_audit.csv`` and ``design_findings.csv`` of an analysis folder, None when it has none."""
     folder = Path(folder)
-    arms_path, findings_path = folder / "design_audit.csv", folder / "design_findings.csv"
+    arms_path, findings_path = folder / files.DESIGN_AUDIT, folder / files.DESIGN_FINDINGS
     if not arms_path.exists():
         return None
     findings = pd.read_csv(findings_path) if findings_path.exists() else pd.DataFrame(columns=["severity", "check", "message"])
@@ -78,6 +89,24 @@ def _zero_mcp(r) -> str:
     return f"{int(r.n_zero_mcp_calls)} of {int(r.n_mcp_known)} ({fmt.number(100 * r.share_zero_mcp_calls, 0)} %)"
 
 
+def _config(r) -> str:
+    """The configuration keys in which an arm differs from the baseline beyond the treatment (the keys only)."""
+    diff = getattr(r, "config_vs_baseline", None)
+    return fmt.DASH if _missing(diff) else ", ".join(d.split(" = ", 1)[0] for d in str(diff).split("; "))
+
+
+def _instructions(r) -> str:
+    median, ratio = getattr(r, "instruction_chars_median", None), getattr(r, "instruction_ratio_median", None)
+    if _missing(median):
+        return fmt.DASH
+    return fmt.number(median, 0) + ("" if _missing(ratio) else f" ({fmt.number(ratio, 1)}× the baseline's)")
+
+
+def _text(r, column: str) -> str:
+    v = getattr(r, column, None)
+    return fmt.DASH if _missing(v) else str(v)
+
+
 def _offered(v) -> str:
     return "yes" if v is True or v == "True" else "no" if v is False or v == "False" else "not declared"
 
@@ -100,6 +129,10 @@ ROWS = [
     ("second source / counted input tokens, median (range)", _ratio),
     ("dataset versions", lambda r: fmt.DASH if _missing(r.dataset_versions) else str(r.dataset_versions)),
     ("first–last start", lambda r: _when(r.first_start, r.last_start)),
+    ("jobs", lambda r: _text(r, "jobs")),
+    ("configuration beyond the treatment, unlike the baseline", _config),
+    ("agent time limit (trials that record it)", lambda r: _text(r, "agent_time_limits")),
+    ("instruction, median characters", _instructions),
 ]
 
 
@@ -115,7 +148,8 @@ def audit_markdown(arms: pd.DataFrame, findings: pd.DataFrame) -> list[str]:
     out = ["## Design audit", "",
            "What the runs are, arm by arm, before anything is tested (`design_audit.csv`, `design_findings.csv`).", ""]
     if len(findings):
-        out += [f"- **{SEVERITY.get(str(f.severity), str(f.severity))}** ({f.check}): {f.message}" for f in findings.itertuples()]
+        out += [f"- **{SEVERITY.get(str(f.severity), str(f.severity))}** ({check_name(f.check)}): {f.message}"
+                for f in findings.itertuples()]
     else:
         out.append("- Nothing found: every arm covers the same tasks, with one token source and no infrastructure error.")
     out.append("")
@@ -137,7 +171,7 @@ def audit_tex(arms: pd.DataFrame, findings: pd.DataFrame, caption: str) -> str:
              r"\end{tabular}"]
     if len(findings):
         lines += [r"\begin{itemize}\setlength\itemsep{0pt}"]
-        lines += [f"\\item \\textbf{{{SEVERITY.get(str(f.severity), str(f.severity))}}} ({escape_tex(f.check)}): "
+        lines += [f"\\item \\textbf{{{SEVERITY.get(str(f.severity), str(f.severity))}}} ({escape_tex(check_name(f.check))}): "
                   f"{escape_tex(f.message)}" for f in findings.itertuples()]
         lines += [r"\end{itemize}"]
     lines.append(r"\end{table*}")

@@ -15,8 +15,8 @@ from ..core.fileio import atomic_write_csv
 from ..inference.beside_itt.bounds import is_unbounded
 from ..inference.beside_itt.compliance import ASSUMPTIONS, ESTIMANDS, SCHEMA_COST_METRICS, TOKEN_CAVEAT
 from ..inference.beside_itt.divergence import divergence_table
-from ..inference.beside_itt.estimands import FILES, BesideResult
 from ..inference.beside_itt.mediation import ASSUMPTIONS as MEDIATION_ASSUMPTIONS
+from ..inference.results import FILES, BesideResult
 from . import latex
 from . import numbers as fmt
 from .markdown import table as md_table
@@ -323,6 +323,11 @@ def beside_tex(frames: dict[str, pd.DataFrame], simulated: bool) -> str:
     return "\n\n".join(parts) if parts else "% nothing reported beside intention to treat"
 
 
+def _tex_value(x, digits: int, unit_tex: str) -> str:
+    """A signed value with its TeX unit for a macro: ``--`` when unknown, an open end at infinity as the symbol."""
+    return "--" if fmt.missing(x) else fmt.tex_quantity(x, digits, sign=True) + unit_tex
+
+
 def beside_macros(frames: dict[str, pd.DataFrame], folder: str) -> list[latex.Macro]:
     """Macros for the CACE (estimate, interval, share of users) and the bounds of the primary comparisons;
     ``folder``: where the companion CSVs are (relative), named in each macro's comment."""
@@ -342,8 +347,8 @@ def beside_macros(frames: dict[str, pd.DataFrame], folder: str) -> list[latex.Ma
             for suffix, v in (("Est", r.estimate), ("Low", r.ci_low), ("High", r.ci_high)):
                 if suffix != "Est" and not bounded:
                     continue  # an unbounded set has no two ends: the Set macro says what it is
-                out.append(latex.Macro(stem + suffix, f"\\num{{{fmt.tex_number(fmt.scaled(r, v), d, sign=True)}}}{unit}",
-                                       r.metric, source, f"{what}; {suffix.lower()}"))
+                out.append(latex.Macro(stem + suffix, _tex_value(fmt.scaled(r, v), d, unit), r.metric, source,
+                                       f"{what}; {suffix.lower()}"))
             if not bounded:
                 out.append(latex.Macro(stem + "Set", _tex_set(r), r.metric, source,
                                        f"{what}; Fieller's confidence set, unbounded: the share of users is not "
@@ -355,7 +360,7 @@ def beside_macros(frames: dict[str, pd.DataFrame], folder: str) -> list[latex.Ma
             stem = latex.macro_name("infra bound", r.metric.replace("__", " "), r.profile_b, "vs", r.profile_a)
             d, unit = fmt.estimate_digits(r), fmt.tex_unit(u) if (u := fmt.comparison_unit(r.scale, r.unit)) in ("%", fmt.RATE_DIFFERENCE_UNIT) else ""
             for suffix, v in (("Low", r.bound_low), ("High", r.bound_high)):
-                out.append(latex.Macro(stem + suffix, f"\\num{{{fmt.tex_number(fmt.scaled(r, v), d, sign=True)}}}{unit}",
-                                       r.metric, source, f"{suffix.lower()} bound, infrastructure failures imputed; "
+                out.append(latex.Macro(stem + suffix, _tex_value(fmt.scaled(r, v), d, unit), r.metric, source,
+                                       f"{suffix.lower()} bound, infrastructure failures imputed; "
                                                          f"{r.profile_b} vs {r.profile_a}"))
     return out

@@ -1,51 +1,47 @@
-"""``comparisons.csv``, ``profile_rates.csv`` and ``comparison_report.md`` from the one comparison engine.
+"""``comparisons.csv``, its companions and ``comparison_report.md``, written from the analysis of one study.
 
-The tables here and in RESULTS.md are rendered by :func:`tier_table` from the rows of
-:func:`analysis_lib.inference.comparisons.compare`, so the two reports cannot disagree.
+Nothing here computes a comparison: :func:`analysis_lib.inference.analysis.analyse_comparisons` does, and the
+tables here and in RESULTS.md are rendered by :func:`tier_table` from its rows, so the two reports cannot disagree.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from .. import stats
+from ..core import outputs as files
 from ..core.fileio import atomic_write_csv, atomic_write_text
 from ..inference import power
 from ..inference import sequential as seq_mod
-from ..inference.beside_itt.estimands import BesideResult, beside_itt
 from ..inference.comparisons import (
     COLLINEAR_R,
+    CORRECTION_NAMES,
     FEW_PAIRS,
+    PARTIAL_TIER,
     collinear_endpoints,
-    compare,
-    endpoint_correlations,
-    profile_pairs,
+    partial_credit,
     usable_trials,
 )
-from ..inference.hypotheses import test_sequence
-from ..inference.rates import profile_rates
-from ..inference.repetitions import pass_at_k_table, usual_repetitions, variance_components
-from ..inference.subgroups import subgroup_effects_by_pair
-from ..study.audit import DesignAudit
-from ..study.baseline import resolve_baseline
-from ..study.plan import AnalysisPlan, PlanCheck, PlanError, load_plan, plan_hash, write_sidecar
+from ..inference.repetitions import usual_repetitions
+from ..inference.results import Analysis
+from ..study.plan import AnalysisPlan, PlanCheck, PlanError, write_sidecar
+from ..study.study import Study
 from . import numbers as fmt
 from .audit import audit_frames, audit_markdown, data_banner
 from .beside_itt import beside_markdown, write_beside
+from .configurations import configuration_audit_markdown, pooling_markdown, pooling_tables, write_pooling
 from .markdown import table as md_table
 from .sequential import planning_table
 
 __all__ = [
-    "Study", "analyse_comparisons", "write_comparisons", "tier_table", "tier_caption", "rates_table",
+    "write_comparison_outputs", "comparison_report", "tier_table", "tier_caption", "rates_table",
     "hypotheses_table",
     "subgroups_table", "methods_lines", "claim_sentence", "family_role", "sequential_planning",
-    "collinearity_lines"
+    "collinearity_lines", "preregistered"
 ]
 
-CORRECTION_NAMES = {"holm": "Holm", "fdr_bh": "Benjamini-Hochberg", "none": "none"}
 # The planning section: effects worth detecting, and its Monte-Carlo size (power SE <= 2.5 points).
 PLAN_TOKEN_REDUCTION = 0.20
 PLAN_SUCCESS_LIFT = 0.10
@@ -53,94 +49,36 @@ PLAN_N_SIM = 400
 PLAN_SPEND_TASKS = 100
 
 
-@dataclass
-class Study:
-    """What the comparison engine made of one metrics table: the comparisons and the profile rates."""
-
-    comparisons: pd.DataFrame
-    rates: pd.DataFrame
-    plan: AnalysisPlan
-    pairs: list[tuple[str, str]]
-    hypotheses: pd.DataFrame | None = None  # the plan's fixed sequence, when it declares one
-    variance: pd.DataFrame = field(default_factory=pd.DataFrame)  # between- and within-task variance
-    pass_at_k: pd.DataFrame = field(default_factory=pd.DataFrame)
-    subgroups: pd.DataFrame | None = None  # per group of tasks, when groups are given
-    beside: BesideResult | None = None  # the estimands beside intention to treat (compliance.csv, infra_bounds.csv, ...)
-    # r of the per-task log ratios between primary endpoints (endpoint_correlations.csv)
-    correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
-
-
-def _default_check() -> PlanCheck | None:
-    try:
-        plan = load_plan()
-    except PlanError:
-        return None
-    return PlanCheck(plan, plan_hash(plan), "params/analysis_plan.yaml")
-
-
-def analyse_comparisons(metrics: pd.DataFrame, plan: AnalysisPlan, *, compare_pair: tuple[str, str] | None = None,
-                        baseline: str | None = None, refused: dict[str, str] | None = None,
-                        task_groups: pd.Series | None = None) -> Study:
-    """Run the plan over every profile pair and compute the profile rates."""
-    for col in ("profile", "task_id"):
-        if col not in metrics.columns:
-            raise ValueError(f"the metrics frame has no {col!r} column")
-    profiles = metrics["profile"].dropna().astype(str).unique()
-    # The one baseline rule (analysis_lib.study.baseline); a frame has no runs folder, so: explicit, the plan's, else first.
-    pairs = profile_pairs(profiles, compare=compare_pair,
-                          baseline=resolve_baseline(profiles, explicit=baseline, plan=plan).name)
-    boot = plan.bootstrap
-    comparisons = compare(metrics, plan, pairs, refused=refused)
-    return Study(comparisons,
-                 profile_rates(metrics, confidence=boot.confidence, n_boot=boot.n_resamples, seed=boot.seed), plan, pairs,
-                 test_sequence(metrics, plan, pairs) if plan.hypotheses else None,
-                 variance_components(metrics),
-                 pass_at_k_table(metrics, pairs, n_boot=boot.n_resamples, seed=boot.seed, confidence=boot.confidence),
-                 subgroup_effects_by_pair(metrics, task_groups, pairs) if task_groups is not None and pairs else None,
-                 correlations=endpoint_correlations(metrics, comparisons))
-
-
-def write_comparisons(metrics: pd.DataFrame, out_dir: str | Path, *, plan_check: PlanCheck | None = None,
-                      compare_pair: tuple[str, str] | None = None, baseline: str | None = None,
-                      simulated: bool = False, task_groups: pd.Series | None = None,
-                      audit: DesignAudit | tuple[pd.DataFrame, pd.DataFrame] | None = None, source=None,
-                      runs_dir: str | Path | None = None, plan_next: bool = False) -> Study:
-    """Analyse and write ``comparisons.csv``, ``profile_rates.csv``, ``comparison_report.md`` (and the plan sidecar).
-
-    ``audit``: the design audit, shown at the top of the report; ``source``: where real runs came from
-    (a study file's ``source``), named in the report's banner; ``runs_dir``: the runs, read (only) for the
-    divergence of discordant trajectories; ``plan_next`` adds the power analysis for the next study to the
-    report (seconds of exact power sums and simulation; every other section is always there). The estimands
-    the plan declares beside intention to treat are written to their companion CSVs
-    (:mod:`analysis_lib.inference.beside_itt.estimands`)."""
-    check = plan_check if plan_check is not None else _default_check()
-    if check is None:
-        raise PlanError("params/analysis_plan.yaml: the analysis plan cannot be read")
-    study = analyse_comparisons(metrics, check.plan, compare_pair=compare_pair, baseline=baseline, task_groups=task_groups)
-    audit_arms = audit.arms if isinstance(audit, DesignAudit) else audit[0] if audit is not None else None
-    study.beside = beside_itt(metrics, study.comparisons, check.plan, study.pairs, audit_arms=audit_arms, runs_dir=runs_dir)
+def write_comparison_outputs(study: Study, analysis: Analysis, out_dir: str | Path, *, plan_next: bool = False) -> list[Path]:
+    """``comparisons.csv``, ``profile_rates.csv``, their companions, the plan sidecar and ``comparison_report.md``
+    of ``analysis``, each written atomically into ``out_dir``. ``plan_next`` adds the power analysis for the next
+    study to the report (seconds of exact power sums and simulation; every other section is always there)."""
+    if study.plan_check is None:
+        raise PlanError("the study carries no analysis plan: no comparisons written")
     out = Path(out_dir)
-    atomic_write_csv(out / "comparisons.csv", study.comparisons)
-    atomic_write_csv(out / "profile_rates.csv", study.rates)
-    if study.hypotheses is not None:
-        atomic_write_csv(out / "hypotheses.csv", study.hypotheses)
-    atomic_write_csv(out / "variance_components.csv", study.variance)
-    atomic_write_csv(out / "pass_at_k.csv", study.pass_at_k)
-    atomic_write_csv(out / "endpoint_correlations.csv", study.correlations)
-    if study.subgroups is not None:
-        atomic_write_csv(out / "subgroups.csv", study.subgroups)
-    write_beside(study.beside, out)
-    write_sidecar(out, check)
-    atomic_write_text(out / "comparison_report.md", comparison_report(metrics, study, check, simulated=simulated,
-                                                                      audit=audit, source=source, plan_next=plan_next))
-    return study
+    written = [atomic_write_csv(out / files.COMPARISONS, analysis.comparisons),
+               atomic_write_csv(out / files.PROFILE_RATES, analysis.rates)]
+    if analysis.hypotheses is not None:
+        written.append(atomic_write_csv(out / files.HYPOTHESES, analysis.hypotheses))
+    written += [atomic_write_csv(out / files.VARIANCE_COMPONENTS, analysis.variance),
+                atomic_write_csv(out / files.PASS_AT_K, analysis.pass_at_k),
+                atomic_write_csv(out / files.ENDPOINT_CORRELATIONS, analysis.correlations)]
+    if analysis.subgroups is not None:
+        written.append(atomic_write_csv(out / files.SUBGROUPS, analysis.subgroups))
+    if analysis.beside is not None:
+        written += write_beside(analysis.beside, out)
+    written += write_pooling(analysis.pooling, out, study.simulated)
+    written.append(write_sidecar(out, study.plan_check))
+    written.append(atomic_write_text(out / files.COMPARISON_REPORT, comparison_report(study, analysis, plan_next=plan_next)))
+    return written
 
 
 # --------------------------------------------------------------------------- shared tables
 
 
-def rates_table(rates: pd.DataFrame, confidence: float = 0.95) -> str:
-    """Per profile: pass rate per trial (task-clustered interval), resolve rate per task, cost per success."""
+def rates_table(rates: pd.DataFrame, confidence: float = 0.95, *, mean_reward: bool = False) -> str:
+    """Per profile: pass rate per trial (task-clustered interval), resolve rate per task, cost per success; with
+    ``mean_reward`` (the rewards score partial credit) the mean reward per trial with its interval too."""
     c = f"{confidence:.0%}"
     rows = [[r.profile, str(r.n_trials), str(r.n_infra_errors), f"{fmt.value('success', r.pass_rate, rate=True)} "
              f"[{fmt.number(100 * r.pass_rate_low, 1)}, {fmt.number(100 * r.pass_rate_high, 1)}]",
@@ -149,9 +87,14 @@ def rates_table(rates: pd.DataFrame, confidence: float = 0.95) -> str:
              f"{fmt.number(100 * r.resolve_rate_high, 1)}]",
              f"{fmt.number(r.cost_per_success, 3)} [{fmt.number(r.cost_per_success_low, 3)}, "
              f"{fmt.number(r.cost_per_success_high, 3)}]"] for r in rates.itertuples()]
-    return md_table(["profile", "trials", "infra errors (excluded)", f"pass rate per trial [{c} CI, task-clustered]",
-                     "design effect", "tasks resolved (majority)", f"resolve rate per task [{c} CI]",
-                     f"cost per success, USD [{c} CI]"], rows)
+    head = ["profile", "trials", "infra errors (excluded)", f"pass rate per trial [{c} CI, task-clustered]",
+            "design effect", "tasks resolved (majority)", f"resolve rate per task [{c} CI]", f"cost per success, USD [{c} CI]"]
+    if mean_reward and "mean_reward" in rates:
+        d = fmt.decimals("reward") + 1
+        head.append(f"mean reward per trial [{c} CI, task-clustered]")
+        for row, r in zip(rows, rates.itertuples(), strict=True):
+            row.append(f"{fmt.number(r.mean_reward, d)} [{fmt.number(r.mean_reward_low, d)}, {fmt.number(r.mean_reward_high, d)}]")
+    return md_table(head, rows)
 
 
 def tier_caption(comparisons: pd.DataFrame, tier: str, alpha: float = 0.05) -> str:
@@ -172,11 +115,17 @@ def tier_caption(comparisons: pd.DataFrame, tier: str, alpha: float = 0.05) -> s
     if "pass_rate" in scales and tested:
         out.append(f"pass@1 intervals are the paired t interval, or invert the sign-flip test, or come from the GEE's t "
                    f"test: each excludes 0 exactly when its unadjusted p < {alpha:g}.")
+    if "mean" in scales:
+        out.append("The rewards score partial credit, so beside the pass/fail comparison stands the mean reward: A and "
+                   "B are the mean over the paired tasks of each task's mean reward, and the estimate is the mean of "
+                   "the per-task differences B − A, with the paired t interval or the interval that inverts the "
+                   f"sign-flip randomisation test; each excludes 0 exactly when its p < {alpha:g}. Described beside "
+                   "the planned tiers: no correction, no verdict.")
     if (sub["total_change_pct"].notna().any() or "cost_per_success" in scales):
         out.append("The change of the total and cost per success carry percentile bootstrap intervals over tasks, "
                    "which cover less than their nominal level with few tasks (about 90 % for a nominal 95 % at 12 "
                    "to 24 tasks in the simulator's calibration, benchmarks/calibration.py).")
-    if tested and tier != "sensitivity":
+    if tested and tier not in ("sensitivity", PARTIAL_TIER):
         out.append("Intervals are not adjusted for multiplicity; the adjusted p decides significance.")
     return " ".join(out)
 
@@ -189,8 +138,10 @@ def tier_table(comparisons: pd.DataFrame, tier: str, confidence: float = 0.95) -
     rows, notes = [], []
     for r in sub.itertuples():
         rate = r.scale in fmt.POINT_SCALES
-        a = fmt.value(r.metric, r.a_value, rate=rate) if r.scale != "cost_per_success" else fmt.number(r.a_value, 3)
-        b = fmt.value(r.metric, r.b_value, rate=rate) if r.scale != "cost_per_success" else fmt.number(r.b_value, 3)
+        if r.scale in ("cost_per_success", "mean"):  # totals and means: as many decimals as the estimate
+            a, b = (fmt.number(v, 3 if r.scale == "cost_per_success" else fmt.estimate_digits(r)) for v in (r.a_value, r.b_value))
+        else:
+            a, b = fmt.value(r.metric, r.a_value, rate=rate), fmt.value(r.metric, r.b_value, rate=rate)
         pairs = str(r.n_pairs) + (f" ({r.n_undefined} undefined)" if r.n_undefined else "")
         total = "" if fmt.missing(r.total_change_pct) else \
             f"{fmt.number(r.total_change_pct, 1, sign=True)} % {fmt.interval(r, 'total_change_low', 'total_change_high')}"
@@ -216,7 +167,7 @@ def tier_table(comparisons: pd.DataFrame, tier: str, confidence: float = 0.95) -
     else:
         corr = CORRECTION_NAMES[str(sub["correction"].iloc[0])] if len(sub) else "–"
         header += [f"change of the total [{c} CI]", "test", "p", f"p ({corr})", "significant"]
-        if tier == "sensitivity":  # a restatement of a planned test, not a family: no correction, no verdict
+        if tier in ("sensitivity", PARTIAL_TIER):  # beside a planned test, not a family: no correction, no verdict
             header, rows = header[:-2], [r[:-2] for r in rows]
     caption = tier_caption(comparisons, tier, 1 - confidence)
     return "\n\n".join(part for part in (caption, md_table(header, rows), "\n".join(notes)) if part)
@@ -260,15 +211,24 @@ def mcnemar_lines(comparisons: pd.DataFrame, confidence: float = 0.95) -> list[s
     return out
 
 
-def tier_title(tier: str, correction: str, claim: str | None = None) -> str:
+def tier_title(tier: str, correction: str, claim: str | None = None, preregistered: bool | None = None) -> str:
     """A tier's heading, worded once for the comparison report, RESULTS.md and the paper. ``correction`` is the
-    tier's correction id; ``claim`` the family that carries the plan's claim (``primary`` or ``hypotheses``), when known."""
+    tier's correction id; ``claim`` the family that carries the plan's claim (``primary`` or ``hypotheses``), when known;
+    ``preregistered``: whether the plan used was recorded before the first trial and not changed since (only then are
+    its tests "pre-registered"; otherwise they are the plan's, "planned")."""
     corr = CORRECTION_NAMES[correction]
     role = "" if claim is None else "; " + ("the plan's claim" if claim == "primary" else "supportive")
-    return {"primary": f"Primary metrics (pre-registered tests, {corr} over the tier{role})",
-            "secondary": f"Secondary metrics (pre-registered tests, {corr} over the tier)",
+    tests = "pre-registered tests" if preregistered is True else "planned tests"
+    return {"primary": f"Primary metrics ({tests}, {corr} over the tier{role})",
+            "secondary": f"Secondary metrics ({tests}, {corr} over the tier)",
             "exploratory": "Exploratory metrics (descriptive: estimates and intervals, no test)",
-            "sensitivity": "Sensitivity analyses (a planned test with repetitions combined otherwise)"}[tier]
+            "sensitivity": "Sensitivity analyses (a planned test with repetitions combined otherwise)",
+            PARTIAL_TIER: "Partial credit: the mean reward beside pass/fail (no correction, no verdict)"}[tier]
+
+
+def preregistered(check: PlanCheck | None) -> bool:
+    """Whether the plan an analysis used is a pre-registration: recorded before the first trial, and unchanged."""
+    return check is not None and check.fixed_before_data is True and not check.changed
 
 
 def collinearity_lines(correlations: pd.DataFrame | None) -> list[str]:
@@ -372,11 +332,15 @@ def methods_lines(plan: AnalysisPlan) -> list[str]:
 # --------------------------------------------------------------------------- the report
 
 
-def _repetitions_section(study: Study, confidence: float) -> list[str]:
+def _repetitions_section(study: Analysis, confidence: float) -> list[str]:
     """Variance components and pass@k / pass^k: what the repetitions of a task add."""
     out = ["## Repetitions: variance components and pass@k", ""]
     v = study.variance
-    if not v.empty:
+    if not v.empty and v["within_task"].isna().all():
+        # One repetition per task: nothing to split a task's variance with (no "nan %" table).
+        out += ["The within-task variance cannot be estimated: no task has more than one repetition under a profile, "
+                "so what repetitions would add is unknown from these runs.", ""]
+    elif not v.empty:
         rows = [
             [
                 r.profile,
@@ -385,7 +349,8 @@ def _repetitions_section(study: Study, confidence: float) -> list[str]:
                 fmt.number(r.between_task, 3),
                 fmt.number(r.within_task, 3),
                 fmt.number(r.icc, 2),
-                " / ".join(f"{100 * getattr(r, f'within_share_{k}'):.0f} %" for k in (1, 3, 5)),
+                " / ".join(fmt.number(100 * getattr(r, f"within_share_{k}"), 0) + " %" for k in (1, 3, 5))
+                if all(not fmt.missing(getattr(r, f"within_share_{k}")) for k in (1, 3, 5)) else fmt.DASH,
             ]
             for r in v.itertuples()
         ]
@@ -619,10 +584,13 @@ def _fixed_design(trials: pd.DataFrame, a: str, b: str, spec, plan: AnalysisPlan
     return "the planner covers success and tokens only"
 
 
-def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, simulated: bool = False,
-                      audit: DesignAudit | tuple[pd.DataFrame, pd.DataFrame] | None = None, source=None, plan_next: bool = False) -> str:
-    """The reviewer's Markdown report: where the data came from, the design audit, profile rates, the plan's
-    tiers, the McNemar details, planning, methods."""
+def comparison_report(st: Study, study: Analysis, *, plan_next: bool = False) -> str:
+    """The reviewer's Markdown report of ``study``'s analysis: where the data came from, the design audit, profile
+    rates, the plan's tiers, the McNemar details, planning, methods."""
+    # The token policy: trials whose token counts are not trusted count in no token or cost figure here either.
+    metrics, check, audit, simulated, source = st.trusted_metrics, st.plan_check, st.audit, st.simulated, st.source
+    if check is None:
+        raise PlanError("the study carries no analysis plan")
     plan, comp = study.plan, study.comparisons
     conf = plan.bootstrap.confidence
     parts: list[str] = []
@@ -631,7 +599,9 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
         parts += [f"> **{banner.split(':', 1)[0]}.**{banner.split(':', 1)[1]}", ""]
     parts += check.banner() + [check.hash_line(), "", check.timing_line(), ""]
     if audit is not None:
-        parts += audit_markdown(*(audit_frames(audit) if isinstance(audit, DesignAudit) else audit))
+        parts += audit_markdown(*audit_frames(audit))
+        if audit.configurations is not None and st.design is not None:
+            parts += configuration_audit_markdown(audit.configurations, str(st.design.baseline), str(st.design.treatment_arm))
     n_prof = metrics["profile"].nunique()
     parts += [
         "# Profile comparisons",
@@ -641,15 +611,16 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
         "",
         "## Profiles",
         "",
-        rates_table(study.rates, conf),
+        rates_table(study.rates, conf, mean_reward=partial_credit(usable_trials(metrics), plan.partial().metric)),
         "",
     ]
     if comp.empty:
         parts += ["No profile pair to compare (fewer than two profiles).", ""]
-    for tier in ("primary", "secondary", "exploratory", "sensitivity"):
+    for tier in ("primary", PARTIAL_TIER, "secondary", "exploratory", "sensitivity"):
         if not (comp["tier"] == tier).any():
             continue
-        title = tier_title(tier, getattr(plan.tiers, tier).correction, plan.claim)
+        correction = "none" if tier == PARTIAL_TIER else getattr(plan.tiers, tier).correction
+        title = tier_title(tier, correction, plan.claim, preregistered(check))
         parts += [f"## {title}", "", tier_table(comp, tier, conf), ""]
         if tier == "primary":
             parts += mcnemar_lines(comp, conf) + [""] + collinearity_lines(study.correlations)
@@ -666,6 +637,8 @@ def comparison_report(metrics: pd.DataFrame, study: Study, check: PlanCheck, *, 
                 hypotheses_table(study.hypotheses),
                 "",
             ]
+    if study.pooling is not None:
+        parts += pooling_markdown(comp, pooling_tables(study.pooling, simulated), conf)
     few = comp.loc[comp["n_pairs"] > 0, "n_pairs"]
     if len(few) and few.min() < FEW_PAIRS:
         parts += [

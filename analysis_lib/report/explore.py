@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Mapping
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -190,7 +191,8 @@ def side_by_side(metrics: pd.DataFrame, task_id: str, profile_a: str, profile_b:
     cols = [c for c in columns if c in sub]
     vals = sub[["profile"] + cols].copy()
     for c in cols:
-        vals[c] = pd.to_numeric(vals[c], errors="coerce")
+        # Plain floats: a nullable count unknown under both profiles (a trial that never reached the model) is NaN.
+        vals[c] = pd.to_numeric(vals[c], errors="coerce").astype(float)
     wide = vals.groupby("profile")[cols].mean().T
     wide = wide.reindex(columns=[profile_a, profile_b])
     wide.index.name = "metric"
@@ -248,18 +250,29 @@ def _grid_box(metrics: pd.DataFrame, profile_a: str, profile_b: str, sort: str, 
         max_height="320px", overflow="auto"))]
 
 
-def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool = False, profile_a: str | None = None,
-                  profile_b: str | None = None):
+def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool, profile_a: str,
+                  profile_b: str | None = None, configurations: Mapping[str, tuple[str, str]] | None = None):
     """The A-vs-B explorer: profile, task and repetition pickers, the outcome grid and the paired view.
 
-    Clicking a grid cell selects that task and repetition; choosing the same profile twice shows a
-    message instead of a comparison. Returns the widget (display it with :func:`show`).
+    ``profile_a``: the study's baseline (it opens as A; nothing here chooses one). Clicking a grid cell selects that
+    task and repetition; choosing the same profile twice shows a message instead of a comparison. ``configurations``
+    (a study with configurations: configuration -> its control and treatment profiles,
+    :meth:`~analysis_lib.study.study.Study.configuration_pairs`) adds a configuration picker before A and B, whose
+    choices are then that configuration's arms. Returns the widget (display it with :func:`show`).
     """
     profiles = sorted(metrics["profile"].unique())
-    a0 = profile_a if profile_a in profiles else profiles[0]
+    if profile_a not in profiles:
+        raise ValueError(f"profile A {profile_a!r} is not a profile of these trials ({', '.join(map(str, profiles))}): "
+                         "pass the study's baseline")
+    config0 = next((c for c, ab in (configurations or {}).items() if profile_a in ab), next(iter(configurations or {}), None))
+    if configurations and config0 is not None:
+        profiles = list(configurations[config0])  # A and B are arms of one configuration
+    a0 = profile_a if profile_a in profiles else profiles[0]  # a configuration's own control when A is another's
     b0 = profile_b if profile_b in profiles and profile_b != a0 else next((p for p in profiles if p != a0), a0)
     dd_a = widgets.Dropdown(options=profiles, value=a0, description="A")
     dd_b = widgets.Dropdown(options=profiles, value=b0, description="B")
+    dd_config = widgets.Dropdown(options=list(configurations or {}), value=config0, description="configuration",
+                                 layout=widgets.Layout(width="auto"))
     dd_sort = widgets.Dropdown(options=list(GRID_SORT_LABELS.items()), value="difference", description="sort grid")
     dd_task = widgets.Dropdown(description="task")
     dd_rep = widgets.Dropdown(description="repetition")
@@ -268,8 +281,19 @@ def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool = 
     # The pairs of the chosen profiles, read once per choice (pair_options opens each trial's result.json).
     state: dict = {"busy": False, "opts": None}
 
+    def configuration_changed(_=None) -> None:
+        """A new configuration: its control as A and its treatment as B, then everything below."""
+        a, b = (configurations or {})[dd_config.value]
+        state["switching"] = True
+        dd_a.options, dd_b.options = [a, b], [a, b]
+        dd_a.value, dd_b.value = a, b
+        state["switching"] = False
+        options_changed()
+
     def options_changed(_=None) -> None:
         """New profiles: the tasks and repetitions both ran, then the grid and the view."""
+        if state.get("switching"):
+            return
         opts = pv.pair_options(trials, dd_a.value, dd_b.value) if dd_a.value != dd_b.value else pv.pair_options([], "", "")
         state["busy"], state["opts"] = True, opts
         tasks = sorted(opts["task_id"].unique())
@@ -309,6 +333,7 @@ def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool = 
             state["busy"] = False
             redraw()
 
+    dd_config.observe(configuration_changed, "value")
     dd_a.observe(options_changed, "value")
     dd_b.observe(options_changed, "value")
     dd_sort.observe(lambda _c: setattr(grid_holder, "children",
@@ -316,7 +341,8 @@ def pair_explorer(trials: list[Trial], metrics: pd.DataFrame, simulated: bool = 
     dd_task.observe(on_task, "value")
     dd_rep.observe(redraw, "value")
     options_changed()
-    box = widgets.VBox([widgets.HBox([dd_a, dd_b, dd_sort]), grid_holder, widgets.HBox([dd_task, dd_rep]), out])
+    pickers = [dd_config, dd_a, dd_b, dd_sort] if configurations else [dd_a, dd_b, dd_sort]
+    box = widgets.VBox([widgets.HBox(pickers), grid_holder, widgets.HBox([dd_task, dd_rep]), out])
     box.add_class("pv-explorer")
     return box
 

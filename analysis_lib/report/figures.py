@@ -9,6 +9,7 @@ give byte-identical files. When the runs are simulated, the title says "simulate
 from __future__ import annotations
 
 import io
+import textwrap
 from pathlib import Path
 
 # No matplotlib.use() here: in a notebook the inline backend must stay; headless runs fall back to Agg.
@@ -21,7 +22,8 @@ from .. import stats
 from ..core import registry
 from ..core.fileio import atomic_write_bytes
 from ..inference.comparisons import POINT_SCALES, per_task_value, repetition_aggregate, task_pairs, usable_trials
-from .numbers import comparison_unit, p_value
+from ..inference.pooling import Pooled
+from .numbers import comparison_unit, number, p_value
 
 WIDTH_IN = 3.3
 PALETTE = "colorblind"
@@ -31,7 +33,7 @@ PDF_METADATA = {"Creator": None, "Producer": None, "CreationDate": None}
 
 __all__ = ["set_style", "save_figure", "remove_figure", "plot_rates", "per_task_changes", "plot_per_task_changes",
            "task_outcomes", "plot_task_outcomes", "forest_rows", "plot_forest", "FOREST_NOTE", "plot_tool_mix",
-           "plot_codecanvas", "title"]
+           "plot_codecanvas", "title", "pooled_forest_rows", "plot_pooled_forest"]
 
 
 def set_style() -> None:
@@ -72,9 +74,29 @@ def remove_figure(out_dir: str | Path, name: str) -> None:
         (Path(out_dir) / f"{name}.{ext}").unlink(missing_ok=True)
 
 
-def _figure(height: float) -> tuple[plt.Figure, plt.Axes]:
+# Task names longer than this are shortened in the middle on an axis (their start and their suffix stay).
+TASK_LABEL_CHARS = 30
+
+
+def task_label(task_id: str, limit: int = TASK_LABEL_CHARS) -> str:
+    """A task id as a tick label: shortened in the middle past ``limit`` characters, so that the labels leave the
+    plot its width at a readable size (``element-web-unread-indicators-diverge-fix-001`` -> ``element-web-unrea…-fix-001``)."""
+    if len(task_id) <= limit:
+        return task_id
+    tail = max(8, limit // 3)
+    return task_id[: limit - tail - 1] + "…" + task_id[-tail:]
+
+
+def _wrap(text: str, width: int = 52) -> str:
+    """A long axis label on two lines, so that it does not widen the figure beyond the column."""
+    return textwrap.fill(text, width) if len(text) > width else text
+
+
+def _figure(height: float, *, labels_inside: bool = False) -> tuple[plt.Figure, plt.Axes]:
+    """A figure one column wide. ``labels_inside``: long tick labels (task names) take room from the axes instead of
+    widening the saved figure, which the paper would then shrink, labels and all, to fit the column."""
     set_style()
-    return plt.subplots(figsize=(WIDTH_IN, height))
+    return plt.subplots(figsize=(WIDTH_IN, height), layout="constrained" if labels_inside else None)
 
 
 def plot_rates(rates: pd.DataFrame, simulated: bool, colors: dict | None = None) -> plt.Figure:
@@ -138,7 +160,7 @@ def plot_per_task_changes(changes: pd.DataFrame, comparisons: pd.DataFrame, metr
                           colors: dict | None = None) -> plt.Figure:
     """Per-task change vs the baseline, tasks sorted by effect; the dashed line is each profile's estimate."""
     tasks = list(changes["task_id"].cat.categories) if len(changes) else []
-    fig, ax = _figure(0.9 + 0.1 * len(tasks))
+    fig, ax = _figure(0.9 + 0.12 * len(tasks), labels_inside=True)  # 6 pt labels need 0.12 in a row
     profiles = sorted(changes["profile"].unique())
     colors = colors or profile_colors(profiles)
     pos = {t: i for i, t in enumerate(tasks)}
@@ -152,15 +174,15 @@ def plot_per_task_changes(changes: pd.DataFrame, comparisons: pd.DataFrame, metr
         if len(est) and pd.notna(est.iloc[0]):
             ax.axvline(est.iloc[0], color=colors[profile], linestyle="--", linewidth=0.9)
     ax.axvline(0, color="0.3", linewidth=0.8)
-    ax.set_yticks(range(len(tasks)), tasks, fontsize=5.5)
+    ax.set_yticks(range(len(tasks)), [task_label(str(t)) for t in tasks], fontsize=6)
     ax.invert_yaxis()
     planned = _planned_rows(comparisons, metric)
     label = planned["label"].iloc[0] if len(planned) else metric
     value = per_task_value(repetition_aggregate(metric, str(planned["repetitions"].iloc[0]))) if len(planned) else "per-task value"
-    ax.set_xlabel(f"{label}: change vs baseline of the {value} (%)")
+    ax.set_xlabel(_wrap(f"{label}: change vs baseline of the {value} (%)", 36))
     ax.legend(fontsize=6, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
-    ax.set_title(title("Per-task change (dashed: estimate)", simulated), pad=16)
-    fig.tight_layout()
+    # Over the figure, not the axes: long task names push the axes right, and a title centred on them would overflow.
+    fig.suptitle(title("Per-task change (dashed: estimate)", simulated), fontsize=plt.rcParams["axes.titlesize"])
     return fig
 
 
@@ -178,18 +200,20 @@ def plot_task_outcomes(outcomes: pd.DataFrame, simulated: bool) -> plt.Figure:
     wide = outcomes.pivot(index="task_id", columns="profile", values="share")
     text = outcomes.assign(t=outcomes["n_pass"].astype(int).astype(str) + "/" + outcomes["n_reps"].astype(str)) \
         .pivot(index="task_id", columns="profile", values="t")
-    fig, ax = _figure(0.9 + 0.14 * len(wide))
+    wide.index = [task_label(str(t)) for t in wide.index]
+    text.index = wide.index
+    fig, ax = _figure(max(2.0, 0.9 + 0.14 * len(wide)))  # a few tasks still leave room for the title and colour bar
     sns.heatmap(wide, ax=ax, cmap="Blues", vmin=0, vmax=1, annot=text, fmt="", annot_kws={"fontsize": 5},
                 cbar_kws={"label": "share of repetitions passed"}, linewidths=0.3, linecolor="white")
     ax.set_ylabel("")
     ax.set_xlabel("")
-    ax.tick_params(axis="y", labelsize=5.5)
+    ax.tick_params(axis="y", labelsize=6)
     # Profile names are wider than a heatmap column: slanted, they never run into each other.
     ax.tick_params(axis="x", labelsize=6, rotation=30)
     for label in ax.get_xticklabels():
         label.set_horizontalalignment("right")
         label.set_rotation_mode("anchor")
-    ax.set_title(title("Per-task outcomes (majority of repetitions decides)", simulated))
+    ax.set_title(_wrap(title("Per-task outcomes (majority of repetitions decides)", simulated), 44))
     fig.tight_layout()
     return fig
 
@@ -203,7 +227,9 @@ def forest_rows(comparisons: pd.DataFrame, tiers: tuple[str, ...] = ("primary", 
     df = comparisons[comparisons["tier"].isin(tiers) & comparisons["estimate"].notna()
                      & comparisons["scale"].isin([*POINT_SCALES, "ratio", "cost_per_success"])].copy()
     k = np.where(df["scale"].isin(POINT_SCALES), 100.0, 1.0)
-    out = pd.DataFrame({"label": df["label"].astype(str) + ": " + df["profile_b"].astype(str),
+    # A study with configurations compares one treatment in each: its configuration names the row.
+    b = df["configuration"] if "configuration" in df else df["profile_b"]
+    out = pd.DataFrame({"label": df["label"].astype(str) + ": " + b.astype(str),
                         "metric": df["metric"], "profile_b": df["profile_b"], "scale": df["scale"],
                         "estimate": df["estimate"] * k, "low": df["ci_low"] * k, "high": df["ci_high"] * k,
                         "significant": df["significant"], "p_adjusted": df["p_adjusted"]})
@@ -212,7 +238,7 @@ def forest_rows(comparisons: pd.DataFrame, tiers: tuple[str, ...] = ("primary", 
 
 FOREST_NOTE = ("Filled markers are significant after the plan's correction (adjusted p at the right). Intervals are "
                "unadjusted 95% intervals of each estimate. The resolve-rate interval is Tango's score interval; the "
-               "pre-registered McNemar exact test is more conservative, so that interval can exclude 0 while the test "
+               "planned McNemar exact test is more conservative, so that interval can exclude 0 while the test "
                "does not reject (the exact odds-ratio interval, which agrees with the test, is in the table). An arrow at "
                "the edge marks an interval that continues beyond it (too few tasks to bound it).")
 
@@ -257,8 +283,76 @@ def plot_forest(comparisons: pd.DataFrame, simulated: bool, colors: dict | None 
                        "pass_rate": f"difference in pass@1, mean over tasks ({pp}), 95% CI"}.get(
                            scale[0], "typical per-task change (%), 95% CI"), fontsize=6.5)
         ax.tick_params(axis="x", labelsize=6)
-    base = ", ".join(sorted(comparisons["profile_a"].astype(str).unique()))
-    axes[0, 0].set_title(title(f"Against baseline {base}", simulated))
+    bases = sorted(comparisons["profile_a"].astype(str).unique())
+    # Several baselines (one per configuration) would not fit a title: each row's B is compared with its own A.
+    # "Against baseline baseline" says the name twice when the baseline arm is called so.
+    one = bases[0] if len(bases) == 1 else None
+    axes[0, 0].set_title(title(f"Each B against its own baseline A ({len(bases)} baselines)" if one is None else
+                               f"Against {one}" if one.lower() == "baseline" else f"Against baseline {one}", simulated))
+    fig.tight_layout()
+    return fig
+
+
+POOLED_AXES = {"rate": "difference in resolve rate per task", "pass_rate": "difference in pass@1, mean over tasks",
+               "ratio": "typical per-task change", "cost_per_success": "change in cost per success"}
+
+
+def pooled_forest_rows(pooled: Pooled) -> pd.DataFrame:
+    """The rows a pooled forest plot draws, on the printed scale (rate differences in pp, ratios in %): one per
+    configuration (``kind`` entry, with its weight), the primary pooled estimate (``pooled``) and the prediction
+    interval (``prediction``). Columns: label, kind, estimate, low, high, weight."""
+    k = 100.0 if pooled.comparison_scale in POINT_SCALES else 1.0
+    e = pooled.effects
+    rows = [{"label": r.label, "kind": "entry", "estimate": k * r.estimate, "low": k * r.ci_low, "high": k * r.ci_high,
+             "weight": r.weight} for r in e.itertuples()]
+    p = pooled.primary
+    rows.append({"label": "Pooled (REML, HKSJ)", "kind": "pooled", "estimate": k * p["estimate"],
+                 "low": k * p["ci_low"], "high": k * p["ci_high"], "weight": np.nan})
+    rows.append({"label": f"{pooled.confidence:.0%} prediction interval", "kind": "prediction",
+                 "estimate": k * p["estimate"], "low": k * p["pi_low"], "high": k * p["pi_high"], "weight": np.nan})
+    return pd.DataFrame(rows, columns=["label", "kind", "estimate", "low", "high", "weight"])
+
+
+def plot_pooled_forest(pooled: Pooled, simulated: bool, what: str | None = None) -> plt.Figure:
+    """Forest plot of one metric pooled across configurations (or studies): each one's estimate and interval
+    (marker area by its weight), the pooled diamond and the prediction interval for a new one, with the
+    heterogeneity under the axis. ``what`` names the entries in the title (default: configurations)."""
+    rows = pooled_forest_rows(pooled)
+    unit = comparison_unit(pooled.comparison_scale, pooled.unit)
+    fig, ax = _figure(1.1 + 0.24 * len(rows))
+    color = sns.color_palette(PALETTE, 2)
+    finite = np.r_[rows["low"], rows["high"], 0.0]
+    finite = finite[np.isfinite(finite)]
+    lo, hi = float(finite.min()), float(finite.max())
+    pad = 0.06 * (hi - lo or 1.0)
+    digits = 1 if unit in ("pp", "%") else 2
+    for i, r in enumerate(rows.itertuples()):
+        y = i + (0.5 if r.kind != "entry" else 0)  # a gap between the configurations and what pools them
+        if r.kind == "entry":
+            ax.plot([r.low, r.high], [y, y], color="0.25", linewidth=0.9)
+            ax.plot(r.estimate, y, marker="s", color=color[0], markersize=2.5 + 5 * np.sqrt(r.weight / 100), linestyle="")
+        elif r.kind == "pooled":
+            ax.fill([r.low, r.estimate, r.high, r.estimate], [y, y - 0.3, y, y + 0.3], color=color[1], zorder=3)
+        elif np.isfinite(r.low) and np.isfinite(r.high):
+            ax.plot([r.low, r.high], [y, y], color=color[1], linewidth=2.2, solid_capstyle="butt")
+        bounds = f"[{number(r.low, digits, sign=True)}, {number(r.high, digits, sign=True)}]"
+        text = ("needs 3 or more" if not np.isfinite(r.low) else bounds if r.kind == "prediction"
+                else f"{number(r.estimate, digits, sign=True)} {bounds}")
+        ax.annotate(text, (1.0, y), xycoords=("axes fraction", "data"), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=5.5)
+    ax.axvline(0, color="0.3", linewidth=0.8)
+    ys = [i + (0.5 if kind != "entry" else 0) for i, kind in enumerate(rows["kind"])]
+    ax.set_yticks(ys, list(rows["label"]), fontsize=5.5)
+    ax.set_ylim(max(ys) + 0.6, -0.6)
+    ax.set_xlim(lo - pad, hi + pad)
+    p = pooled.primary
+    het = (f"τ² = {p['tau2']:.3g} [{p['tau2_low']:.3g}, {p['tau2_high']:.3g}], I² = {100 * p['I2']:.0f} % "
+           f"[{100 * p['I2_low']:.0f}, {100 * p['I2_high']:.0f}], Q = {p['Q']:.2f} (df {int(p['Q_df'])}, "
+           f"{p_value(p['Q_p'], prefix=True)})")
+    axis = POOLED_AXES.get(pooled.comparison_scale, f"difference in {pooled.metric}")
+    ax.set_xlabel(f"{axis} ({unit}), {pooled.confidence:.0%} CI\n{het}", fontsize=6)
+    ax.tick_params(axis="x", labelsize=6)
+    ax.set_title(title(f"{pooled.label}: {pooled.k} {what or 'configurations'} pooled", simulated))
     fig.tight_layout()
     return fig
 

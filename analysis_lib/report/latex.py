@@ -149,6 +149,15 @@ _PROSE_RULES = [
     (r"\\num\{([^}]*)\}", r"\1"),
     (r"p_\{\\mathrm\{adj\}\}", "p_adj"),
     (r"\\ensuremath\{([^}]*)\}", r"\1"),
+    # Symbols an interval or a name may hold: an open end at infinity, escaped characters.
+    (r"\\infty", "\u221e"),
+    (r"\\pm", "\u00b1"),
+    (r"\\textasciicircum\{\}", "^"),
+    (r"\\tau\^2", "τ²"),  # the heterogeneity of a pooled estimate
+    (r"\\tau\b", "τ"),
+    (r"\bI\^2", "I²"),
+    (r"\\textsuperscript\{2\}", "²"),
+    (r"\\times\b", "×"),
     (r"\$([^$]*)\$", r"\1"),
     (r"\\,", " "),
     (r"~", " "),
@@ -164,11 +173,17 @@ def prose_markdown(tex: str, macros: list[Macro]) -> str:
     Raises ValueError naming a command left over, so that new prose cannot reach the Markdown half-rendered.
     """
     values = {m.name: m.text for m in macros}
+    # Escaped characters that the rules below would read as markup are held aside until the end.
+    held = {"\\textasciitilde{}": ("\x00T", "~"), "\\textbackslash{}": ("\x00B", "\\")}
+    for escaped, (mark, _) in held.items():
+        tex = tex.replace(escaped, mark)
     text = re.sub(r"\\([A-Za-z]+)(\{\})?", lambda m: values.get(m.group(1), m.group(0)), tex)
     for pattern, repl in _PROSE_RULES:
         text = re.sub(pattern, repl, text)
-    text = re.sub(r"(?<![\w-])-(?=\d)", "\u2212", text)  # a minus sign, as siunitx sets it
+    text = re.sub(r"(?<![\w-])-(?=[\d\u221e])", "\u2212", text)  # a minus sign, as siunitx sets it
     left = re.search(r"\\[A-Za-z]+", text)
     if left:
         raise ValueError(f"prose_markdown: {left.group(0)} has no Markdown rendering")
+    for mark, char in held.values():
+        text = text.replace(mark, char)
     return text

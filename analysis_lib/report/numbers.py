@@ -87,6 +87,8 @@ def estimate_digits(row) -> int:
     if row.scale in ("ratio", "cost_per_success", *POINT_SCALES):
         return 1
     d = decimals(row.metric)
+    if row.scale == "mean":
+        return d + 1  # a mean of rewards (0.83, 0.5, ...) needs one decimal more than a reward
     return max(d, 1) if registry.metric(row.metric).kind == "count" else d
 
 
@@ -154,6 +156,9 @@ def tex_quantity(x, digits: int, unit: str = "", *, sign: bool = False) -> str:
     """``\\num{-17.4}\\,\\%``: siunitx sets the minus sign and the digit grouping; ``--`` when missing."""
     if missing(x):
         return "--"
+    if math.isinf(float(x)):  # an interval open to infinity: siunitx's \num takes no symbol
+        return ("\\ensuremath{+\\infty}" if float(x) > 0 and sign else "\\ensuremath{\\infty}" if float(x) > 0
+                else "\\ensuremath{-\\infty}") + tex_unit(unit)
     tex = f"\\num{{{tex_number(x, digits, sign=sign)}}}"
     return tex + tex_unit(unit)
 

@@ -18,17 +18,31 @@ from pathlib import Path
 import pandas as pd
 
 from ..codecanvas.outputs import BOARD_METRICS, COMPARISON_METRICS
+from ..core import outputs as files
 from ..core import registry
 from ..core.fileio import atomic_write_text
-from ..inference.comparisons import RATE_DIFFERENCE_UNIT, interval_note
+from ..inference.comparisons import PARTIAL_TIER, RATE_DIFFERENCE_UNIT, interval_note, p_floor_note
 from ..inference.repetitions import usual_repetitions
+from ..study.study import Study
 from . import latex, markdown, tables
 from . import numbers as fmt
 from .audit import audit_markdown, audit_tex, data_banner
 from .beside_itt import beside_macros, beside_markdown, beside_tex
 from .comparison_report import mcnemar_lines, rates_table, tier_table, tier_title
-from .discussion import conclusion_tex, discussion_macros, limitations_tex
+from .configurations import (
+    ConfigurationInputs,
+    configuration_audit_tex,
+    configuration_threats_tex,
+    configurations_tex,
+    forest_captions,
+    heterogeneity_tex,
+    pooled_sentence,
+    pooling_macros,
+    pooling_markdown,
+)
+from .discussion import comparison_key, conclusion_tex, discussion_macros, limitations_tex
 from .figures import FOREST_NOTE
+from .method import method_tex, title_tex
 from .sequential import adjusted_table, design_sentence, paper_paragraph, sequential_macros
 
 __all__ = ["PaperInputs", "PlanRecord", "quoted_macros", "write_paper_snippets", "FIGURE_CAPTIONS"]
@@ -110,6 +124,10 @@ class PaperInputs:
     sequential_estimates: pd.DataFrame | None = None
     # r of the per-task log ratios between primary endpoints (endpoint_correlations.csv): collinear ones are a limitation.
     correlations: pd.DataFrame | None = None
+    # The study the paper describes: its title and Method are written from it (report.method).
+    study: Study | None = None
+    # A study with configurations: its arms within each, its per-configuration audit and its pooled effects.
+    configurations: ConfigurationInputs | None = None
 
     def source(self, key: str) -> str:
         return self.sources.get(key, f"{key}.csv")
@@ -137,23 +155,32 @@ def _p_cell(p) -> str:
     return "{$<$0.001}" if p < fmt.P_FLOOR else f"{p:.3f}"
 
 
+def _preregistered(inputs: PaperInputs) -> bool:
+    """Whether the plan is a pre-registration: recorded before the first trial and followed without change."""
+    return inputs.plan is not None and inputs.plan.fixed_before_first_trial is True and not inputs.plan.changed
+
+
+def _partial(inputs: PaperInputs) -> bool:
+    """Whether the rewards score partial credit: the engine then compared the mean reward beside pass/fail."""
+    comp = inputs.comparisons
+    return comp is not None and bool((comp["tier"] == PARTIAL_TIER).any())
+
+
 def _value_digits(row) -> tuple[float, int]:
-    """Scale and decimals of A and B of a comparison row (rates in %, money per the registry)."""
+    """Scale and decimals of A and B of a comparison row (rates in %, money per the registry, means as their estimate)."""
     if row.scale in fmt.POINT_SCALES:
         return 100.0, 1
     if row.scale == "cost_per_success":
         return 1.0, fmt.decimals("cost_per_success")
+    if row.scale == "mean":
+        return 1.0, fmt.estimate_digits(row)
     d = fmt.decimals(row.metric)
     if registry.metric(row.metric).kind == "count" and (row.a_value % 1 or row.b_value % 1):
         d = max(d, 1)  # a median of an even number of counts can fall halfway
     return 1.0, d
 
 
-def _key(row) -> str:
-    """Macro stem of a comparison row; a sensitivity row is named apart from the planned row it restates,
-    and from another sensitivity test of the same metric (a sign-flip test and a GEE may both restate it)."""
-    extra = ("sensitivity", str(row.repetitions), str(row.test)) if getattr(row, "tier", "") == "sensitivity" else ()
-    return latex.macro_name(row.metric.replace("__", " "), row.profile_b, "vs", row.profile_a, *extra)
+_key = comparison_key
 
 
 # --------------------------------------------------------------------------- macros
@@ -175,11 +202,11 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
         out.append(latex.Macro("BaselineProfile", latex.escape_tex(inputs.baseline), "profile", src, "baseline"))
     if inputs.plan is not None:
         p = inputs.plan
-        out += [latex.Macro("PlanHash", p.sha256[:12], "analysis_plan_sha256", "analysis_plan.json", "first 12 hex digits"),
-                latex.Macro("PlanName", latex.escape_tex(p.name), "plan_name", "analysis_plan.json"),
-                latex.Macro("PlanFixedAt", _utc(p.recorded_at), "recorded_at", "analysis_plan.json",
+        out += [latex.Macro("PlanHash", p.sha256[:12], "analysis_plan_sha256", files.PLAN_SIDECAR, "first 12 hex digits"),
+                latex.Macro("PlanName", latex.escape_tex(p.name), "plan_name", files.PLAN_SIDECAR),
+                latex.Macro("PlanFixedAt", _utc(p.recorded_at), "recorded_at", files.PLAN_SIDECAR,
                             "when the plan was recorded"),
-                latex.Macro("FirstTrialAt", _utc(p.first_trial_at), "first_trial_at", "analysis_plan.json",
+                latex.Macro("FirstTrialAt", _utc(p.first_trial_at), "first_trial_at", files.PLAN_SIDECAR,
                             "start of the earliest trial")]
     if inputs.rates is not None:
         rsrc = inputs.source("rates")
@@ -193,6 +220,14 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                 out += [latex.Macro(latex.macro_name(stem, p), _qty(100 * est, d, "%"), what, rsrc, p),
                         latex.Macro(latex.macro_name(stem, "low", p), _qty(100 * lo, d, "%"), what, rsrc, f"{p}, 95% CI low"),
                         latex.Macro(latex.macro_name(stem, "high", p), _qty(100 * hi, d, "%"), what, rsrc, f"{p}, 95% CI high")]
+            if _partial(inputs) and not fmt.missing(getattr(r, "mean_reward", None)):
+                d = fmt.decimals("reward") + 1
+                out += [latex.Macro(latex.macro_name("mean reward", p), _qty(r.mean_reward, d), "reward", rsrc,
+                                    f"{p}, mean over its {int(r.n_reward)} trials with a reward"),
+                        latex.Macro(latex.macro_name("mean reward low", p), _qty(r.mean_reward_low, d), "reward", rsrc,
+                                    f"{p}, task-clustered t 95% CI low"),
+                        latex.Macro(latex.macro_name("mean reward high", p), _qty(r.mean_reward_high, d), "reward", rsrc,
+                                    f"{p}, task-clustered t 95% CI high")]
             out += [latex.Macro(latex.macro_name("successes", p), str(int(r.successes)), "success", rsrc, p),
                     latex.Macro(latex.macro_name("trials", p), str(int(r.n_outcome)), "success", rsrc, f"{p}, known outcome"),
                     latex.Macro(latex.macro_name("tasks resolved", p), str(int(r.tasks_resolved)), "resolve_rate", rsrc, p),
@@ -214,9 +249,15 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
                                 f"{r.interval} 95% CI high; {what}"),
                     latex.Macro(key + "Pairs", str(int(r.n_pairs)), r.metric, csrc, f"tasks paired; {what}")]
             if not fmt.missing(r.p_value):
-                out += [latex.Macro(key + "P", _p_tex(r.p_value), r.metric, csrc, f"{r.test}; {what}"),
-                         latex.Macro(key + "PAdj", _p_tex(r.p_adjusted, adjusted=True), r.metric, csrc,
-                                     f"{r.correction}-adjusted over the {r.tier} tier; {what}")]
+                out.append(latex.Macro(key + "P", _p_tex(r.p_value), r.metric, csrc, f"{r.test}; {what}"))
+                floor = getattr(r, "p_min", None)
+                if not fmt.missing(floor) and floor > 0 and (floor > CONFIDENCE_ALPHA or abs(r.p_value - floor) <= 1e-12):
+                    # Quoted only where it says something: the test cannot reject, or p is that smallest p.
+                    out.append(latex.Macro(key + "PMin", f"\\num{{{float(floor):.3g}}}", r.metric, csrc,
+                                           f"smallest p {r.test} can give on these pairs; {what}"))
+                if r.tier != PARTIAL_TIER:  # described beside the tiers: no family, no adjusted p
+                    out.append(latex.Macro(key + "PAdj", _p_tex(r.p_adjusted, adjusted=True), r.metric, csrc,
+                                           f"{r.correction}-adjusted over the {r.tier} tier; {what}"))
             if r.scale == "rate" and not fmt.missing(r.odds_ratio_low):
                 out += [latex.Macro(key + "OddsRatio", _qty(r.odds_ratio, 2), r.metric, csrc, f"discordant-pair odds ratio; {what}"),
                         latex.Macro(key + "OddsRatioLow", _qty(r.odds_ratio_low, 2), r.metric, csrc, f"exact 95% CI low; {what}"),
@@ -245,6 +286,8 @@ def quoted_macros(inputs: PaperInputs) -> list[latex.Macro]:
     if inputs.beside:
         out += beside_macros(inputs.beside, inputs.sources.get("beside", "comparisons"))
     out += median_macros(inputs)
+    if inputs.configurations is not None:
+        out += pooling_macros(inputs.configurations.pooling, inputs.source("pooled"))
     out += discussion_macros(inputs.audit[0] if inputs.audit is not None else None, inputs.correlations,
                              inputs.comparisons, inputs.sources)
     return out
@@ -270,7 +313,18 @@ def _s(x, digits: int, sign: bool = False) -> str:
     return fmt.tex_number(x, digits, sign=sign)
 
 
-def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
+def token_note(study: Study | None) -> str:
+    """The token policy said where a table's cost or tokens leave trials out (empty when none are)."""
+    left = study.token_exclusions if study is not None else None
+    if left is None or not len(left):
+        return ""
+    n = len(left)
+    arms = ", ".join(f"{int(c)} in {latex.escape_tex(a)}" for a, c in left["profile"].value_counts().sort_index().items())
+    return (f" The tokens and cost of {n} trial{'s' if n != 1 else ''} ({arms}) are left out, as everywhere: only "
+            "Harbor's result.json counts them, which runs high for a Claude Code trial (Section~\\ref{sec:method}).")
+
+
+def rates_tex(rates: pd.DataFrame, simulated: bool, token_policy: str = "") -> str:
     dp, dr, dc = fmt.decimals("pass_rate"), fmt.decimals("resolve_rate"), fmt.decimals("cost_per_success")
     rows = [[latex.escape_tex(r.profile), str(int(r.n_outcome)), _s(100 * r.pass_rate, dp), _s(100 * r.pass_rate_low, dp),
              _s(100 * r.pass_rate_high, dp), f"{int(r.tasks_resolved)}/{int(r.n_tasks)}", _s(100 * r.resolve_rate, dr),
@@ -282,24 +336,30 @@ def rates_tex(rates: pd.DataFrame, simulated: bool) -> str:
            "S[table-format=2.1] S[table-format=3.1] S[table-format=1.3]"
     note = ("Pass rate: successful trials / trials with an outcome (\\%), Wilson interval at the design-effective "
             "size (repetitions of a task clustered). Resolve rate: tasks passed by the majority of their repetitions "
-            "(a tie fails) / tasks (\\%), Wilson interval over tasks. Cost per success: total cost / successes (USD).")
+            "(a tie fails) / tasks (\\%), Wilson interval over tasks. Cost per success: total cost / successes over the "
+            "trials whose cost is known (USD)." + token_policy)
     return _tabular(head, spec, rows, "Pass and resolve rates per profile" + (" (simulated data)" if simulated else ""),
                     "tab:rates", wide=True, note=note)
 
 
-def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = None) -> str:
+def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = None, preregistered: bool | None = None) -> str:
     rows, notes, tier = [], [], None
     sides: dict[str, list[str]] = {}  # what A and B are -> the metrics whose rows it describes
-    for r in comp[comp["estimate"].notna() & (comp["tier"] != "exploratory")].itertuples():
+    # A tested tier's row without an estimate stays, with why: its test counted as p = 1 in the tier's correction,
+    # so the adjusted p of the rows beside it can only be redone with it shown.
+    shown = (comp["tier"] != "exploratory") & (comp["estimate"].notna() | comp["tier"].isin(["primary", "secondary"]))
+    for r in comp[shown].itertuples():
         if r.tier != tier:  # a tier's rows under its title: a sensitivity row restates a planned one, named apart
             tier = r.tier
-            rows.append([f"\\multicolumn{{10}}{{l}}{{\\emph{{{latex.escape_tex(tier_title(tier, r.correction, claim))}}}}}"])
+            rows.append([f"\\multicolumn{{10}}{{l}}{{\\emph{{{latex.escape_tex(tier_title(tier, r.correction, claim, preregistered))}}}}}"])
         k, d = _value_digits(r)
         unit = fmt.comparison_unit(r.scale, r.unit)
         unit_tex = fmt.tex_unit(unit, space="") if unit in ("%", fmt.RATE_DIFFERENCE_UNIT) else latex.escape_tex(unit)
         e = fmt.estimate_digits(r)
         p_cell = _p_cell(r.p_value)
-        why = interval_note(r, CONFIDENCE_ALPHA, with_p=False)
+        undefined = r.note if fmt.missing(r.estimate) and isinstance(r.note, str) else None
+        why = "; ".join(w for w in (undefined, interval_note(r, CONFIDENCE_ALPHA, with_p=False),
+                                    p_floor_note(r, CONFIDENCE_ALPHA)) if w)
         if why:  # the reason sits beside the p-value it qualifies
             notes.append(f"\\textsuperscript{{{chr(ord('a') + len(notes))}}}\\,{latex.escape_tex(r.label)}, "
                          f"{latex.escape_tex(r.profile_b)}: {latex.escape_tex(why)}.")
@@ -308,7 +368,8 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = Non
             sides.setdefault(r.a_b_summary, [])
             if r.label not in sides[r.a_b_summary]:
                 sides[r.a_b_summary].append(r.label)
-        rows.append([f"{latex.escape_tex(r.label)}, {unit_tex}", latex.escape_tex(r.profile_b), str(int(r.n_pairs)),
+        name = latex.escape_tex(r.label) + (f" ({latex.escape_tex(str(r.test))})" if r.tier == PARTIAL_TIER else "")
+        rows.append([f"{name}, {unit_tex}" if unit_tex else name, latex.escape_tex(r.profile_b), str(int(r.n_pairs)),
                      _s(k * r.a_value, d), _s(k * r.b_value, d), _s(fmt.scaled(r, r.estimate), e, True),
                      _s(fmt.scaled(r, r.ci_low), e, True), _s(fmt.scaled(r, r.ci_high), e, True),
                      p_cell, _p_cell(r.p_adjusted)])
@@ -316,8 +377,9 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = Non
     head = ["Metric, unit of the change", "B", "Pairs", "{A}", "{B}", "{Change}",
             "\\multicolumn{2}{c}{95\\% CI}", "{$p$}", "{$p_\\mathrm{adj}$}"]
     values, changes = [c for row in rows if len(row) > 1 for c in row[3:5]], [c for row in rows if len(row) > 1 for c in row[5:8]]
-    spec = (f"llr {_s_column(values, 3)} {_s_column(values, 3)} {_s_column(changes, 1, True)} "
-            f"{_s_column(changes, 1, True)} {_s_column(changes, 1, True)} S[table-format=1.3] S[table-format=1.3]")
+    dc = _decimals_of(changes, 1)
+    spec = (f"llr {_s_column(values, 3)} {_s_column(values, 3)} {_s_column(changes, dc, True)} "
+            f"{_s_column(changes, dc, True)} {_s_column(changes, dc, True)} S[table-format=1.3] S[table-format=1.3]")
     what = "; ".join(f"{latex.escape_tex(summary)} for {', '.join(latex.escape_tex(x) for x in labels)}"
                      for summary, labels in sides.items())
     note = (f"A = baseline ({latex.escape_tex(base)}). A and B are the {what or 'values of each profile'} "
@@ -328,9 +390,22 @@ def comparisons_tex(comp: pd.DataFrame, simulated: bool, claim: str | None = Non
             "interval that inverts the Wilcoxon signed-rank test beside it (zeros ranked by Pratt's rule in both), "
             "which excludes 0 exactly when $p < 0.05$. Intervals are unadjusted 95\\% intervals; "
             "$p_\\mathrm{adj}$: the plan's correction over its tier (Holm for primary, Benjamini-Hochberg for "
-            "secondary metrics), all pairs together." + ("\\par " + " ".join(notes) if notes else ""))
+            "secondary metrics), all pairs together; a row without a test counts as $p = 1$ there, and a letter says "
+            "so. A letter also marks a test that cannot reach $p < 0.05$ on its pairs (uninformative at this size), "
+            "and a $p$ that is the smallest its test can give."
+            + (" Mean reward (the rewards score partial credit): the mean over the paired tasks of each task's mean "
+               "reward, and the mean of the per-task differences with the paired t interval or the interval that "
+               "inverts the sign-flip randomisation test, described beside pass/fail without a correction."
+               if (comp["tier"] == PARTIAL_TIER).any() else "")
+            + ("\\par " + " ".join(notes) if notes else ""))
     return _tabular(head, spec, rows, "Paired comparisons against the baseline" + (" (simulated data)" if simulated else ""),
                     "tab:comparisons", wide=True, note=note)
+
+
+def _decimals_of(cells: list[str], least: int) -> int:
+    """The most decimals any number among ``cells`` has (a mean reward's 3 beside a % change's 1), at least ``least``."""
+    found = [len(c.split(".", 1)[1]) for c in cells if re.fullmatch(r"[+-]?\d+\.\d+", c)]
+    return max([least, *found])
 
 
 def _s_column(cells: list[str], decimals: int, sign: bool = False) -> str:
@@ -339,10 +414,13 @@ def _s_column(cells: list[str], decimals: int, sign: bool = False) -> str:
     return f"S[table-format={'+' if sign else ''}{max(digits, 1)}.{decimals}]"
 
 
-def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
+def summary_tex(metrics: pd.DataFrame, simulated: bool, token_policy: str = "") -> str:
     summ = tables.profile_summary(metrics, list(SUMMARY_COLUMNS))
+    summ = summ[summ["n"] > 0]  # a metric no trial of a profile records (a results table's tokens) has no row
+    if summ.empty:
+        return "% no trial records a process or cost metric (a results table carries outcomes only): no summary table"
     rows = []
-    for r in summ.itertuples():
+    for r in summ[summ["n"] > 0].itertuples():  # a metric no trial of the profile records has nothing to show
         d = fmt.decimals(r.metric)
         rows.append([latex.escape_tex(registry.metric(r.metric).axis_label), latex.escape_tex(r.profile),
                      _s(r.mean, max(d, 1) if abs(r.mean) < 100 else d), _s(r.median, max(d, 1) if abs(r.median) < 100 else d),
@@ -350,9 +428,9 @@ def summary_tex(metrics: pd.DataFrame, simulated: bool) -> str:
     cells = [c for row in rows for c in row[2:4]]
     return _tabular(["Metric", "Profile", "{Mean over trials}", "{Median over trials}", "Trials"],
                     f"ll {_s_column(cells, 3)} {_s_column(cells, 3)} r", rows,
-                    "Per-trial process and cost metrics per profile (mean and median over trials)"
+                    "Per-trial process and cost metrics per profile (mean and median over the trials that record each)"
                     + (" (simulated data)" if simulated else ""),
-                    "tab:profile-summary", wide=True)
+                    "tab:profile-summary", wide=True, note=token_policy.strip())
 
 
 # --------------------------------------------------------------------------- prose
@@ -431,6 +509,11 @@ def _comparison_clause(r, names: set[str]) -> str | None:
         return None
     why = interval_note(r, CONFIDENCE_ALPHA, with_p=False) if r.tier == "primary" else None
     tail = f"; {latex.escape_tex(why)}" if why else ""
+    if key + "PMin" in names and r.p_min > CONFIDENCE_ALPHA:
+        tail += (f"; uninformative at this size: the smallest $p$ this test can give on these pairs is \\{key}PMin{{}}, "
+                 "above the level it is read at")
+    elif key + "PMin" in names and abs(r.p_value - r.p_min) <= 1e-12:
+        tail += f"; the smallest $p$ this test can give with \\{key}Pairs{{}} pairs"
     if r.scale in fmt.POINT_SCALES:
         text = (f"{latex.texttt(r.profile_b)} differed by \\{key}Est{{}} ({latex.escape_tex(r.interval)} 95\\% CI \\{key}Low{{}} "
                 f"to \\{key}High{{}}; {latex.escape_tex(str(r.test).split(' (')[0])} \\{key}P{{}}, \\{key}PAdj{{}}")
@@ -449,6 +532,14 @@ def _comparison_clause(r, names: set[str]) -> str | None:
         text += (f"; total over the paired tasks \\{key}Total{{}}, percentile bootstrap 95\\% CI \\{key}TotalLow{{}} to "
                  f"\\{key}TotalHigh{{}}")
     return text + tail + ")"
+
+
+def _pooled_or_metric_sentence(inputs: PaperInputs, metric_id: str, names: set[str]) -> str | None:
+    """A metric pooled across configurations is said by its range and pooled estimate (the table has each
+    configuration's); any other by :func:`_metric_sentence`."""
+    c = inputs.configurations
+    pooled = pooled_sentence(c.pooling, metric_id, names, c.control, c.treatment) if c is not None else None
+    return pooled or _metric_sentence(inputs, metric_id, names)
 
 
 def _metric_sentence(inputs: PaperInputs, metric_id: str, names: set[str]) -> str | None:
@@ -494,7 +585,11 @@ def _mcp_use_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
         shares = [latex.macro_name("share used", m.replace("__", " "), b, "vs", a) for m in g["metric"].unique()]
         share = next((k for k in shares if k in names), None)
         if share:
-            out.append(f"\\{share}{{}} of the {latex.texttt(b)} trials")
+            arms = inputs.audit[0] if inputs.audit is not None else None
+            never = (arms is not None and "n_never_reached_model" in arms
+                     and pd.to_numeric(arms.loc[arms["arm"].astype(str) == str(b), "n_never_reached_model"]).fillna(0).sum() > 0)
+            # A trial whose agent never reached the model is not in the share: its MCP use is unknown.
+            out.append(f"\\{share}{{}} of the {latex.texttt(b)} trials" + (" whose agent reached the model" if never else ""))
         for r in g[g["estimand"] == "cace"].itertuples():
             m = r.metric
             k = latex.macro_name("cace", m.replace("__", " "), b, "vs", a)
@@ -528,7 +623,8 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
                     "pre-registration")
         else:
             when = "recorded on \\PlanFixedAt{}"
-        lines.append("\\paragraph{Pre-registration.} Tiers, tests, corrections and intervals follow the analysis plan "
+        lines.append(f"\\paragraph{{{'Pre-registration' if _preregistered(inputs) else 'Analysis plan'}.}} Tiers, tests, "
+                     "corrections and intervals follow the analysis plan "
                      f"\\texttt{{\\PlanName}} (plan hash \\texttt{{\\PlanHash}}), {when}. {dev}")
         lines.append(_claim_text(inputs))
     n_prof = inputs.metrics["profile"].nunique()
@@ -541,14 +637,19 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
     comp = inputs.comparisons
     for heading, ids in RESEARCH_QUESTIONS:
         sentences = []
-        if heading == "Success" and inputs.rates is not None:
+        if heading == "Success" and inputs.rates is not None and inputs.configurations is not None:
+            sentences.append("The pass rate per trial and the resolve rate per task of each configuration's arms are in "
+                             "Table~\\ref{tab:rates}.")
+        elif heading == "Success" and inputs.rates is not None:
             n = lambda *parts: "\\" + latex.macro_name(*parts) + "{}"  # noqa: E731
             sentences.append("Pass rates per trial were " + latex.series(
                 [f"{n('pass rate', p)} under {latex.texttt(p)} (95\\% CI {n('pass rate low', p)} to {n('pass rate high', p)})"
                  for p in inputs.rates["profile"]]) + "; by majority vote of the repetitions, " + latex.series(
                 [f"{latex.texttt(p)} resolved {n('tasks resolved', p)} of {n('tasks', p)} tasks ({n('resolve rate', p)})"
                  for p in inputs.rates["profile"]]) + ".")
-        sentences += [s for s in (_metric_sentence(inputs, m, names) for m in ids) if s]
+        if heading == "Success":
+            sentences += _mean_reward_sentences(inputs, names)
+        sentences += [s for s in (_pooled_or_metric_sentence(inputs, m, names) for m in ids) if s]
         if heading == "Efficiency" and comp is not None and any(
                 _key(r) + "Total" in names for r in comp[comp["tier"] == "primary"].itertuples()):
             sentences.append(f"({TOTAL_CAVEAT[0].upper()}{TOTAL_CAVEAT[1:]}.)")
@@ -559,6 +660,34 @@ def _results_paragraph(inputs: PaperInputs, macros: list[latex.Macro]) -> str:
     if comp is None or comp.empty:
         lines.append("(Paired comparisons were not available when these snippets were generated.)")
     return "\n".join(lines + _sequential_lines(inputs))
+
+
+def _mean_reward_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
+    """Under partial credit: the mean reward per profile with its interval, and the paired mean difference by each
+    test the plan names (macros only)."""
+    if not _partial(inputs) or inputs.rates is None:
+        return []
+    n = lambda *parts: "\\" + latex.macro_name(*parts) + "{}"  # noqa: E731
+    profiles = [p for p in inputs.rates["profile"] if latex.macro_name("mean reward", p) in names]
+    out = []
+    if profiles:
+        out.append("The rewards score partial credit; the mean reward per trial was " + latex.series(
+            [f"{n('mean reward', p)} under {latex.texttt(p)} (95\\% CI {n('mean reward low', p)} to {n('mean reward high', p)})"
+             for p in profiles]) + ".")
+    comp = inputs.comparisons
+    for (a, b), g in comp[comp["tier"] == PARTIAL_TIER].groupby(["profile_a", "profile_b"], sort=False):
+        clauses = []
+        for r in g.itertuples():
+            k = _key(r)
+            if k + "Est" not in names:
+                continue
+            clauses.append(f"{latex.escape_tex(str(r.test))} \\{k}P{{}}, 95\\% CI \\{k}Low{{}} to \\{k}High{{}}")
+        if clauses:
+            k = _key(g.iloc[0])
+            out.append(f"Paired over the \\{k}Pairs{{}} tasks both ran, the mean reward of {latex.texttt(b)} differed from "
+                       f"{latex.texttt(a)} by \\{k}Est{{}} ({'; '.join(clauses)}; described beside pass/fail, not part of "
+                       "the plan's claim).")
+    return out
 
 
 def _sequential_lines(inputs: PaperInputs) -> list[str]:
@@ -589,9 +718,9 @@ def _claim_text(inputs: PaperInputs) -> str:
     return text
 
 
-def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool) -> str:
+def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool, extra: dict[str, str] | None = None) -> str:
     envs = []
-    for stem, caption in FIGURE_CAPTIONS.items():
+    for stem, caption in {**FIGURE_CAPTIONS, **(extra or {})}.items():
         if simulated:
             caption = "SIMULATED DATA. " + caption
         if (figures_dir / f"{stem}.pdf").exists():
@@ -607,14 +736,15 @@ def _figures_tex(figures_dir: Path, rel_prefix: str, simulated: bool) -> str:
 def _markdown_sections(inputs: PaperInputs, macros: list[latex.Macro]) -> list[tuple[str, str]]:
     out = []
     if inputs.rates is not None:
-        out.append(("Rates per profile", rates_table(inputs.rates)))
+        out.append(("Rates per profile", rates_table(inputs.rates, mean_reward=_partial(inputs))))
     comp = inputs.comparisons
     if comp is not None and len(comp):
-        for tier in ("primary", "secondary"):
+        for tier in ("primary", PARTIAL_TIER, "secondary"):
             if (comp["tier"] == tier).any():
                 body = tier_table(comp, tier) + ("\n\n" + "\n".join(mcnemar_lines(comp)) if tier == "primary" else "")
                 claim = inputs.plan.claim_family if inputs.plan is not None else None
-                out.append((tier_title(tier, str(comp.loc[comp["tier"] == tier, "correction"].iloc[0]), claim), body))
+                out.append((tier_title(tier, str(comp.loc[comp["tier"] == tier, "correction"].iloc[0]), claim,
+                                       _preregistered(inputs)), body))
     seq, adj = inputs.sequential, inputs.sequential_estimates
     if seq is not None:
         body = design_sentence(seq)
@@ -636,20 +766,32 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     snip = Path(paper_dir) / "snippets"
     sim, msrc = inputs.simulated, inputs.source("metrics")
     for stale in ("comparisons.tex", "codecanvas.tex", "resolve_rates.tex", "rates.tex", "design_audit.tex", "beside_itt.tex",
-                  "discussion.tex", "conclusion.tex"):
+                  "discussion.tex", "conclusion.tex", "method.tex", "title.tex"):
         # A table from an earlier run must not outlive its input.
         (snip / stale).unlink(missing_ok=True)
     written: dict[str, Path] = {}
     macros = quoted_macros(inputs)
-    written["macros"] = atomic_write_text(snip / "macros.tex", latex.render_macros(macros, sim, msrc))
+    written["macros"] = atomic_write_text(snip / files.MACROS, latex.render_macros(macros, sim, msrc))
     if inputs.rates is not None:
-        written["rates"] = latex.write_tex(snip / "rates.tex", rates_tex(inputs.rates, sim), sim, inputs.source("rates"))
-    written["profile_summary"] = latex.write_tex(snip / "profile_summary.tex", summary_tex(inputs.metrics, sim), sim, msrc)
+        written["rates"] = latex.write_tex(snip / "rates.tex", rates_tex(inputs.rates, sim, token_note(inputs.study)), sim,
+                                           inputs.source("rates"))
+    written["profile_summary"] = latex.write_tex(snip / "profile_summary.tex",
+                                                 summary_tex(inputs.metrics, sim, token_note(inputs.study)), sim, msrc)
+    configs = inputs.configurations
     if inputs.comparisons is not None and len(inputs.comparisons):
         claim = inputs.plan.claim_family if inputs.plan else None
-        written["comparisons"] = latex.write_tex(snip / "comparisons.tex", comparisons_tex(inputs.comparisons, sim, claim), sim,
-                                                 inputs.source("comparisons"))
+        if configs is not None and "configuration" in inputs.comparisons:
+            # Results per configuration in one table, with the pooled estimates under each pooled metric.
+            titles = {t: tier_title(t, str(g["correction"].iloc[0]), claim, _preregistered(inputs))
+                      for t, g in inputs.comparisons.groupby("tier")}
+            table = configurations_tex(inputs.comparisons, configs.pooling, sim, titles)
+        else:
+            table = comparisons_tex(inputs.comparisons, sim, claim, _preregistered(inputs))
+        written["comparisons"] = latex.write_tex(snip / "comparisons.tex", table, sim, inputs.source("comparisons"))
     md_sections = _markdown_sections(inputs, macros)
+    if configs is not None and configs.pooling is not None and inputs.comparisons is not None:
+        md_sections.append(("Per configuration, and pooled across configurations",
+                            "\n".join(pooling_markdown(inputs.comparisons, configs.pooling)[2:])))
     if inputs.beside:
         written["beside_itt"] = latex.write_tex(snip / "beside_itt.tex", beside_tex(inputs.beside, sim), sim,
                                                 inputs.sources.get("beside", "comparisons"))
@@ -680,7 +822,20 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
         demoted = "\n".join("##" + ln if ln.startswith("#") else ln for ln in inputs.llm_snippets.strip().splitlines())
         md_sections.append(("LLM analyses (Layer 2, explanatory; numbers come from the tables above)", demoted))
     written["data"] = latex.write_tex(snip / "data.tex", _data_paragraph(inputs), sim, msrc)
-    if inputs.audit is not None and len(inputs.audit[0]):
+    method = None
+    if inputs.study is not None:
+        written["title"] = latex.write_tex(snip / "title.tex", title_tex(inputs.study), sim, msrc)
+        method = method_tex(inputs.study)
+        written["method"] = latex.write_tex(snip / "method.tex", method, sim, msrc)
+    if configs is not None and configs.audit is not None and inputs.audit is not None:
+        # Arms as columns do not fit many configurations: one row per configuration, the findings below.
+        written["design_audit"] = latex.write_tex(
+            snip / "design_audit.tex", configuration_audit_tex(configs.audit, inputs.audit[1], configs.control, configs.treatment,
+                                                               "Design audit: what the runs are, configuration by configuration, "
+                                                               "before any test" + (" (simulated data)" if sim else "")),
+            sim, inputs.source("audit"))
+        md_sections.insert(0, ("Design audit", "\n".join(audit_markdown(*inputs.audit)[4:])))
+    elif inputs.audit is not None and len(inputs.audit[0]):
         written["design_audit"] = latex.write_tex(
             snip / "design_audit.tex", audit_tex(*inputs.audit, "Design audit: what the runs are, arm by arm, before any "
                                                   "test" + (" (simulated data)" if sim else "")), sim, inputs.source("audit"))
@@ -692,20 +847,27 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     limitations = limitations_tex(simulated=sim, data_source=inputs.data_source, arms=arms, correlations=inputs.correlations,
                                   comparisons=inputs.comparisons, has_bounds="bounds" in beside and len(beside["bounds"]) > 0,
                                   has_cace="compliance" in beside and len(beside["compliance"]) > 0)
+    if configs is not None:
+        limitations += "\n" + heterogeneity_tex(configs.pooling, configs.control, configs.treatment, configs.configurations)
+        threats = configuration_threats_tex(inputs.audit[1] if inputs.audit is not None else None)
+        if threats:
+            limitations += "\n" + threats
     conclusion = conclusion_tex(simulated=sim, comparisons=inputs.comparisons,
                                 claim_family=inputs.plan.claim_family if inputs.plan is not None else "primary")
     written["discussion"] = latex.write_tex(snip / "discussion.tex", limitations, sim, msrc)
     written["conclusion"] = latex.write_tex(snip / "conclusion.tex", conclusion, sim, msrc)
     # The same sentences as the PDF, first in the Markdown (after the design audit, which opens it).
-    prose = [("Results", latex.prose_markdown(results, macros).replace("\n", "\n\n")),
+    prose = ([("Method", latex.prose_markdown(method, macros))] if method else []) + [
+             ("Results", latex.prose_markdown(results, macros).replace("\n", "\n\n")),
              ("Discussion and limitations", latex.prose_markdown(limitations, macros)),
              ("Conclusion", latex.prose_markdown(conclusion, macros))]
     at = 1 if md_sections and md_sections[0][0] == "Design audit" else 0
     md_sections[at:at] = prose
-    written["figures"] = latex.write_tex(snip / "figures.tex", _figures_tex(Path(figures_dir), figures_rel, sim), sim, msrc)
+    extra = forest_captions(configs.pooling) if configs is not None else {}
+    written["figures"] = latex.write_tex(snip / "figures.tex", _figures_tex(Path(figures_dir), figures_rel, sim, extra), sim, msrc)
     md_sections.append(("Quoted numbers (macros.tex)", markdown.table(
         ["macro", "value", "metric id", "what"], [["\\" + m.name, m.text, m.metric_id, m.note] for m in macros])))
-    written["paper_snippets"] = atomic_write_text(Path(paper_dir) / "paper_snippets.md",
+    written["paper_snippets"] = atomic_write_text(Path(paper_dir) / files.PAPER_SNIPPETS,
                                                   markdown.render_snippets(md_sections, sim, msrc,
                                                                            data_banner(sim, inputs.data_source)))
     return written

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core import outputs as files
 from ..core.fileio import atomic_write_csv, atomic_write_json, read_json
 from . import latex
 from . import numbers as fmt
@@ -185,7 +186,7 @@ def adjusted_key(r) -> str:
     return latex.macro_name(r.metric.replace("__", " "), r.profile_b, "vs", r.profile_a, "adjusted")
 
 
-def sequential_macros(seq: dict, adj: pd.DataFrame | None, source: str = "full_run.json") -> list[latex.Macro]:
+def sequential_macros(seq: dict, adj: pd.DataFrame | None, source: str = files.FULL_RUN) -> list[latex.Macro]:
     """Paper macros of a sequential study: looks planned, stop look and reason, tasks used, adjusted estimates.
 
     Adjusted estimates are set as the fixed-sample macros are (siunitx, the comparison's unit and decimals); an
@@ -246,8 +247,8 @@ def paper_paragraph(seq: dict, adj: pd.DataFrame | None, confidence: float) -> s
     return " ".join(text)
 
 
-SEQUENTIAL_JSON = "sequential.json"
-SEQUENTIAL_CSV = "sequential_estimates.csv"
+SEQUENTIAL_JSON = files.SEQUENTIAL
+SEQUENTIAL_CSV = files.SEQUENTIAL_ESTIMATES
 
 
 def write_outputs(out_dir: str | Path, record: dict | None, adjusted: pd.DataFrame | None,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bench.schedule import build_schedule, trial_key
+from ..core import outputs as files
 from ..core.fileio import atomic_write_json
 from .model import SIMULATOR, round_floats
 from .runs import AGENT_VERSION, MODEL, NOTE, _package
@@ -29,7 +30,7 @@ def full_run_json(runs_dir: str | os.PathLike, phase_budget_usd: float = 100.0, 
     runner's guardrail state. Deterministic: the times are the simulated ones.
     """
     root = Path(runs_dir)
-    index = json.loads((root / "index.json").read_text("utf-8"))
+    index = json.loads((root / files.RUN_INDEX).read_text("utf-8"))
     if index.get("simulated") is not True:
         raise ValueError(f'{root}: not a simulator output (index.json has no "simulated": true)')
     run_of = {(r["profile"], int(r["repetition"])): r["run_id"] for r in index["runs"]}
@@ -134,7 +135,7 @@ def full_run_json(runs_dir: str | os.PathLike, phase_budget_usd: float = 100.0, 
 
 def write_full_run(runs_dir: str | os.PathLike, output: str | os.PathLike | None = None, **kwargs: Any) -> Path:
     """Write :func:`full_run_json` to ``output`` (default ``<runs_dir>/full_run.json``), atomically."""
-    out = Path(output) if output is not None else Path(runs_dir) / "full_run.json"
+    out = Path(output) if output is not None else Path(runs_dir) / files.FULL_RUN
     obj = full_run_json(runs_dir, **kwargs)
     # Where the runs are, relative to this file, so that `results` finds them from anywhere.
     obj["runs_dir"] = Path(os.path.relpath(Path(runs_dir).resolve(), out.parent.resolve())).as_posix()

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from ..core import outputs as files
 from ..study import plan as plan_mod
 from .model import (
     BASELINE,
@@ -1068,7 +1069,7 @@ def _write_trial(
 
 def _is_simulator_output(path: Path) -> bool:
     try:
-        return json.loads((path / "index.json").read_text("utf-8")).get("simulated") is True
+        return json.loads((path / files.RUN_INDEX).read_text("utf-8")).get("simulated") is True
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -1141,7 +1142,7 @@ def simulate_runs(
             "runs": runs,
             "agent": {"name": AGENT_NAME, "version": AGENT_VERSION, "model_name": MODEL},
         }
-        (tmp / "index.json").write_bytes(_dumps(index))
+        (tmp / files.RUN_INDEX).write_bytes(_dumps(index))
         _preregister(tmp, min(_run_start_ms(seed, p, 0, len(profiles), n_tasks) for p in range(len(profiles))))
         null = effects is not None and eff == Effects.null(n_infra_errors=eff.n_infra_errors)
         (tmp / "README.md").write_text(_readme(seed, n_tasks, repetitions, profiles, null, eff.n_infra_errors))

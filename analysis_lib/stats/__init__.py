@@ -1,6 +1,6 @@
 """Statistical procedures, one plain function each, by family (as pingouin): :mod:`.pairing`, :mod:`.contingency`,
 :mod:`.nonparametric`, :mod:`.parametric`, :mod:`.bootstrap`, :mod:`.proportions`, :mod:`.multicomp`,
-:mod:`.sample_size` and :mod:`.group_sequential`.
+:mod:`.sample_size`, :mod:`.group_sequential` and :mod:`.meta` (pooling across configurations and studies).
 
 Conventions throughout: every difference is **B - A** (B the treatment, A the baseline) and
 ``relative_change_pct = 100 * (b - a) / a``; repetitions of a task are aggregated first and tasks are the unit
@@ -27,12 +27,14 @@ _FAMILY = {
     "bootstrap_paired": "bootstrap",
     "clustered_mean_difference": "parametric",
     "clustered_proportion": "proportions",
+    "cochran_q": "meta",
     "cohens_h": "proportions",
     "conditional_odds_ratio": "contingency",
     "gee_difference": "parametric",
     "hodges_lehmann": "nonparametric",
     "holm": "multicomp",
     "mcnemar": "contingency",
+    "meta_regression": "meta",
     "mcnemar_from_table": "contingency",
     "mcnemar_midp": "contingency",
     "mcnemar_table": "contingency",
@@ -43,10 +45,13 @@ _FAMILY = {
     "pass_at_k_per_task": "proportions",
     "plan_sample_size": "sample_size",
     "project_spend": "sample_size",
+    "random_effects": "meta",
     "rank_biserial": "nonparametric",
     "ratio_of_totals": "bootstrap",
     "sign_flip": "nonparametric",
     "tango_interval": "contingency",
+    "tau2_estimate": "meta",
+    "tau2_interval": "meta",
     "wilcoxon": "nonparametric",
     "wilson_ci": "proportions",
 }

@@ -45,7 +45,9 @@ def wilson_ci(successes, n, *, confidence: float = 0.95) -> pd.DataFrame:
         half = z * np.sqrt(p * (1 - p) / m + z**2 / (4 * m**2)) / denom
     bad = m == 0
     p, lo, hi = (np.where(bad, np.nan, v) for v in (p, center - half, center + half))
-    return pd.DataFrame({"successes": k, "n": m, "proportion": p, "ci_low": np.clip(lo, 0, 1), "ci_high": np.clip(hi, 0, 1)})
+    # The interval holds p: at 0 or n successes an end equals p exactly, which rounding (1e-17) must not move past it.
+    lo, hi = np.minimum(np.clip(lo, 0, 1), p), np.maximum(np.clip(hi, 0, 1), p)
+    return pd.DataFrame({"successes": k, "n": m, "proportion": p, "ci_low": lo, "ci_high": hi})
 
 
 def cohens_h(p_a, p_b):
@@ -129,7 +131,8 @@ def clustered_proportion(successes: ArrayLike, trials: ArrayLike, *, confidence:
     clustered variance of an intercept-only model. Repetitions of one task share its difficulty, so
     the design effect ``deff = var_cluster / (p (1-p) / N)`` is usually above 1; the interval is
     Wilson's at ``n_eff = N / max(deff, 1)`` (Kish 1965; Korn & Graubard 1998, Survey Methodology
-    24:193-201), which stays inside [0, 1] and widens with the clustering.
+    24:193-201), which stays inside [0, 1] and widens with the clustering. With one trial per task nothing
+    is clustered: the design effect is 1 and the interval is Wilson's over the trials.
 
     Returns one row: ``successes, n_trials, n_tasks, proportion, ci_low, ci_high, design_effect, n_effective``.
 
@@ -154,7 +157,9 @@ def clustered_proportion(successes: ArrayLike, trials: ArrayLike, *, confidence:
         return pd.DataFrame([row])
     p = float(s.sum() / n)
     deff = 1.0
-    if g >= 2 and 0 < p < 1:
+    # One trial per task is no clustering: the design effect is 1, not the CR1 factor G / (G - 1) that the formula
+    # would leave, so that the rate over trials and the rate over tasks of the same count get the same interval.
+    if g >= 2 and 0 < p < 1 and t.max() > 1:
         var_cluster = g / (g - 1) * float(np.sum((s - p * t) ** 2)) / n**2
         deff = var_cluster / (p * (1 - p) / n)
     n_eff = n / max(deff, 1.0)

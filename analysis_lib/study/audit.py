@@ -19,20 +19,33 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ..metrics.tokens import TOKEN_SOURCES
+from ..metrics.tokens import TOKEN_SOURCE_LABELS, TOKEN_SOURCES, untrusted_tokens
 from .study_file import StudyDesign
 
-__all__ = ["AUDIT_COLUMNS", "Finding", "DesignAudit", "design_audit", "pooled_configurations", "task_pairs"]
+__all__ = ["AUDIT_COLUMNS", "Finding", "DesignAudit", "design_audit", "audit_from_frames", "pooled_configurations",
+           "task_pairs", "config_differences", "validity_findings"]
 
 AUDIT_COLUMNS = [
     "arm", "rule", "mcp_offered", "n_trials", "n_tasks", "repetitions_per_task", "n_reruns", "reruns_kept",
     "n_infra_errors", "infra_reasons", "n_never_reached_model", "n_tasks_this_arm_only", "n_pairs_complete",
     "n_pairs_incomplete", "n_mcp_known", "n_zero_mcp_calls", "share_zero_mcp_calls", "token_sources",
     "token_other_source", "token_ratio_median", "token_ratio_min", "token_ratio_max", "dataset_versions",
-    "first_start", "last_start", "span_hours",
+    "first_start", "last_start", "span_hours", "jobs", "config_vs_baseline", "agent_time_limits",
+    "instruction_chars_median", "instruction_ratio_median", "instruction_ratio_min", "instruction_ratio_max",
+    "instruction_tasks",
 ]
 # Keys of a trial's configuration that differ between jobs of one setup without changing it.
 _RUN_ONLY = ("job",)
+# Keys the audit reports elsewhere (the dataset a task came from: dataset versions), not as configuration.
+_DATASET_KEYS = ("source", "task.source")
+# Keys that name the MCP treatment itself: arms offered MCP and arms not differ in them by design.
+_MCP_KEY = re.compile(r"mcp", re.IGNORECASE)
+# The keys a default profile is made of (``<agent>@<model>``): profiles differ in them by definition.
+_PROFILE_KEYS = ("agent.name", "agent.model_name", "agent.import_path",
+                 # a results table's records name their configuration and arm (analysis_lib.ingest.results_table)
+                 "configuration", "arm")
+# Instructions whose length differs between arms by more than this share (median per-task ratio) are flagged.
+INSTRUCTION_GAP = 0.10
 # Arms whose median start times lie further apart than this are flagged (time confounds the comparison).
 SPAN_GAP_HOURS = 24.0
 # Two arms whose token sources disagree by ratios further apart than this make a biased token comparison.
@@ -58,6 +71,14 @@ class DesignAudit:
     baseline: str | None = None
     design_name: str | None = None
     pairs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # A study with configurations: one row per configuration (study.configurations.CONFIGURATION_AUDIT_COLUMNS), and
+    # the baseline profile of each (None: the one ``baseline``).
+    configurations: pd.DataFrame | None = None
+    baselines: list[str] | None = None
+
+    def baseline_column(self) -> pd.Series:
+        """Per row of ``arms``: whether it is a baseline (with configurations, each configuration's control)."""
+        return self.arms["arm"].isin(self.baselines if self.baselines is not None else [self.baseline])
 
     def problems(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "problem"]
@@ -98,7 +119,8 @@ def _infra_reasons(sub: pd.DataFrame) -> str:
     bad = sub[_is_true(sub["infra_error"])] if "infra_error" in sub else sub.iloc[:0]
     if bad.empty:
         return ""
-    kinds = bad["exception"].fillna("no reason recorded").astype(str).map(lambda e: e.split(":", 1)[0][:60])
+    reasons = bad["exception"] if "exception" in bad else pd.Series(None, index=bad.index, dtype=object)
+    kinds = reasons.fillna("no reason recorded").astype(str).map(lambda e: e.split(":", 1)[0][:60])
     return "; ".join(f"{k} ×{n}" for k, n in kinds.value_counts().sort_index().items())
 
 
@@ -174,8 +196,15 @@ def design_audit(metrics: pd.DataFrame, *, baseline: str | None, design: StudyDe
             "first_start": min(starts).isoformat() if starts else None,
             "last_start": max(starts).isoformat() if starts else None,
             "span_hours": (max(starts) - min(starts)).total_seconds() / 3600 if starts else np.nan,
+            "jobs": "; ".join(sorted(_jobs(sub))),
+            "agent_time_limits": _time_limits(sub),
+            "instruction_chars_median": _instruction_median(sub),
+            "config_vs_baseline": "", "instruction_ratio_median": np.nan, "instruction_ratio_min": np.nan,
+            "instruction_ratio_max": np.nan, "instruction_tasks": 0,
         })
     table = pd.DataFrame(rows, columns=AUDIT_COLUMNS)
+    if baseline in arms:
+        _compare_with_baseline(metrics, table, baseline, design)
     if len(table) and table["mcp_offered"].eq(True).any() and design is None:
         # Configurations that name MCP servers in one arm and none in another: the other was not offered any.
         configured = {a for a in arms if "run_config" in metrics and metrics.loc[metrics["profile"].astype(str) == a,
@@ -185,6 +214,19 @@ def design_audit(metrics: pd.DataFrame, *, baseline: str | None, design: StudyDe
     audit = DesignAudit(table, baseline=baseline, design_name=design.name if design else None, pairs=pairs)
     audit.findings = _findings(metrics, table, pairs, audit, design, errors, reruns)
     return audit
+
+
+def audit_from_frames(arms: pd.DataFrame, findings: pd.DataFrame | None, metrics: pd.DataFrame, *, baseline: str | None,
+                      design: StudyDesign | None = None) -> DesignAudit:
+    """The audit a study saved (``design_audit.csv``, ``design_findings.csv``), with its task pairs from the trials."""
+    found = [] if findings is None else [Finding(str(s), str(c), str(m)) for s, c, m in
+                                          findings[["severity", "check", "message"]].itertuples(index=False)]
+    pairs = task_pairs(metrics, baseline) if baseline is not None and len(metrics) else pd.DataFrame(
+        columns=["arm", "task_id", "in_baseline", "in_arm", "complete"])
+    # A study with configurations names each arm's configuration first.
+    arms = arms.reindex(columns=(["configuration"] if "configuration" in arms else []) + AUDIT_COLUMNS)
+    arms["mcp_offered"] = arms["mcp_offered"].map(lambda v: None if pd.isna(v) else v is True or str(v).lower() == "true")
+    return DesignAudit(arms, found, baseline=baseline, design_name=design.name if design is not None else None, pairs=pairs)
 
 
 def _rule(arm: str, sub: pd.DataFrame, design: StudyDesign | None) -> str:
@@ -254,19 +296,28 @@ def _findings(metrics: pd.DataFrame, table: pd.DataFrame, pairs: pd.DataFrame, a
         per = ", ".join(f"{a} {int(v)}" for a, v in by_arm["n_never_reached_model"].items() if v)
         reason = metrics["never_reached_model"].dropna().astype(str).iloc[0]
         out.append(Finding("warning", "infrastructure", f"{_n(never, 'trial')} ({per}): {reason}; the verifier still scored "
-                           "them, so they count as failures as the source scored them, although no agent attempted the task"))
+                           "them, so they count as failures as the source scored them, although no agent attempted the "
+                           "task; their tool and MCP use is unknown (left out of the uptake and the CACE), and the "
+                           "infrastructure bounds impute their outcomes both ways"))
     for arm, row in (by_arm.iterrows() if len(table) else []):
         if row["mcp_offered"] is True and row["n_mcp_known"]:
             share = row["share_zero_mcp_calls"]
-            unknown = int(row["n_trials"] - row["n_mcp_known"])
+            # Trials whose agent never reached a model made no attempt: their MCP use is unknown, not "none".
+            never = int(row["n_never_reached_model"])
+            unknown = int(row["n_trials"] - row["n_mcp_known"]) - never
+            left = "; ".join(p for p in (f"{_n(never, 'trial')} never reached the model" if never else "",
+                                         f"{unknown} with no call record" if unknown else "") if p)
+            known = int(row["n_mcp_known"])
+            used = (f"all {known} trials with a call record called an MCP tool" if share == 0 else
+                    f"{int(row['n_zero_mcp_calls'])} of {known} trials with a call record made no MCP call ({share:.0%})")
             out.append(Finding("note" if share == 0 else "warning", "mcp_use",
-                               f"{arm} was offered MCP tools: {int(row['n_zero_mcp_calls'])} of {int(row['n_mcp_known'])} trials "
-                               f"made no MCP call ({share:.0%})" + (f"; {unknown} with no call record" if unknown else "")
+                               f"{arm} was offered MCP tools: {used}" + (f"; {left}" if left else "")
                                + ("" if share == 0 else "; the comparison is of offering MCP, not of using it")))
         if row["mcp_offered"] is False and row["n_mcp_known"] and row["n_mcp_known"] > row["n_zero_mcp_calls"]:
             out.append(Finding("warning", "mcp_use", f"{arm} was declared without MCP tools but "
                                f"{int(row['n_mcp_known'] - row['n_zero_mcp_calls'])} of its trials made MCP calls"))
     out += _token_findings(metrics, table, base)
+    out += validity_findings(table, base)
     versions = {v for vs in table["dataset_versions"] for v in str(vs).split("; ") if v} if len(table) else set()
     if len(versions) > 1:
         out.append(Finding("warning", "dataset", f"{len(versions)} dataset versions in one study "
@@ -287,17 +338,152 @@ def _findings(metrics: pd.DataFrame, table: pd.DataFrame, pairs: pd.DataFrame, a
     return sorted(out, key=lambda f: order[f.severity])
 
 
+# --------------------------------------------------------------------------- what else differs between the arms
+
+
+def _configs(sub: pd.DataFrame) -> list[dict[str, Any]]:
+    return [orjson.loads(c) if isinstance(c, str) and c else {} for c in sub.get("run_config", pd.Series(dtype=object))]
+
+
+def _jobs(sub: pd.DataFrame) -> set[str]:
+    """The Harbor jobs (job folders) an arm's trials ran in; empty when the source records none."""
+    return {str(c["job"]) for c in _configs(sub) if c.get("job")}
+
+
+def _seconds(v: float) -> str:
+    """A time limit in minutes (``3600.0`` -> ``60 min``), the unit limits are set in."""
+    return f"{v / 60:,.1f}".removesuffix(".0") + " min"
+
+
+def _time_limits(sub: pd.DataFrame) -> str:
+    """The agent time limits an arm's trials record (a configured override, or the limit a timeout reports)."""
+    if "agent_timeout_sec" not in sub:
+        return ""
+    limits = pd.to_numeric(sub["agent_timeout_sec"], errors="coerce").dropna()
+    return "; ".join(f"{_seconds(v)} ({_n(int(n), 'trial')})" for v, n in limits.value_counts().sort_index().items())
+
+
+def _instruction_median(sub: pd.DataFrame) -> float:
+    chars = pd.to_numeric(sub["instruction_chars"], errors="coerce").dropna() if "instruction_chars" in sub else []
+    return float(np.median(chars)) if len(chars) else np.nan
+
+
+def _treatment_keys(design: StudyDesign | None, arm: str, base: str, offered: dict[str, Any]) -> tuple[set[str], bool]:
+    """The configuration keys that make the treatment of ``arm`` against ``base`` (they differ by design), and whether
+    keys naming MCP belong to it (the two arms differ in being offered MCP)."""
+    keys: set[str] = set(_RUN_ONLY) | set(_DATASET_KEYS)
+    if design is None:
+        keys |= set(_PROFILE_KEYS)
+    else:
+        keys |= {k for name in (arm, base) if name in design.arms for k in design.arms[name].fields}
+    return keys, offered.get(arm) is not offered.get(base)
+
+
+def _value_counts(configs: list[dict[str, Any]], key: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in configs:
+        v = c.get(key)
+        text = "unset" if v is None or v == {} or v == [] else orjson.dumps(v).decode()
+        out[text] = out.get(text, 0) + 1
+    return out
+
+
+def config_differences(a: pd.DataFrame, b: pd.DataFrame, treatment: set[str], mcp_is_treatment: bool) -> list[str]:
+    """Configuration keys whose values differ between the trials of two arms, beyond the treatment's keys, each as
+    ``key = value (n), ... in A; value (n), ... in B``."""
+    ca, cb = _configs(a), _configs(b)
+    keys = sorted({k for c in ca + cb for k in c} - treatment)
+    out = []
+    for k in keys:
+        if mcp_is_treatment and _MCP_KEY.search(k):
+            continue
+        va, vb = _value_counts(ca, k), _value_counts(cb, k)
+        if set(va) != set(vb):
+            show = lambda v: ", ".join(f"{x} ({n})" for x, n in sorted(v.items(), key=lambda kv: -kv[1])[:3])  # noqa: E731
+            out.append(f"{k} = {show(va)} | {show(vb)}")
+    return out
+
+
+def _compare_with_baseline(metrics: pd.DataFrame, table: pd.DataFrame, base: str, design: StudyDesign | None) -> None:
+    """Fill, for each arm against the baseline, the configuration keys that differ beyond the treatment and the
+    instruction length ratio on the tasks both ran (median of the per-task ratios of mean characters)."""
+    prof = metrics["profile"].astype(str)
+    offered = dict(zip(table["arm"], table["mcp_offered"], strict=True))
+    a = metrics[prof == base]
+    for i, arm in zip(table.index, table["arm"], strict=True):
+        if arm == base:
+            continue
+        b = metrics[prof == arm]
+        keys, mcp = _treatment_keys(design, arm, base, offered)
+        table.at[i, "config_vs_baseline"] = "; ".join(config_differences(a, b, keys, mcp))
+        if "instruction_chars" in metrics:
+            chars = lambda sub: pd.to_numeric(sub["instruction_chars"], errors="coerce").groupby(sub["task_id"].astype(str)).mean().dropna()  # noqa: E731
+            both = pd.concat([chars(a), chars(b)], axis=1, join="inner").dropna()
+            both = both[both.iloc[:, 0] > 0]
+            if len(both):
+                ratio = both.iloc[:, 1] / both.iloc[:, 0]
+                table.at[i, "instruction_ratio_median"] = float(np.median(ratio))
+                table.at[i, "instruction_ratio_min"], table.at[i, "instruction_ratio_max"] = float(ratio.min()), float(ratio.max())
+                table.at[i, "instruction_tasks"] = len(both)
+
+
+def validity_findings(table: pd.DataFrame, base: str | None) -> list[Finding]:
+    """What differs between each arm and the baseline besides the treatment, from the per-arm table: configuration
+    keys, the agent's time limit, the instruction's length, jobs run apart (assignment not randomised within task),
+    and token counts from several sources. Each one can bias the comparison; the paper's limitations list them."""
+    out: list[Finding] = []
+    if base is None or base not in set(table["arm"]) or len(table) < 2:
+        return out
+    rows = table.set_index("arm")
+    for arm in (a for a in rows.index if a != base):
+        r = rows.loc[arm]
+        if isinstance(r["config_vs_baseline"], str) and r["config_vs_baseline"]:
+            parts = [d.split(" = ", 1) for d in r["config_vs_baseline"].split("; ")]
+            shown = "; ".join(f"{k} = {v.split(' | ')[0]} in {base}, {v.split(' | ')[1]} in {arm}" for k, v in parts)
+            out.append(Finding("warning", "configuration", f"{arm} differs from {base} beyond the treatment: {shown}"))
+        limits = (str(rows.loc[base, "agent_time_limits"] or ""), str(r["agent_time_limits"] or ""))
+        if all(limits) and limits[0] != limits[1]:
+            out.append(Finding("warning", "configuration", f"agent time limits differ: {base} {limits[0]}, {arm} "
+                               f"{limits[1]} (as the trials record them: a configured limit, or the one a timeout "
+                               "reports); one arm had more time to work"))
+        ratio = r["instruction_ratio_median"]
+        if pd.notna(ratio) and abs(float(ratio) - 1) > INSTRUCTION_GAP:
+            out.append(Finding("warning", "instructions", f"{arm}'s instructions are {float(ratio):.1f}× as long as "
+                               f"{base}'s (median of the per-task ratios over {int(r['instruction_tasks'])} tasks both "
+                               f"ran, {float(r['instruction_ratio_min']):.1f}–{float(r['instruction_ratio_max']):.1f}×; "
+                               f"median {float(r['instruction_chars_median']):,.0f} against "
+                               f"{float(rows.loc[base, 'instruction_chars_median']):,.0f} characters): the agents were "
+                               "told different things, not only given different tools"))
+        jobs_a, jobs_b = (set(filter(None, str(rows.loc[x, "jobs"] or "").split("; "))) for x in (base, arm))
+        if jobs_a and jobs_b and not jobs_a & jobs_b:
+            out.append(Finding("warning", "assignment", f"{base} and {arm} ran as separate jobs ({base}: "
+                               f"{_names(sorted(jobs_a))}; {arm}: {_names(sorted(jobs_b))}): the treatment was not "
+                               "assigned at random within each task, so whatever else differed between the jobs (time, "
+                               "environment, rate limits) is confounded with it"))
+    # Trials without any token count (infrastructure errors: "none") mix nothing.
+    mixes = {a: [tuple(part.rsplit(" ", 1)) for part in str(v).split("; ") if part and not part.startswith("none ")]
+             for a, v in rows["token_sources"].items() if isinstance(v, str) and v}
+    if any(len(v) > 1 for v in mixes.values()):
+        differ = len({tuple(v) for v in mixes.values()}) > 1
+        named = {a: ", ".join(f"{TOKEN_SOURCE_LABELS.get(k, k)} {n}" for k, n in v) for a, v in mixes.items()}
+        out.append(Finding("warning" if differ else "note", "tokens", "token counts come from more than one source "
+                           "within an arm (" + "; ".join(f"{a}: {v}" for a, v in named.items()) + "): the token and "
+                           "cost comparisons mix counting rules" + (", in different proportions per arm" if differ else "")))
+    return out
+
+
 def _token_findings(metrics: pd.DataFrame, table: pd.DataFrame, base: str | None) -> list[Finding]:
     out: list[Finding] = []
     if "token_source" not in metrics or not len(table):
         return out
-    harbor = metrics[(metrics["token_source"] == "harbor_result")
-                     & metrics["agent_name"].fillna("").astype(str).str.contains("claude", case=False)]
+    agents = metrics["agent_name"] if "agent_name" in metrics else pd.Series(None, index=metrics.index, dtype=object)
+    harbor = metrics[[untrusted_tokens(s, a) is not None for s, a in zip(metrics["token_source"], agents, strict=True)]]
     if len(harbor):
         has, its = ("has", "its") if len(harbor) == 1 else ("have", "their")
         out.append(Finding("warning", "tokens", f"{_n(len(harbor), 'Claude Code trial')} ({_arm_counts(harbor)}) {has} "
                            "tokens only from Harbor's result.json, which repeats one API call's usage on every "
-                           f"content block: {its} token counts run high"))
+                           f"content block: {its} token counts run high, so {its} tokens and cost are left out of "
+                           "every token and cost table and comparison"))
     rated = table[table["token_ratio_median"].notna()]
     if len(rated) and (rated["token_ratio_median"] - 1).abs().max() > RATIO_GAP / 2:
         desc = ", ".join(f"{r.arm} {r.token_ratio_median:.2f}× ({r.token_ratio_min:.2f}–{r.token_ratio_max:.2f})"
@@ -358,6 +544,10 @@ def pooled_configurations(metrics: pd.DataFrame) -> list[Finding]:
         siblings = _sibling_folders(sub)
         if siblings:
             reasons.append(f"the same tasks sit in sibling folders {' and '.join(repr(s) for s in siblings)}")
+        limits = pd.to_numeric(sub["agent_timeout_sec"], errors="coerce").dropna() if "agent_timeout_sec" in sub else []
+        if len(set(limits)) > 1:
+            reasons.append("agent time limits " + ", ".join(f"{_seconds(v)} ({n})" for v, n in
+                                                             pd.Series(limits).value_counts().sort_index().items()))
         origins = _anonymous_origins(sub)
         if len(origins) > 1:
             reasons.append(f"no agent or model is recorded (a TB1 run without run_metadata.json) and the trials come from "
@@ -405,7 +595,8 @@ def _sibling_folders(sub: pd.DataFrame) -> list[str]:
         return []
     seen: dict[tuple, set[str]] = {}
     for path in sub["trial_path"].astype(str):
-        parts = path.replace("\\", "/").split("/")
+        # A trial of a file holding many (``<file>#<record>``) names its record after '#': no folders there.
+        parts = path.split("#", 1)[0].replace("\\", "/").split("/")
         for depth in range(len(parts) - 1):
             key = (depth, tuple(parts[:depth]), tuple(parts[depth + 1:-1]) or (parts[-1].split("__")[0],))
             seen.setdefault(key, set()).add(parts[depth])

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import replace
 
 import orjson
 import pandas as pd
@@ -20,9 +19,9 @@ import pandas as pd
 from ..core.tools import DEFAULT_MCP_TOOLS, categorize, files_touched
 from ..core.trial import Trajectory, Trial
 from ..metrics.trial_metrics import DEFAULT_CONFIG, IDENTITY_COLUMNS, MetricsConfig
-from ..metrics.trials_table import table_of_trials, trials_table
-from .placement import load_placed_trials, placement
-from .study_file import StudyDesign, load_design
+from ..metrics.trials_table import ACTIONS_COLUMN, table_of_trials
+from .study import open_study, study_of_trials
+from .study_file import StudyDesign
 
 MESSAGE_CHARS = 300  # message text kept per step row
 
@@ -32,9 +31,7 @@ Design = StudyDesign | str | os.PathLike | None
 
 def _trials(source: str | os.PathLike | Iterable[Trial], design: Design = None) -> list[Trial]:
     if isinstance(source, (str, os.PathLike)):
-        if design is not None and not isinstance(design, StudyDesign):
-            design = load_design(design)
-        return load_placed_trials(source, design)[0]
+        return study_of_trials(source, design)[1]  # placed in the study's arms, as its table has them
     return list(source)
 
 
@@ -53,15 +50,8 @@ def trials_df(source: str | os.PathLike | Iterable[Trial], config: MetricsConfig
     of those trials.
     """
     if isinstance(source, (str, os.PathLike)):
-        if design is not None and not isinstance(design, StudyDesign):
-            design = load_design(design)
-        if design is not None:
-            config = replace(config, success_rule=design.success)
-        frame = trials_table(source, config=config, place=placement(design) if design is not None else None).frame
-        if design is not None and design.simulated:
-            frame["simulated"] = True
-        return frame
-    return table_of_trials(source, config)
+        return open_study(source, design, config=config).metrics  # the study's table, its success rule applied once
+    return table_of_trials(source, config).drop(columns=[ACTIONS_COLUMN])
 
 
 def _walk(traj: Trajectory, agent: str = ""):

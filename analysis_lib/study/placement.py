@@ -15,9 +15,21 @@ import orjson
 from ..core.success import used_mcp
 from ..core.trial import IngestError, Trial, trial_record
 from ..ingest.load import load_trials, number_repetitions
-from .study_file import Arm, StudyDesign, TaskRule, glob_regex
+from ..ingest.results_table import profile_name
+from .study_file import Arm, ConfigurationRule, DesignError, StudyDesign, TaskRule, glob_regex
 
-__all__ = ["placement", "place_trials", "load_placed_trials", "Assignment", "assign", "RERUN_COLUMNS", "apply_design"]
+__all__ = ["placement", "place_trials", "load_placed_trials", "Assignment", "assign", "matching_arms", "RERUN_COLUMNS",
+           "apply_design", "configuration_of", "configuration_profile", "CONFIGURATION_COLUMNS"]
+
+# The columns a study with configurations adds to the placed trials table: the trial's configuration and its arm
+# within it (``profile`` is then ``<configuration> / <arm>``).
+CONFIGURATION_COLUMNS = ("configuration", "arm")
+
+
+def configuration_profile(configuration: str, arm: str) -> str:
+    """The profile of an arm within a configuration, ``<configuration> / <arm>``: the name a results table's trials
+    carry by default, so that a study file's arms and a table's own name one profile alike."""
+    return profile_name(configuration, arm)
 
 
 def _lookup(record: dict[str, Any], key: str) -> Any:
@@ -49,6 +61,13 @@ def _arm_matches(arm: Arm, rel_path: str, record: dict[str, Any]) -> bool:
     return all(_matches(_lookup(record, k), v) for k, v in arm.fields.items())
 
 
+def matching_arms(design: StudyDesign, rel_path: str, record: dict[str, Any]) -> list[str]:
+    """The arms of ``design`` whose selectors all match the trial at ``rel_path`` (``/`` between folders) with
+    configuration ``record``, in the study file's order."""
+    rel_path = rel_path.replace(os.sep, "/")
+    return [name for name, arm in design.arms.items() if _arm_matches(arm, rel_path, record)]
+
+
 @dataclass(frozen=True, slots=True)
 class Assignment:
     """Where a trial goes under a design: its arm and task id, the repetition its folder names (None: by
@@ -59,6 +78,7 @@ class Assignment:
     repetition: int | None = None
     dataset_version: str | None = None
     problem: str | None = None
+    configuration: str | None = None
 
 
 def assign(design: StudyDesign, *, rel_path: str, task_id: str, task_name: str | None, trial_name: str | None,
@@ -70,13 +90,18 @@ def assign(design: StudyDesign, *, rel_path: str, task_id: str, task_name: str |
     ``record``: the trial's configuration, flattened to dotted keys (plus ``profile``).
     """
     rel_path = rel_path.replace(os.sep, "/")
-    arms = [name for name, arm in design.arms.items() if _arm_matches(arm, rel_path, record)]
+    arms = matching_arms(design, rel_path, record)
     if len(arms) != 1:
         problem = (f"matches no arm of the study design ({', '.join(sorted(design.arms))})" if not arms
                    else f"matches several arms of the study design ({', '.join(arms)}); arms must not overlap")
         return Assignment(None, task_id, problem=problem)
     name = arms[0]
     arm = design.arms[name]
+    configuration = None
+    if design.configurations is not None:
+        configuration, why = configuration_of(design.configurations, rel_path, record)
+        if configuration is None:
+            return Assignment(None, task_id, problem=why)
     folders = rel_path.split("/")
     task = _task_of(arm.task_id or design.task_id, folders, task_id, task_name, trial_name)
     if task is None:
@@ -92,7 +117,29 @@ def assign(design: StudyDesign, *, rel_path: str, task_id: str, task_name: str |
     if version_rule is not None:
         raw = version_rule.value if version_rule.value is not None else _lookup(record, version_rule.field or "")
         version = None if raw is None else str(raw)
-    return Assignment(name, task, rep, version)
+    return Assignment(name, task, rep, version, configuration=configuration)
+
+
+def configuration_of(rule: ConfigurationRule, rel_path: str, record: dict[str, Any]) -> tuple[str | None, str]:
+    """A trial's configuration under ``rule`` (its record's fields, a folder above it, or the globs it matches),
+    else None with why not."""
+    if rule.fields:
+        values = [_lookup(record, k) for k in rule.fields]
+        missing = [k for k, v in zip(rule.fields, values, strict=True) if v is None or v == "" or isinstance(v, (dict, list))]
+        if missing:
+            return None, f"its record has no value of {', '.join(missing)}, so it is in no configuration"
+        return " + ".join(str(v) for v in values), ""
+    folders = rel_path.split("/")
+    if rule.folder is not None:
+        if rule.folder < len(folders):
+            return folders[-1 - rule.folder], ""
+        return None, f"{rel_path!r} has no folder {rule.folder} levels above the trial's, so it is in no configuration"
+    names = [n for n, globs in rule.paths.items() if any(glob_regex(g).match(rel_path) for g in globs)]
+    if len(names) == 1:
+        return names[0], ""
+    if not names:
+        return None, f"matches no configuration of the study design ({', '.join(sorted(rule.paths))})"
+    return None, f"matches several configurations of the study design ({', '.join(names)}); configurations must not overlap"
 
 
 def _task_of(rule: TaskRule | None, folders: list[str], task_id: str, task_name: str | None,
@@ -124,21 +171,35 @@ def apply_design(rows: list[dict[str, Any]], design: StudyDesign, root_dir: str
     ``mcp_tool_calls``, ``mcp_used``); other keys travel along. Of a trial run more than once (same arm,
     task and repetition), the design's ``reruns`` rule keeps the first, the last, or all of them as further
     repetitions; every rerun is listed with whether it was kept, for the design audit.
+
+    Raises :class:`~analysis_lib.study.study_file.DesignError` (one line naming the study file) when two arms select
+    the same trial or an arm selects none of the rows: such a design cannot be compared as declared.
     """
     placed: list[dict[str, Any]] = []
     errors: list[IngestError] = []
+    matched: dict[str, int] = dict.fromkeys(design.arms, 0)
     for row in rows:
         config = row.get("run_config") or {}
         record = dict(orjson.loads(config) if isinstance(config, str) else config)
         record["profile"] = row["profile"]
         record["source_format"] = row.get("source_format")
-        a = assign(design, rel_path=_rel(row["trial_path"], root_dir), task_id=str(row["task_id"]),
+        rel_path = _rel(row["trial_path"], root_dir)
+        arms = matching_arms(design, rel_path, record)
+        if len(arms) > 1:
+            # Overlapping arms are a study file that cannot work: no trial would be compared as declared.
+            raise DesignError(f"{design.where}: arms {arms[0]} and {arms[1]} overlap: both select {rel_path}; "
+                              "an arm's selectors must not match another arm's trials")
+        for name in arms:
+            matched[name] += 1
+        a = assign(design, rel_path=rel_path, task_id=str(row["task_id"]),
                    task_name=row.get("task_name"), trial_name=row.get("trial_name"), record=record)
         if a.arm is None:
             errors.append(IngestError(row["trial_path"], "design", f"{a.problem}; not analysed", "warning"))
             continue
         arm = design.arms[a.arm]
         new = {**row, "profile": a.arm, "task_id": a.task_id}
+        if a.configuration is not None:
+            new.update(profile=configuration_profile(a.configuration, a.arm), configuration=a.configuration, arm=a.arm)
         if a.repetition is not None:
             new["repetition"] = a.repetition
         if a.dataset_version is not None:
@@ -146,6 +207,12 @@ def apply_design(rows: list[dict[str, Any]], design: StudyDesign, root_dir: str
         if arm.mcp:
             new["mcp_used"] = used_mcp(new.get("mcp_used"), new.get("mcp_tool_calls"))
         placed.append(new)
+    empty = [name for name, n in matched.items() if n == 0]
+    if empty and rows:
+        # An arm that selects nothing would leave a one-arm analysis that compares nothing it declared.
+        name = empty[0]
+        raise DesignError(f"{design.where}: arms.{name}: its selector ({design.arms[name].rule()}) matches none of the "
+                          f"{len(rows)} trials read; every arm's selector must match a trial")
     kept, reruns = _reruns(placed, design.reruns)
     return kept, errors, reruns
 
@@ -198,6 +265,8 @@ def place_trials(trials: list[Trial], design: StudyDesign, runs_dir: str) -> tup
     for row in placed:
         t = trials[row["_i"]]
         t.profile, t.task_id, t.repetition = row["profile"], row["task_id"], row["repetition"]
+        if "configuration" in row:  # the table made from these trials carries them (study_of_trials)
+            t.metadata["placement"] = {c: row[c] for c in CONFIGURATION_COLUMNS}
         out.append(t)
     number_repetitions(out)
     return out, errors

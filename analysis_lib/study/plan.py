@@ -31,17 +31,18 @@ import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..core import outputs as files
 from ..core import registry
 from ..core.fileio import atomic_write_json, read_json
 from ..core.trial import InputError
 from ..core.version import __version__
 
 __all__ = [
-    "PlanError", "AnalysisPlan", "BesideItt", "Sequential", "PlanCheck", "LOCK_NAME", "default_plan_path", "load_plan", "parse_plan",
+    "PlanError", "AnalysisPlan", "BesideItt", "PartialCredit", "Sequential", "PlanCheck", "LOCK_NAME", "default_plan_path", "load_plan", "parse_plan",
     "plan_hash", "plan_yaml", "plan_record", "write_preregistration", "check_plan", "metric_kind",
 ]
 
-LOCK_NAME = "analysis_plan.lock.json"
+LOCK_NAME = files.PLAN_RECORD
 PLAN_FILE = Path("params") / "analysis_plan.yaml"
 TIERS = ("primary", "secondary", "exploratory")
 
@@ -273,6 +274,31 @@ class BesideItt(_Strict):
         return [m.id for m in plan.tiers.primary.metrics if not m.id.endswith("*") and m.id != "cost_per_success"]
 
 
+MeanTest = Literal["paired_t", "sign_flip"]
+MEAN_TESTS: tuple[MeanTest, ...] = ("paired_t", "sign_flip")
+
+
+class PartialCredit(_Strict):
+    """The mean outcome a study that scores partial credit reports beside its pass/fail comparison
+    (docs/analysis-plan.md): when the rewards of a profile pair are not all 0 or 1, the mean of ``metric`` per
+    arm with its interval, and the paired mean difference B − A over tasks by each of ``tests`` (the paired t,
+    and the sign-flip randomisation test that the paired design justifies). Described beside the tiers, with
+    no correction and no verdict of its own. ``tests: []`` turns it off.
+    """
+
+    metric: str = "reward"
+    tests: list[MeanTest] = Field(default_factory=lambda: list(MEAN_TESTS))
+
+    @model_validator(mode="after")
+    def _a_mean_outcome(self) -> PartialCredit:
+        kind = _plain_metric("metric", self.metric)
+        if kind != "continuous" or registry.metric(self.metric).scale != "difference":
+            raise ValueError(f"metric: {self.metric} is not compared as a difference of means (use reward)")
+        if len(set(self.tests)) != len(self.tests):
+            raise ValueError("tests: each test once")
+        return self
+
+
 class Sequential(_Strict):
     """A group-sequential design of the primary tier (docs/sequential.md): when to look, how to spend alpha.
 
@@ -338,6 +364,9 @@ class AnalysisPlan(_Strict):
     claim_family: Literal["primary", "hypotheses"] | None = None
     # Optional: interim looks at the primary tier with alpha spending (analysis_lib.inference.sequential).
     sequential: Sequential | None = None
+    # The mean outcome beside pass/fail when rewards score partial credit; absent: the defaults of PartialCredit
+    # (and the plan's hash unchanged).
+    partial_credit: PartialCredit | None = None
 
     @model_validator(mode="after")
     def _tier_rules(self) -> AnalysisPlan:
@@ -389,6 +418,10 @@ class AnalysisPlan(_Strict):
     def beside(self) -> BesideItt:
         """What is reported beside intention to treat: the plan's ``beside_itt``, else the defaults."""
         return self.beside_itt if self.beside_itt is not None else BesideItt()
+
+    def partial(self) -> PartialCredit:
+        """The mean outcome reported beside pass/fail under partial credit: the plan's ``partial_credit``, else the defaults."""
+        return self.partial_credit if self.partial_credit is not None else PartialCredit()
 
     @property
     def claim(self) -> str:
@@ -601,6 +634,24 @@ class PlanCheck:
     def hash_line(self) -> str:
         return f"Analysis plan: `{self.source}` ({self.plan.name}), sha256 `{self.sha256}`."
 
+    @classmethod
+    def unrecorded(cls, plan: AnalysisPlan, source: str = "(given)") -> PlanCheck:
+        """A plan used without any record to compare it with (a table analysed in memory)."""
+        return cls(plan, plan_hash(plan), source)
+
+    def to_json(self) -> dict:
+        """Everything this check holds, for the study's hand-off (:meth:`from_json` reads it back)."""
+        return {"plan": self.plan.model_dump(mode="json"), "sha256": self.sha256, "source": self.source,
+                "recorded": self.recorded, "recorded_now": self.recorded_now, "record_where": self.record_where,
+                "changed": self.changed, "diff": self.diff, "first_trial_at": self.first_trial_at,
+                "warnings": list(self.warnings)}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> PlanCheck:
+        return cls(parse_plan(obj["plan"], obj.get("source", "<plan>")), obj["sha256"], obj["source"], obj.get("recorded"),
+                   bool(obj.get("recorded_now")), obj.get("record_where") or "", bool(obj.get("changed")),
+                   obj.get("diff") or "", obj.get("first_trial_at"), list(obj.get("warnings") or []))
+
     def sidecar(self) -> dict:
         """What ``analysis_plan.json`` beside the outputs holds (the hash, the plan, the record state)."""
         return {"analysis_plan_sha256": self.sha256, "plan_name": self.plan.name, "plan_source": self.source,
@@ -723,7 +774,7 @@ def check_plan(runs_dir: str | os.PathLike, plan: AnalysisPlan, source: str = PL
     return check
 
 
-SIDECAR_NAME = "analysis_plan.json"
+SIDECAR_NAME = files.PLAN_SIDECAR
 
 
 def write_sidecar(out_dir: str | os.PathLike, check: PlanCheck) -> Path:

@@ -21,7 +21,8 @@ the paper pipeline, ``design=`` in the Python API) declares what the runs do not
 An arm is chosen by path globs (relative to the runs folder, ``*`` within one folder name, ``**``
 across folders) and/or by fields of the trial's own record (its configuration, flattened to dotted
 keys: ``agent.import_path``, ``agent.kwargs.mcp_config``, ``agent.mcp_servers``, ``profile`` for the
-runner's condition...). A trial that matches no arm, or several, is left out with one warning row.
+runner's condition...). A trial that matches no arm is left out with one warning row; arms that select the
+same trial, or an arm that selects none, stop the analysis with one line before anything is written.
 Without a study file the default rules of each reader stand (:mod:`analysis_lib.ingest`), and the
 design audit warns about anything they pool despite a different configuration.
 """
@@ -37,13 +38,13 @@ from typing import Any, Literal
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ..core.success import DEFAULT_SUCCESS, parse_success
 
 __all__ = [
-    "DesignError", "TaskRule", "RepetitionRule", "VersionRule", "Arm", "Source", "StudyDesign", "glob_regex",
-    "parse_design", "load_design",
+    "DesignError", "TaskRule", "RepetitionRule", "VersionRule", "Arm", "Source", "ConfigurationRule", "StudyDesign",
+    "glob_regex", "parse_design", "load_design",
 ]
 
 
@@ -107,6 +108,9 @@ class Arm(_Strict):
     mcp: bool | None = None
     task_id: TaskRule | None = None
     dataset_version: VersionRule | None = None
+    # A dotted key of the trial's record saying whether the treatment was used (e.g. ``skills_used``): the
+    # audit reports the arm's uptake from it. None: not recorded (MCP use is read from the calls instead).
+    uptake: str | None = None
 
     @model_validator(mode="after")
     def _selects(self) -> Arm:
@@ -137,10 +141,52 @@ class Source(_Strict):
         return f"{self.name}{where}"
 
 
+class ConfigurationRule(_Strict):
+    """What makes a configuration (an agent and model, a suite): the arms are compared within each.
+
+    Exactly one of: ``fields``, dotted keys of the trial's record whose values, joined by `` + ``, name its
+    configuration (``[agent.name, agent.model_name]``; ``[configuration]`` for a results table); ``folder``, the
+    name of the folder this many levels above the trial's; ``paths``, configuration name -> globs (as an arm's).
+    ``moderators``: name -> dotted key of the record (``harness: harness``), one value per configuration, for the
+    exploratory meta-regression.
+    """
+
+    fields: list[str] = Field(default_factory=list)
+    folder: int | None = Field(default=None, ge=0, le=12)
+    paths: dict[str, list[str]] = Field(default_factory=dict)
+    moderators: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> ConfigurationRule:
+        given = [k for k, v in (("fields", self.fields), ("folder", self.folder is not None), ("paths", self.paths)) if v]
+        if len(given) != 1:
+            raise ValueError("give exactly one of fields (dotted keys of the trial's record), folder (levels above "
+                             "the trial folder) or paths (configuration name -> globs)")
+        for name, globs in self.paths.items():
+            if not globs:
+                raise ValueError(f"configuration {name!r} needs at least one path glob")
+            for p in globs:
+                glob_regex(p)
+        return self
+
+    def rule(self) -> str:
+        """The rule in words, for the audit."""
+        if self.fields:
+            return "the values of " + " + ".join(self.fields)
+        if self.folder is not None:
+            return f"the folder {self.folder} level{'s' if self.folder != 1 else ''} above the trial's"
+        return "paths: " + "; ".join(f"{n} = {' or '.join(g)}" for n, g in sorted(self.paths.items()))
+
+
 class StudyDesign(_Strict):
-    """A study file, validated. ``path`` is where it was read from (not part of the design)."""
+    """A study file, validated. :attr:`where` names the file it was read from (not part of the design or its hash)."""
 
     name: str
+    # What the paper says of the study where the runs cannot say it, printed verbatim: its title, and what the
+    # treatment arms were given and the control arm (the baseline) was not.
+    title: str | None = None
+    treatment: str | None = None
+    control: str | None = None
     simulated: bool = False
     source: Source | None = None
     baseline: str | None = None
@@ -150,6 +196,15 @@ class StudyDesign(_Strict):
     reruns: Literal["first", "last", "all"] = "all"
     dataset_version: VersionRule | None = None
     success: str = DEFAULT_SUCCESS
+    # Several configurations, each with both arms: tasks pair and arms compare within a configuration.
+    configurations: ConfigurationRule | None = None
+    # The file the design was read from, for the one-line errors of placing trials (not part of the design).
+    _path: str | None = PrivateAttr(default=None)
+
+    @property
+    def where(self) -> str:
+        """The study file's path as read, for error lines; ``<study>`` for a design built in code."""
+        return self._path or "<study>"
 
     @field_validator("success")
     @classmethod
@@ -171,9 +226,36 @@ class StudyDesign(_Strict):
             raise ValueError(f"baseline {self.baseline!r} is not an arm; arms are {sorted(self.arms)}")
         return self
 
+    @field_validator("configurations")
+    @classmethod
+    def _configuration_arms(cls, v: ConfigurationRule | None, info: ValidationInfo) -> ConfigurationRule | None:
+        # Within a configuration one treatment is compared with its control: the study file names both.
+        arms, baseline = info.data.get("arms") or {}, info.data.get("baseline")
+        if v is not None and (len(arms) != 2 or baseline is None):
+            raise ValueError("a study with configurations declares two arms, the control (baseline: NAME) and the "
+                             f"treatment, compared within each configuration; got arms {sorted(arms)}"
+                             + ("" if baseline is not None else " and no baseline"))
+        return v
+
+    @property
+    def treatment_arm(self) -> str | None:
+        """The treatment arm of a study with configurations (the arm that is not the baseline), else None."""
+        if self.configurations is None:
+            return None
+        return next(a for a in self.arms if a != self.baseline)
+
     def sha256(self) -> str:
-        """Hash of the design (its parsed, canonical form): recorded with the outputs made from it."""
-        return hashlib.sha256(orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)).hexdigest()
+        """Hash of the design (its parsed, canonical form): recorded with the outputs made from it. Keys a study
+        file leaves unset since they were added (configurations, the title, treatment and control texts, an arm's
+        uptake) do not enter it, so that the hash of an older study file stays what it was."""
+        doc = self.model_dump(mode="json")
+        for key in ("configurations", "title", "treatment", "control"):
+            if doc.get(key) is None:
+                doc.pop(key, None)
+        for arm in doc["arms"].values():
+            if arm.get("uptake") is None:
+                arm.pop("uptake", None)
+        return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
     def mcp_arms(self) -> list[str]:
         return [name for name, arm in self.arms.items() if arm.mcp]
@@ -214,7 +296,7 @@ def parse_design(obj: Any, source: str = "<study>") -> StudyDesign:
     if not isinstance(obj, dict):
         raise DesignError(f"{source}: a study file is a mapping (name, arms, ...), got {type(obj).__name__}")
     try:
-        return StudyDesign.model_validate(obj)
+        design = StudyDesign.model_validate(obj)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "(top)"
@@ -222,6 +304,8 @@ def parse_design(obj: Any, source: str = "<study>") -> StudyDesign:
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         raise DesignError(f"{source}: {loc}: {msg}") from None
+    design._path = source
+    return design
 
 
 def load_design(path: str | os.PathLike) -> StudyDesign:

@@ -318,10 +318,14 @@ def compliance_table(metrics: pd.DataFrame, pairs: list[tuple[str, str]], metric
                      offered: dict[str, bool | None], *, confidence: float = 0.95) -> pd.DataFrame:
     """Every pair (A, B) where B was offered MCP tools and A was not, every metric: :func:`compliance_rows`.
 
-    Infrastructure errors are left out as in the planned comparisons; pairs where both or neither arm
-    were offered MCP have no one-sided non-compliance and get no rows.
+    Infrastructure errors are left out as in the planned comparisons, and so are trials whose agent never reached a
+    model: no agent attempted them, so their MCP use is unknown and they are neither users nor non-users (the
+    infrastructure bounds count them). Pairs where both or neither arm were offered MCP have no one-sided
+    non-compliance and get no rows.
     """
     trials = usable_trials(metrics)
+    if "never_reached_model" in trials:
+        trials = trials[trials["never_reached_model"].isna()]
     rows: list[dict] = []
     for a, b in pairs:
         if offered.get(b) is not True or offered.get(a) is True:

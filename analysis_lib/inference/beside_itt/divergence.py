@@ -2,15 +2,9 @@
 
 A discordant pair is repetition k of a task under A and repetition k of the same task under B (the
 runner's blocked schedule runs them side by side) where exactly one of the two passed; infrastructure
-errors are left out. Each trajectory becomes its sequence of **actions**, one per tool call of the
-root trajectory in order (subagents' calls and copied context left out):
-
-    action = (tool name, target)
-
-where the target is the first file the call edits, else the first file it reads (from its arguments
-or its shell command, :func:`analysis_lib.core.tools.call_effects`; ``./`` and quotes stripped), else for
-a shell call the program it runs (the command's first word), else empty (searches, MCP calls: the
-tool's name alone). The **first divergence** is the smallest 1-based position i where the two
+errors are left out. Each trajectory is its sequence of **actions** (:mod:`analysis_lib.metrics.actions`:
+one ``(tool name, target)`` per tool call of the root trajectory, worked out when the trial was read for
+its metrics, so nothing here reads the runs again). The **first divergence** is the smallest 1-based position i where the two
 actions differ; when one sequence is a prefix of the other it is the position after the shorter
 one's last call (one agent stopped, the other went on); two equal sequences do not diverge.
 ``diverge_at_name`` is the same position on the tool names alone. Whether the MCP arm's action at
@@ -19,24 +13,18 @@ that position is an MCP call is tabulated: a descriptive hint of what carries th
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from ... import stats
-from ...core.tools import DEFAULT_MCP_TOOLS, call_effects, categorize, shell_command
-from ...core.trial import IngestError, Trajectory
-from ...ingest.discover import discover
-from ...ingest.read import read_source
-from ...metrics.trials_table import relative_to_runs
+from ...metrics.actions import Action
 from ..comparisons import usable_trials
 
 __all__ = [
-    "Action", "COLUMNS", "ESTIMAND", "TABLE_COLUMNS", "actions", "first_divergence", "discordant_pairs",
-    "read_actions", "divergence_pairs", "divergence_table",
+    "COLUMNS", "ESTIMAND", "TABLE_COLUMNS", "first_divergence", "discordant_pairs", "divergence_pairs",
+    "divergence_table",
 ]
 
 COLUMNS = ["profile_a", "profile_b", "task_id", "repetition", "passed", "trial_path_a", "trial_path_b", "n_calls_a",
@@ -45,48 +33,6 @@ COLUMNS = ["profile_a", "profile_b", "task_id", "repetition", "passed", "trial_p
 ESTIMAND = "first_divergence"
 TABLE_COLUMNS = ["profile_a", "profile_b", "passed", "n_pairs", "n_no_trajectory", "n_identical", "n_diverged",
                  "n_at_mcp_call", "n_at_other_call", "median_diverge_at"]
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    """One tool call as the divergence compares it: the tool's name and its canonical target."""
-
-    name: str
-    target: str
-    mcp: bool
-
-    def key(self) -> tuple[str, str]:
-        return self.name, self.target
-
-    def text(self) -> str:
-        return f"{self.name} {self.target}".strip()
-
-
-def _norm(path: str) -> str:
-    p = path.strip().strip("'\"")
-    while p.startswith("./"):
-        p = p[2:]
-    return p.rstrip("/") or p
-
-
-def actions(traj: Trajectory | None, mcp_tools: frozenset[str] = DEFAULT_MCP_TOOLS) -> list[Action] | None:
-    """The action sequence of a trajectory's root steps (module docstring); None without a trajectory."""
-    if traj is None:
-        return None
-    out = []
-    for step in traj.steps:
-        if step.is_copied_context:
-            continue
-        for call in step.tool_calls:
-            args = call.arguments if isinstance(call.arguments, dict) else {}
-            cat = categorize(call.name, args, mcp_tools)
-            reads, edits, _ = call_effects(call.name, args, cat)
-            target = _norm(edits[0]) if edits else _norm(reads[0]) if reads else ""
-            if not target and cat == "execute":
-                words = (shell_command(call.name, args) or "").split()
-                target = words[0] if words else ""
-            out.append(Action(call.name, target, cat == "mcp"))
-    return out
 
 
 def first_divergence(a: list[Action], b: list[Action], *, names_only: bool = False) -> int | None:
@@ -113,34 +59,11 @@ def discordant_pairs(metrics: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
                          "trial_path_b": both["trial_path_b"]}).reset_index(drop=True)
 
 
-def read_actions(runs_dir: str | os.PathLike, trial_paths: Iterable[str], mcp_tools: frozenset[str] = DEFAULT_MCP_TOOLS
-                 ) -> tuple[dict[str, list[Action] | None], list[IngestError]]:
-    """Trial path (relative to the runs folder, as in ``metrics_detail.csv``) -> its action sequence (None:
-    no trajectory), reading only the sources that hold those trials; one trajectory in memory at a time."""
-    wanted = set(trial_paths)
-    found: dict[str, list[Action] | None] = {}
-    if not wanted:
-        return found, []
-    sources, errors = discover(runs_dir)
-    for src in sources:
-        rel = relative_to_runs(src.path, runs_dir)
-        if rel not in wanted and not any(w.startswith(rel + os.sep) for w in wanted):
-            continue
-        trials, errs = read_source(src)
-        errors.extend(errs)
-        for t in trials:
-            path = relative_to_runs(t.trial_path, runs_dir)
-            if path in wanted:
-                found[path] = actions(t.trajectory, mcp_tools)
-    return found, errors
-
-
-def divergence_pairs(metrics: pd.DataFrame, pairs: list[tuple[str, str]], runs_dir: str | os.PathLike,
-                     offered: dict[str, bool | None], mcp_tools: frozenset[str] = DEFAULT_MCP_TOOLS) -> pd.DataFrame:
-    """One row per discordant pair of every profile pair (``COLUMNS``), with its first divergence."""
+def divergence_pairs(metrics: pd.DataFrame, pairs: list[tuple[str, str]], seqs: Mapping[str, list[Action] | None],
+                     offered: dict[str, bool | None]) -> pd.DataFrame:
+    """One row per discordant pair of every profile pair (``COLUMNS``), with its first divergence; ``seqs``: each
+    trial's action sequence by its path in the table (a study's ``actions``; absent or None: no trajectory)."""
     found = {(a, b): discordant_pairs(metrics, a, b) for a, b in pairs}
-    paths = {p for d in found.values() for p in pd.concat([d["trial_path_a"], d["trial_path_b"]])}
-    seqs, _ = read_actions(runs_dir, paths, mcp_tools)
     rows = []
     for (a, b), disc in found.items():
         mcp_arm = b if offered.get(b) is True and offered.get(a) is not True else \

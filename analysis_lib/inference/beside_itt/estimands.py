@@ -12,60 +12,34 @@ and in its own file (``compliance.csv``, ``infra_bounds.csv``, ``divergence.csv`
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ...core.tools import DEFAULT_MCP_TOOLS
-from ...study.plan import AnalysisPlan, BesideItt
+from ...study.plan import AnalysisPlan
+from ...study.study import Study
 from .bounds import infra_bounds
 from .compliance import compliance_table, mcp_arms
-from .divergence import divergence_pairs, divergence_table
+from .divergence import divergence_pairs
 from .mediation import mediation_table
+from .result import BesideResult
 
-__all__ = ["FILES", "BesideResult", "beside_itt"]
+__all__ = ["beside_itt"]
 
-# Companion files of comparisons.csv, one per estimand family.
-FILES = {"compliance": "compliance.csv", "bounds": "infra_bounds.csv", "divergence": "divergence.csv",
-         "mediation": "mediation.csv"}
+def beside_itt(study: Study, comparisons: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, str]], *,
+               refused: Iterable[str] = ()) -> BesideResult:
+    """Everything ``plan.beside()`` declares, for the profile pairs of the planned comparisons of ``study``.
 
-
-@dataclass
-class BesideResult:
-    """What was computed beside intention to treat (None: not declared by the plan, or not computable)."""
-
-    settings: BesideItt
-    offered: dict[str, bool | None] = field(default_factory=dict)
-    compliance: pd.DataFrame | None = None
-    bounds: pd.DataFrame | None = None
-    divergence: pd.DataFrame | None = None
-    mediation: pd.DataFrame | None = None
-    notes: dict[str, str] = field(default_factory=dict)
-
-    def frames(self) -> dict[str, pd.DataFrame]:
-        """The computed frames by their key in :data:`FILES`."""
-        return {k: getattr(self, k) for k in FILES if getattr(self, k) is not None}
-
-    def divergence_summary(self) -> pd.DataFrame | None:
-        return None if self.divergence is None else divergence_table(self.divergence)
-
-
-def beside_itt(metrics: pd.DataFrame, comparisons: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[str, str]], *,
-               audit_arms: pd.DataFrame | None = None, runs_dir: str | os.PathLike | None = None,
-               mcp_tools: frozenset[str] = DEFAULT_MCP_TOOLS, refused: Iterable[str] = ()) -> BesideResult:
-    """Everything ``plan.beside()`` declares, for the profile pairs of the planned comparisons.
-
-    ``comparisons``: the engine's rows (:func:`analysis_lib.inference.comparisons.compare`); ``audit_arms``: the design
-    audit's per-arm table (which arms were offered MCP); ``runs_dir``: where the trajectories are, for
-    the divergence (without it the divergence is not computed, and a note says so); ``refused``: columns that
-    must not be analysed (missing evaluations), left out everywhere.
+    ``comparisons``: the engine's rows (:func:`analysis_lib.inference.comparisons.compare`); the study gives the
+    trials, which arms were offered MCP (its design audit) and each trial's actions (for the divergence: a study
+    with none, loaded from an older folder, gets a note instead); ``refused``: columns that must not be analysed
+    (missing evaluations), left out everywhere.
     """
+    metrics = study.metrics
     s = plan.beside()
     refused = set(refused)
     conf = plan.bootstrap.confidence
-    out = BesideResult(s, mcp_arms(audit_arms, metrics))
+    out = BesideResult(s, mcp_arms(study.audit.arms if study.audit is not None else None, metrics))
     if s.compliance:
         wanted = [m for m in s.metrics_for_compliance(plan) if m not in refused]
         out.compliance = compliance_table(metrics, pairs, wanted, out.offered, confidence=conf)
@@ -76,12 +50,12 @@ def beside_itt(metrics: pd.DataFrame, comparisons: pd.DataFrame, plan: AnalysisP
     if s.divergence:
         if "success" in refused:
             out.notes["divergence"] = "not computed: the pass/fail verdicts are incomplete"
-        elif runs_dir is None:
-            out.notes["divergence"] = "not computed: the trajectories' runs folder was not given"
+        elif not study.actions:
+            out.notes["divergence"] = "not computed: the study keeps no trial's actions"
         elif "trial_path" not in metrics or "success" not in metrics:
             out.notes["divergence"] = "not computed: the metrics table has no trial paths or outcomes"
         else:
-            out.divergence = divergence_pairs(metrics, pairs, runs_dir, out.offered, mcp_tools)
+            out.divergence = divergence_pairs(metrics, pairs, study.actions, out.offered)
     if s.mediation:
         outcomes = [m for m in s.mediation_outcomes if m not in refused]
         out.mediation = mediation_table(metrics, pairs, outcomes=outcomes, mediators=s.mediators,
