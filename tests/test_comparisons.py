@@ -293,6 +293,15 @@ def test_open_interval_ends_print_open_wherever_they_are():
     assert fmt.interval(r).startswith("(−24.4, ")  # it printed [−24.4, +8.1] while it leaves both ends out
     ray = SimpleNamespace(scale="ratio", unit="%", metric="total_tokens", ci_low=-12.34, ci_high=math.inf, ci_open=None)
     assert fmt.interval(ray) == "[−12.3, +∞)"
+    # McNemar's exact odds ratio when no task passed only under A: its upper end is infinite, so the end is open.
+    from analysis_lib.report.comparison_report import mcnemar_lines
+
+    wins = [{"profile": prof, "task_id": f"t{t}", "repetition": 1, "success": prof == "B" or t < 2}
+            for t in range(6) for prof in ("A", "B")]
+    d["tiers"]["primary"]["metrics"] = [{"id": "success", "test": "mcnemar_exact"}]
+    r = C.compare(pd.DataFrame(wins), P.parse_plan(d), [("A", "B")]).iloc[0]
+    assert (r["n_a_only"], r["n_b_only"]) == (0, 4) and r["odds_ratio_high"] == math.inf
+    assert re.search(r"exact 95% CI \[\d\.\d\d, ∞\) \(McNemar exact", mcnemar_lines(pd.DataFrame([r]))[0])
 
 
 def _two_endpoint_frame(cost_of_tokens) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -143,6 +143,18 @@ def test_the_adjusted_estimate_stops_where_the_decision_was_made():
     assert tok["mue_ci_low"] < tok["mue"] < tok["mue_ci_high"] < 0  # fewer tokens, the interval at 97.5 %
 
 
+def test_a_row_stopped_for_futility_is_labelled_by_that_look():
+    """A null study stopped early by a (non-binding) futility bound: the row's estimate and intervals end at that
+    look, named as such, and its repeated interval holds the null."""
+    plan = _plan([{"id": "total_tokens", "test": "wilcoxon_signed_rank"}], looks=4)
+    plan = plan.model_copy(update={"sequential": plan.sequential.model_copy(update={"futility": "pocock"})})
+    mon, adj = _run(simulate_metrics(201, 60, 3, (A, B), Effects.null()), plan)  # SIMULATED: no effect
+    a = adj.iloc[0]
+    assert mon.decision == "futility" and 1 < mon.stop_look < 4
+    assert a["decision"] == f"futility at look {mon.stop_look}" and a["mue_look"] == mon.stop_look
+    assert a["mue_ci_low"] < a["mue"] < a["mue_ci_high"] and not sequential.rci_excludes_null(a)
+
+
 @pytest.mark.slow  # 120 simulated studies, each monitored and adjusted: ~25 s
 def test_the_adjusted_estimate_is_median_unbiased_and_its_intervals_cover():
     """Pass@1 by the paired t at two Pocock looks on 40 tasks, at the simulator's effect: P(MUE <= truth) near
@@ -192,3 +204,7 @@ def test_a_final_look_forced_by_the_budget_keeps_its_fraction_and_spends_the_res
     c = gs.efficacy_bounds(reached, 0.05, "pocock", final=True)
     assert mon.table["nominal_p"].tolist() == pytest.approx((2 * sps.norm.sf(c)).tolist(), rel=1e-9)
     assert "information fraction 0.625" in mon.reason
+    # A row never rejected is labelled by the budget's stop, and its adjusted estimate stops there.
+    adj = sequential.adjusted_estimates(m, plan, [(A, B)], order, [10, 20, 25], 40, mon).iloc[0]
+    assert adj["decision"] == "not rejected; the budget ended the study at look 3" and adj["mue_look"] == 3
+    assert adj["mue_ci_low"] < adj["mue"] < adj["mue_ci_high"] and not sequential.rci_excludes_null(adj)

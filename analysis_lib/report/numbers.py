@@ -16,7 +16,7 @@ from ..inference.comparisons import POINT_SCALES, RATE_DIFFERENCE_UNIT, scale_un
 
 __all__ = [
     "MINUS", "RATE_DIFFERENCE_UNIT", "missing", "number", "value", "difference", "estimate", "interval",
-    "open_at_zero",
+    "ends", "open_at_zero",
     "p_value", "plural", "decimals", "tex_number", "tex_quantity", "tex_unit", "comparison_unit", "scaled",
     "estimate_digits"
 ]
@@ -118,13 +118,20 @@ def interval(row, low: str = "ci_low", high: str = "ci_high", *, unit: bool = Fa
         return DASH
     u = comparison_unit(row.scale, row.unit)
     d = estimate_digits(row)
-    ends = opened if opened is not None else (getattr(row, "ci_open", None) if low == "ci_low" else None)
-    ends = ends if isinstance(ends, str) else ""
-    left = "low" in ends or math.isinf(float(lo))
-    right = "high" in ends or math.isinf(float(hi))
-    text = (f"{'(' if left else '['}{number(scaled(row, lo), d, sign=True)}, "
-            f"{number(scaled(row, hi), d, sign=True)}{')' if right else ']'}")
+    left_out = opened if opened is not None else (getattr(row, "ci_open", None) if low == "ci_low" else None)
+    text = ends(scaled(row, lo), scaled(row, hi), d, sign=True, opened=left_out if isinstance(left_out, str) else "")
     return text + (f" {u}" if unit and u else "")
+
+
+def ends(lo, hi, digits: int, *, sign: bool = False, opened: str = "") -> str:
+    """``[lo, hi]`` with ``(`` / ``)`` at an end the interval leaves out: one ``opened`` names (``low``, ``high``)
+    and an infinite one; ``–`` when either end is unknown."""
+    if missing(lo) or missing(hi):
+        return DASH
+    left = "low" in opened or math.isinf(float(lo))
+    right = "high" in opened or math.isinf(float(hi))
+    return (f"{'(' if left else '['}{number(lo, digits, sign=sign)}, "
+            f"{number(hi, digits, sign=sign)}{')' if right else ']'}")
 
 
 def p_value(p, *, prefix: bool = False) -> str:
