@@ -237,3 +237,42 @@ def test_no_affected_trial_gives_the_planned_estimate_as_both_bounds():
     assert list(b.columns) == IB.COLUMNS
     assert b.iloc[0]["bound_low"] == b.iloc[0]["bound_high"] == b.iloc[0]["estimate"]
     assert b.iloc[0]["note"] == "no trial lost to an infrastructure failure"
+
+
+def test_bounds_on_a_real_study_hold_every_completion_within_a_declared_cap(codescalebench):
+    """CodeScaleBench's real slice: one task's trial in each arm never reached the model (a usage limit). With the
+    per-trial caps declared, tokens and cost are bounded and every completion of the two lost trials on a grid within
+    the caps (0, the smallest, median and largest value the study saw, the cap) gives an estimate inside the bounds;
+    a multiple of the task's largest value cannot be set on a task with no value seen, and the row says so."""
+    from pathlib import Path
+
+    from analysis_lib.study.study import open_study
+
+    caps = {"total_tokens": 5_000_000, "total_cost_usd": 10.0}
+    plan = _plan(support={k: {"high": v} for k, v in caps.items()})
+    study = open_study(codescalebench, Path(__file__).resolve().parents[1] / "params" / "studies" / "codescalebench.yaml",
+                       plan, workers=1)
+    m, pairs = study.metrics.reset_index(drop=True), [("baseline", "mcp")]
+    b = IB.infra_bounds(m, compare(m, plan, pairs), plan).set_index("metric")
+    lost = IB.affected_reasons(m).notna().to_numpy()
+    assert (b.loc["success", "bound_low"], b.loc["success", "bound_high"]) == pytest.approx((-1 / 8, 1 / 8))
+    assert int(lost.sum()) == 2 and b.loc["total_tokens", "support"] == "total_tokens in [0, 5,000,000]"
+    for metric, cap in caps.items():
+        lo, hi = b.loc[metric, "bound_low"], b.loc[metric, "bound_high"]
+        assert lo < b.loc[metric, "estimate"] < hi and np.isfinite([lo, hi]).all()
+        seen = pd.to_numeric(m.loc[~lost, metric], errors="coerce").dropna()
+        grid = [0.0, float(seen.min()), float(seen.median()), float(seen.max()), cap]
+        ests = []
+        for combo in itertools.product(grid, repeat=2):
+            c = m.copy()
+            col = pd.to_numeric(c[metric], errors="coerce").astype(float)
+            col[np.flatnonzero(lost)] = combo
+            c[metric] = col
+            c["never_reached_model"] = None
+            got = compare(c, plan, pairs)
+            ests.append(got[(got["tier"] == "primary") & (got["metric"] == metric)].iloc[0]["estimate"])
+        assert lo - 1e-9 <= min(ests) and max(ests) <= hi + 1e-9, (metric, lo, hi, min(ests), max(ests))
+    per_task = _plan(support={"total_tokens": {"high_times_task_max": 3}})
+    row = IB.infra_bounds(m, compare(m, per_task, pairs), per_task).set_index("metric").loc["total_tokens"]
+    assert IB.is_unbounded(row) and "no value of total_tokens observed on task" in row["note"]
+

@@ -226,8 +226,9 @@ class Support(_Strict):
 
     def describe(self, metric_id: str) -> str:
         """The support in words: ``[0, 2,000,000]`` or ``[0, 3 x the task's largest observed value]``."""
-        top = f"{self.high:,g}" if self.high is not None else f"{self.high_times_task_max:g} x the task's largest observed value"
-        return f"{metric_id} in [{self.low:,g}, {top}]"
+        # Up to 15 significant digits: a cap of 5,000,000 tokens reads as such, not as 5e+06.
+        top = f"{self.high:,.15g}" if self.high is not None else f"{self.high_times_task_max:g} x the task's largest observed value"
+        return f"{metric_id} in [{self.low:,.15g}, {top}]"
 
 
 class BesideItt(_Strict):
