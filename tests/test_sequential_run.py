@@ -161,6 +161,35 @@ def test_futility_bound_stops_a_run_where_mcp_does_not_help(bench, monkeypatch):
     assert "stopped at look 1 of 3 (4 of 12 tasks): every primary hypothesis crossed its futility bound" in text
 
 
+@pytest.mark.slow  # 14 scripted trials (real agent and evaluator processes) and three looks: ~8 s
+def test_a_final_look_forced_by_the_budget_is_held_at_the_fraction_it_reached(bench, monkeypatch):
+    """Twelve tasks planned at four looks (3, 6, 9, 12); every pair costs $0.50 and the guardrail ($3.78 of $4.20)
+    stops the run after 7 tasks: the final look is at 7/12 of the information, not 1, and its boundary spends the
+    alpha left at that fraction, with the correlation of the looks that happened (0.25, 0.5, 0.583)."""
+    import numpy as np
+    from scipy import stats as sps
+
+    from analysis_lib.stats import group_sequential as gs
+
+    monkeypatch.delenv("FAKE_CLAUDE_ONLY_MCP_SOLVES")  # both solve every task: nothing is rejected early
+    d = dict(SEQ_PLAN, sequential={**SEQ_PLAN["sequential"], "looks": 4})
+    bench["plan"].write_text(yaml.safe_dump(d))
+    m = write_manifest(bench, manifest_obj(bench, TASKS))
+    res = run_full(m, 1, 3, 4.2, output=bench["tmp"] / "full_run.json", runs_dir=bench["tmp"] / "runs",
+                   analysis_plan=bench["plan"], quiet=True)
+    seq = res["sequential"]
+    assert res["status"] == "budget_stop" and res["budget"]["spent_usd"] == pytest.approx(3.5)
+    assert seq["look_tasks"] == [3, 6, 9, 12] and [lk["tasks"] for lk in seq["looks"]] == [3, 6, 7]
+    assert [lk["fraction"] for lk in seq["looks"]] == pytest.approx([0.25, 0.5, 7 / 12])
+    last = seq["looks"][-1]
+    assert last["decision"] == "budget" and "information fraction 0.583" in last["reason"]
+    tok = next(h for h in last["hypotheses"] if h["metric"] == "total_tokens")
+    c = gs.efficacy_bounds(np.array([0.25, 0.5, 7 / 12]), tok["level"], "pocock", final=True)
+    assert tok["nominal_p"] == pytest.approx(2 * sps.norm.sf(c[-1]), rel=1e-9)
+    up, lo = gs.crossing_probabilities(c, -c, np.array([0.25, 0.5, 7 / 12]))
+    assert up.sum() + lo.sum() == pytest.approx(tok["level"], abs=1e-6)  # all of the row's alpha, no more
+
+
 def test_dry_run_prints_the_looks_and_boundaries(run_cli, tmp_path):
     plan = ROOT / "params" / "analysis_plan_sequential.yaml"
     out = tmp_path / "plan.json"
