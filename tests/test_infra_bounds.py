@@ -239,6 +239,7 @@ def test_no_affected_trial_gives_the_planned_estimate_as_both_bounds():
     assert b.iloc[0]["note"] == "no trial lost to an infrastructure failure"
 
 
+@pytest.mark.slow  # the real slice read, then 50 completions each rerunning the plan: ~10 s
 def test_bounds_on_a_real_study_hold_every_completion_within_a_declared_cap(codescalebench):
     """CodeScaleBench's real slice: one task's trial in each arm never reached the model (a usage limit). With the
     per-trial caps declared, tokens and cost are bounded and every completion of the two lost trials on a grid within
