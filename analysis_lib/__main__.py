@@ -2,6 +2,12 @@
 
 import sys
 
-from .cli.main import main
+try:
+    from .cli.main import main
 
-sys.exit(main())
+    code = main()
+except KeyboardInterrupt:
+    # Ctrl-C before a command could take charge of it (while the modules load): one line, not a traceback.
+    print("interrupted", file=sys.stderr)
+    code = 130
+sys.exit(code)

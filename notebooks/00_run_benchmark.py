@@ -42,6 +42,7 @@ schedule_seed: int = 20261121  # seed of the randomized schedule (recorded in th
 dry_run: bool = True  # True: plan only; False: run the benchmark (spends money)
 bench_runs_dir: str = "runs/benchmark"  # where a real run writes its run folders, relative to the project root
 plan_file: str = "params/analysis_plan.yaml"  # the pre-registered plan; params/analysis_plan_sequential.yaml adds interim looks
+staging_dir: str = ""  # set by the paper pipeline: where this run writes until its outputs replace the previous set (empty: in place)
 
 # %%
 from pathlib import Path
@@ -53,7 +54,7 @@ from analysis_lib.report import notebook_params, outputs
 
 notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
 project_root = notebook_params.find_project_root(project_root)
-paths = outputs.output_paths(project_root, output_dir)
+paths = outputs.output_paths(project_root, output_dir, staging_dir=staging_dir)
 
 # %% [markdown]
 # ## Schedule and spend projection

@@ -39,6 +39,7 @@ use_cache: bool = False  # reuse per-trial metrics cached by an earlier run (fas
 study_file: str = ""  # study file (YAML) declaring arms, task ids, reruns and the success rule (docs/studies.md); empty: the readers' default profiles
 plan_file: str = "params/analysis_plan.yaml"  # the pre-registered plan; params/analysis_plan_all_repetitions.yaml uses every repetition
 baseline: str = ""  # baseline profile (empty: the plan's, else the study file's, else index.json's, else the first in sort order)
+staging_dir: str = ""  # set by the paper pipeline: where this run writes until its outputs replace the previous set (empty: in place)
 
 # %%
 from pathlib import Path
@@ -50,7 +51,7 @@ from analysis_lib.report import notebook_params, outputs
 
 notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
 project_root = notebook_params.find_project_root(project_root)
-paths = outputs.output_paths(project_root, output_dir)
+paths = outputs.output_paths(project_root, output_dir, staging_dir=staging_dir)
 
 # %% [markdown]
 # ## Ingest, measure and resolve the study
@@ -72,7 +73,7 @@ if not runs.is_dir():
     raise FileNotFoundError(f"runs_dir {runs_dir!r} is not a folder (paths are relative to the project root)")
 # The cache is keyed by the input files and the package version, not by the metric code: off by default,
 # so that nbval sees every change of a metric's definition.
-study = analyse(runs, paths.analytics, seed=seed, workers=workers, cache=use_cache, progress=False,
+study = analyse(runs, paths.analytics, seed=seed, workers=workers, cache=use_cache, cache_dir=paths.cache, progress=False,
                 design=Path(project_root) / study_file if study_file else None, plan=Path(project_root) / plan_file,
                 baseline=baseline or None, runs_label=runs_dir)
 study.require_baseline()  # a declared baseline that is not an arm stops here, naming where it was declared

@@ -36,6 +36,7 @@ project_root: str = ""  # project folder; empty: found upward from the working d
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
 figures_dir: str = "figures"  # where figures are written (PNG and PDF), relative to the project root
 task_groups: str = ""  # optional CSV task_id,group (repository, category): per-group effects with partial pooling
+staging_dir: str = ""  # set by the paper pipeline: where this run writes until its outputs replace the previous set (empty: in place)
 
 # %%
 from pathlib import Path
@@ -47,7 +48,7 @@ from analysis_lib.report import notebook_params, outputs
 
 notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
 project_root = notebook_params.find_project_root(project_root)
-paths = outputs.output_paths(project_root, output_dir)
+paths = outputs.output_paths(project_root, output_dir, figures_dir=figures_dir, staging_dir=staging_dir)
 import matplotlib.pyplot as plt
 
 from analysis_lib import Study, write_comparisons
@@ -72,7 +73,7 @@ problems = study.audit.problems() if study.audit is not None else []
 if len(problems) and len(problems) >= len(profiles) - 1:
     raise ValueError(f"the design cannot support the planned comparisons: {problems[0].message} (design_audit.csv)")
 colors = figures.profile_colors(profiles)
-fig_dir = Path(project_root) / figures_dir
+fig_dir = paths.figures
 print(f"baseline: {base}; profiles: {', '.join(profiles)}; plan: {plan.name} (sha256 {study.plan_check.short})")
 
 # %% [markdown]

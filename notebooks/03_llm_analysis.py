@@ -46,6 +46,7 @@ judge_temperature: float = 0.0  # temperature of every one of the K samples
 blind: bool = True  # hide profile, MCP server and MCP tool names from the judge
 unblind_mcp: bool = False  # let the MCP-utilisation analysis see the real tool names
 human_labels: str = ""  # CSV of human labels (python -m analysis_lib label), relative to the project root
+staging_dir: str = ""  # set by the paper pipeline: where this run writes until its outputs replace the previous set (empty: in place)
 
 # %%
 from pathlib import Path
@@ -57,7 +58,7 @@ from analysis_lib.report import notebook_params, outputs
 
 notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
 project_root = notebook_params.find_project_root(project_root)
-paths = outputs.output_paths(project_root, output_dir)
+paths = outputs.output_paths(project_root, output_dir, staging_dir=staging_dir)
 
 # %%
 from analysis_lib import Study
@@ -95,7 +96,7 @@ else:
                                  concurrency=4, refresh=False, judge_samples=judge_samples,
                                  judge_temperature=judge_temperature, blind=blind, unblind_mcp=unblind_mcp,
                                  judge_model_b=None, estimate_cost=False, quiet=True, seed=seed, simulated=simulated,
-                                 baseline=study.require_baseline(),
+                                 baseline=study.require_baseline(), pairs=study.pairs(),
                                  human_labels=str(Path(project_root) / human_labels) if human_labels else None)
     summary = run_layer2(trials, metrics, paths.llm, options)
     print({k: summary.get(k) for k in ("requests", "cache_hits", "skipped", "failed_analyses")})

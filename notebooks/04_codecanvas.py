@@ -32,6 +32,7 @@ for key, value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR
 project_root: str = ""  # project folder; empty: found upward from the working directory (pyproject.toml)
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
 figures_dir: str = "figures"  # where figures are written (PNG and PDF), relative to the project root
+staging_dir: str = ""  # set by the paper pipeline: where this run writes until its outputs replace the previous set (empty: in place)
 
 # %%
 from pathlib import Path
@@ -43,7 +44,7 @@ from analysis_lib.report import notebook_params, outputs
 
 notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
 project_root = notebook_params.find_project_root(project_root)
-paths = outputs.output_paths(project_root, output_dir)
+paths = outputs.output_paths(project_root, output_dir, figures_dir=figures_dir, staging_dir=staging_dir)
 import matplotlib.pyplot as plt
 
 from analysis_lib.report import figures, tables
@@ -88,11 +89,11 @@ if len(with_canvas):
 cc_metrics = ["informed_editing_score", "blast_radius_edit_rate", "deliberation_depth"]
 if any(c in table and table[c].notna().any() for c in cc_metrics):
     fig = figures.plot_codecanvas(table, cc_metrics, simulated, figures.profile_colors(study.arms))
-    figures.save_figure(fig, Path(project_root) / figures_dir, "codecanvas")
+    figures.save_figure(fig, paths.figures, "codecanvas")
     display(fig)
     plt.close(fig)
 else:
-    figures.remove_figure(Path(project_root) / figures_dir, "codecanvas")
+    figures.remove_figure(paths.figures, "codecanvas")
     print("no CodeCanvas data: no CodeCanvas figure")
 
 # %% [markdown]

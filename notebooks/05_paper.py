@@ -32,6 +32,7 @@ project_root: str = ""  # project folder; empty: found upward from the working d
 output_dir: str = "results/sample"  # analysis files passed between notebooks, relative to the project root
 figures_dir: str = "figures"  # where figures are written (PNG and PDF), relative to the project root
 paper_dir: str = "paper"  # where snippets/ and paper_snippets.md are written, relative to the project root
+staging_dir: str = ""  # set by the paper pipeline: where this run writes until its outputs replace the previous set (empty: in place)
 
 # %%
 from pathlib import Path
@@ -43,7 +44,8 @@ from analysis_lib.report import notebook_params, outputs
 
 notebook_params.check_parameters(globals())  # a wrong type fails here, naming the parameter
 project_root = notebook_params.find_project_root(project_root)
-paths = outputs.output_paths(project_root, output_dir)
+paths = outputs.output_paths(project_root, output_dir, figures_dir=figures_dir, paper_dir=paper_dir,
+                             staging_dir=staging_dir)
 import os
 
 from analysis_lib import Study
@@ -107,8 +109,8 @@ inputs = paper.PaperInputs(
     beside=read_beside(paths.comparisons_dir) or None,
     sequential=sequential_record, sequential_estimates=sequential_estimates, study=study,
     configurations=configuration_inputs(study, paths.comparisons_dir))
-paper_path = Path(project_root) / paper_dir
-fig_path = Path(project_root) / figures_dir
+paper_path = paths.paper
+fig_path = paths.figures
 written = paper.write_paper_snippets(inputs, paper_path, fig_path,
                                      figures_rel=os.path.relpath(fig_path, paper_path).replace(os.sep, "/"))
 for name, path in written.items():

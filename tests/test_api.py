@@ -87,3 +87,11 @@ def test_the_wheel_ships_py_typed_and_the_prompts(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "analysis_lib/py.typed" in names
     assert any(n.startswith("analysis_lib/judge/prompts/") and n.endswith(".md") for n in names)
+
+
+def test_the_command_line_loads_scipy_stats_and_plotting_only_where_it_compares():
+    """Listing trials, estimating cost or Layer 1 alone never pay for scipy's statistics or matplotlib."""
+    code = ("import sys, analysis_lib.cli.main, analysis_lib.cli.analyse; "
+            "print(sorted(m for m in ('scipy.stats', 'matplotlib', 'litellm') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.strip() == "[]"

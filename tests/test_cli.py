@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from builders import small_runs
 
+from analysis_lib.core.outputs import OUTPUT_MANIFEST
 from analysis_lib.study.layer1 import analyse
 
 FILES = ["metrics_detail.csv", "metrics_summary.csv", "aggregate_metrics.json", "errors.csv",
@@ -53,7 +54,8 @@ def test_writes_the_four_files(runs, tmp_path):
         runs.chmod(0o755)
     assert proc.returncode == 0, proc.stderr
     assert {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()} == before  # nothing written into the runs
-    assert sorted(p.name for p in out.iterdir() if p.is_file()) == sorted(FILES)
+    # Beside the outputs: their manifest, and the folder's lock (a dot file, as every file not part of the set).
+    assert sorted(p.name for p in out.iterdir() if p.is_file() and not p.name.startswith(".")) == sorted(FILES + [OUTPUT_MANIFEST])
     detail = pd.read_csv(out / "metrics_detail.csv")
     assert list(detail.columns[:5]) == ["profile", "task_id", "repetition", "run_id", "trial_path"]
     assert len(detail) == 8 and set(detail["profile"]) == {"base", "mcp"}

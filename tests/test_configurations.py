@@ -239,7 +239,8 @@ def test_registry_pooled_numbers_written_equal_expected_and_statsmodels(registry
         pytest.approx(ref["tau2"], rel=1e-8), pytest.approx(ref["I2"], rel=1e-10), pytest.approx(ref["Q"], rel=1e-10),
         pytest.approx(ref["Q_p"], rel=1e-8))
     assert [dl["ci_low"], dl["ci_high"]] == pytest.approx(ref["ci95"], rel=1e-10)
-    assert [dl["pi_low"], dl["pi_high"]] == pytest.approx(ref["prediction_interval95"], rel=1e-9)
+    # expected.json's prediction interval is the plug-in Higgins-Thompson-Spiegelhalter one, kept beside the bootstrap.
+    assert [dl["pi_hts_low"], dl["pi_hts_high"]] == pytest.approx(ref["prediction_interval95"], rel=1e-9)
     # The entries pooled are expected.json's per-configuration differences and standard errors (paired t: exact).
     entries = tables.effects.set_index("configuration")
     y = np.array([c["mean_difference"] for c in registry_expected["per_config"]])
@@ -256,8 +257,12 @@ def test_registry_pooled_numbers_written_equal_expected_and_statsmodels(registry
     # REML with HKSJ: stats.meta, checked against metafor's documented results in tests/test_meta.py.
     reml = meta.random_effects(y, v).iloc[0]
     p = rows.loc["primary"]
-    assert (p["estimate"], p["ci_low"], p["ci_high"], p["pi_low"], p["pi_high"]) == pytest.approx(
-        (reml["estimate"], reml["ci_low"], reml["ci_high"], reml["pi_low"], reml["pi_high"]), rel=1e-9)
+    assert (p["estimate"], p["ci_low"], p["ci_high"], p["pi_hts_low"], p["pi_hts_high"]) == pytest.approx(
+        (reml["estimate"], reml["ci_low"], reml["ci_high"], reml["pi_hts_low"], reml["pi_hts_high"]), rel=1e-9)
+    # The reported prediction interval: the parametric bootstrap with the seed and draws the row records.
+    boot = meta.prediction_interval(y, v, draws=int(p["pi_draws"]), seed=int(p["pi_seed"])).iloc[0]
+    assert (p["pi_low"], p["pi_high"]) == pytest.approx((boot["pi_low"], boot["pi_high"]), rel=1e-12)
+    assert (dl["pi_low"], dl["pi_high"]) == (p["pi_low"], p["pi_high"])  # one interval for all three rows
     assert p["df"] == 5 and p["prediction_note"] == PI_NOTE and bool(p["simulated"]) is False
     assert p["regression_note"] == "no meta-regression: it needs at least 10 configurations, 6 have an estimate"
     assert not (out / files.META_REGRESSION).exists()
@@ -272,7 +277,7 @@ def test_registry_report_quotes_the_pooled_numbers_with_the_prediction_note(regi
     section = report[report.index("## Per configuration, and pooled across configurations"):]
     assert "| **pooled, REML, HKSJ** | 6 configurations |  |  | +16.0 pp [+9.7, +22.2] | 0.001 |" in section
     assert "| pooled, DerSimonian-Laird, normal | 6 configurations |  |  | +16.0 pp [+11.0, +20.9] | < 0.001 |" in section
-    assert "| 95% prediction interval (a new configuration) |  |  |  | [+1.9, +30.0] pp |" in section
+    assert "| 95% prediction interval (a new configuration) |  |  |  | [+0.8, +30.2] pp |" in section
     assert "I² = 52 % [0, 81], Cochran's Q = 10.52 on 5 df (p = 0.062)" in section and PI_NOTE in section
     assert "No configuration has an estimate (no task with values under both profiles" in section  # tokens
     # The comparisons' forest names each row by its configuration (the treatment is the same in every one).
@@ -287,7 +292,7 @@ def test_the_command_line_prints_each_pooled_metric_in_one_line(skillsbench_regi
     run = run_cli(skillsbench_registry, "--study", REGISTRY, "--plan", PLAN_ALL, "--no-llm", "--no-cache", "-o", tmp_path)
     assert run.returncode == 0, run.stderr
     assert ("pass@1 (mean of per-task pass rates) pooled over 6 configurations: +16.0 pp [+9.7, +22.2] (REML, HKSJ t on "
-            "5 df, p = 0.001); I² = 52 %, Q = 10.52 (p = 0.062); 95% prediction interval [+1.9, +30.0] pp") in run.stdout
+            "5 df, p = 0.001); I² = 52 %, Q = 10.52 (p = 0.062); 95% prediction interval [+0.8, +30.2] pp") in run.stdout
     assert (tmp_path / files.POOLED).exists() and (tmp_path / files.DESIGN_CONFIGURATIONS).exists()
 
 
@@ -454,18 +459,25 @@ def test_the_paper_pipeline_pools_the_registry(skillsbench_registry, tmp_path):
     # The same numbers as pooled.csv, formatted once: REML + HKSJ, the prediction interval, DerSimonian-Laird.
     assert (macros["PooledSuccessEst"], macros["PooledSuccessLow"], macros["PooledSuccessHigh"]) == (
         "\\num{+16.0}\\,pp", "\\num{+9.7}\\,pp", "\\num{+22.2}\\,pp")
-    assert (macros["PooledSuccessPILow"], macros["PooledSuccessPIHigh"]) == ("\\num{+1.9}\\,pp", "\\num{+30.0}\\,pp")
+    # The bootstrap prediction interval (seeded); the plug-in Higgins-Thompson-Spiegelhalter one beside it in pooled.csv.
+    assert (macros["PooledSuccessPILow"], macros["PooledSuccessPIHigh"]) == ("\\num{+0.8}\\,pp", "\\num{+30.2}\\,pp")
+    primary = pd.read_csv(out / "comparisons" / files.POOLED).query("role == 'primary'").iloc[0]
+    assert (round(100 * primary["pi_hts_low"], 1), round(100 * primary["pi_hts_high"], 1)) == (1.9, 30.0)
     assert (macros["PooledSuccessDLEst"], macros["PooledSuccessDLLow"], macros["PooledSuccessDLHigh"]) == (
         "\\num{+16.0}\\,pp", "\\num{+11.0}\\,pp", "\\num{+20.9}\\,pp")
     assert (macros["PooledSuccessK"], macros["PooledSuccessIsq"], macros["PooledSuccessQ"]) == ("6", "\\num{52}\\,\\%", "\\num{10.52}")
     results = snippets["results.tex"]
-    assert "\\PooledSuccessPILow{}" in results and "covered fewer new configurations than 95\\%" in results
+    assert "\\PooledSuccessPILow{}" in results and "covered 93 to 96\\% of new configurations" in results
     assert "\\paragraph{Heterogeneity between configurations.}" in snippets["discussion.tex"]
     assert "Within configurations" not in snippets["discussion.tex"]  # the audit warns of no threat in one
     assert "Table~\\ref{tab:comparisons}" in results and "\\label{tab:comparisons}" in snippets["comparisons.tex"]
     # primary, three sensitivity and two partial-credit rows (the registry's rewards are mean scores: partial credit)
     assert snippets["comparisons.tex"].count("\\quad OpenHands (Kimi K2.6)") == 6
     assert "mean reward (paired t)} \\\\" in snippets["comparisons.tex"]
+    # Partial credit in six configurations: one sentence with the range, not one per configuration.
+    assert "Paired over the" not in results and results.count("Paired within each configuration") == 1
+    assert re.search(r"differed from \\texttt\{no\\_skills\} by between \\[A-Za-z]+Est\{\} \(OpenHands \(Gemini 3.5 "
+                     r"Flash\)\) and \\[A-Za-z]+Est\{\} \(OpenHands \(DeepSeek V4 Pro\); paired t;", results), results
     markdown = (out / "paper" / "paper_snippets.md").read_text()
     assert "+16.0 pp (95% CI +9.7 pp to +22.2 pp" in markdown.replace("\u2212", "-") and PI_NOTE in markdown
     if latex:
@@ -487,3 +499,16 @@ def test_a_configuration_missing_an_arm_is_named_and_left_out_the_rest_is_pooled
     assert gone not in set(analysis.comparisons["configuration"])
     (pooled,) = analysis.pooling.pooled
     assert pooled.k == 5 and gone not in set(pooled.effects["label"])
+    assert cut.untestable() is None  # one configuration's problem does not stop the other five
+
+
+@pytest.mark.real_fixtures
+def test_a_study_whose_every_configuration_lacks_an_arm_cannot_be_compared(registry):
+    """The command line's and the pipeline's stop counts the study's pairs (one per configuration), not its arms."""
+    study, _, _ = registry
+    m = study.metrics
+    keep = m["configuration"].isin(sorted(study.configurations)[:2]) & (m["arm"] == "with_skills")
+    cut = Study.from_table(m[keep | ~m["configuration"].isin(sorted(study.configurations)[:2])
+                             & (m["arm"] == "no_skills")].reset_index(drop=True), design=study.design, plan=study.plan)
+    assert cut.pairs() == [] and cut.untestable() == ("no configuration has trials in both no_skills and with_skills: "
+                                                      "nothing to compare")

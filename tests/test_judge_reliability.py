@@ -295,6 +295,23 @@ def test_human_labels_give_a_contrast_table_beside_the_agreement_table(llm_serve
     assert len(rows) == 1 and "| 4 / 4 | 3 / 3 |" in rows[0] and rows[0].count("+0.000 [") == 2
 
 
+def test_contrasts_of_a_study_with_configurations_stay_within_each_configuration(llm_server, tmp_path, no_keys):
+    """Each configuration's treatment is contrasted with its own control, never with another configuration's arm."""
+    llm_server.default = answer_for
+    arms = ["alpha/none", "alpha/skills", "beta/none", "beta/skills"]
+    trials = [make_trial(p, f"task-{t}", 0, success=False) for p in arms for t in range(3)]
+    pairs = [("alpha/none", "alpha/skills"), ("beta/none", "beta/skills")]
+    labels = tmp_path / "human.csv"  # the contrasts are written beside human labels (PPI)
+    labels.write_text("trial_id,label,analysis\n" + "".join(f"{p}/task-{t}/0,tool_misuse,failure\n" for p in arms
+                                                              for t in range(2)))
+    run_layer2(trials, None, tmp_path / "out", options(llm_server.url, baseline="none", pairs=pairs,
+                                                        human_labels=str(labels)))
+    md = (tmp_path / "out" / "judge_contrasts.md").read_text()
+    contrasted = {line.split(" | ")[0].lstrip("| ") for line in md.splitlines() if " - " in line.split(" | ")[0]}
+    assert contrasted == {"arm - baseline", "alpha/skills - alpha/none", "beta/skills - beta/none"}
+    assert "no contrast" not in md
+
+
 def test_cli_flags_reach_the_options_and_bad_unblind_names_are_refused():
     from analysis_lib.cli.main import build_parser
     from analysis_lib.judge.run import Layer2Options, plan_jobs

@@ -103,3 +103,23 @@ def test_the_judge_is_told_the_baseline_the_comparisons_use(sample_runs, tmp_pat
     assert json.loads((out / "layer2_summary.json").read_text())["baseline"] == "text"
     synthesis = [prompt_text(b) for b in llm_server.requests if b["response_format"]["json_schema"]["name"] == "Synthesis"]
     assert synthesis and all("Baseline profile: text" in s for s in synthesis), synthesis[0][:2000]
+
+
+@pytest.mark.parametrize("runs, study_file", [
+    ("sample_runs", None),
+    ("codescalebench", "codescalebench.yaml"),
+    ("skillsbench", "skillsbench.yaml"),
+])
+def test_the_audit_reads_only_the_columns_it_declares(runs, study_file, request, monkeypatch):
+    """The audit works on :data:`READS` alone for speed: it must find exactly what it finds on the whole table."""
+    from analysis_lib.study import audit
+
+    folder = request.getfixturevalue(runs)
+    path = ROOT / "params" / "studies" / study_file if study_file else None
+    narrow = open_study(folder, path, cache_dir=None, workers=1)
+    monkeypatch.setattr(audit, "READS", tuple(narrow.metrics.columns) + ("simulated",))
+    whole = open_study(folder, path, cache_dir=None, workers=1)
+    assert len(narrow.audit.findings) > 0
+    assert [(f.severity, f.check, f.message) for f in narrow.audit.findings] == [
+        (f.severity, f.check, f.message) for f in whole.audit.findings]
+    pd.testing.assert_frame_equal(narrow.audit.arms, whole.audit.arms)

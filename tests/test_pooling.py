@@ -71,7 +71,8 @@ def test_ratio_rows_pool_as_log_ratios_and_come_back_as_percent_changes():
     ref = meta.random_effects(logs, se**2).iloc[0]
     assert pooled.primary["mu"] == pytest.approx(ref["estimate"])
     assert pooled.primary["estimate"] == pytest.approx(pct(ref["estimate"]))
-    assert pooled.primary["pi_high"] == pytest.approx(pct(ref["pi_high"]))
+    assert pooled.primary["pi_hts_high"] == pytest.approx(pct(ref["pi_hts_high"]))
+    assert pooled.primary["pi_high"] == pytest.approx(pct(meta.prediction_interval(logs, se**2).iloc[0]["pi_high"]))
 
 
 @pytest.mark.parametrize("change, says", [
@@ -155,7 +156,8 @@ def test_registry_pooled_numbers_equal_expected_and_statsmodels(registry_rows, e
     assert dl["tau2"] == pytest.approx(ref["tau2"], rel=1e-8)
     assert (dl["I2"], dl["Q"], dl["Q_df"], dl["Q_p"]) == (pytest.approx(ref["I2"], rel=1e-10), pytest.approx(ref["Q"], rel=1e-10),
                                                           ref["Q_df"], pytest.approx(ref["Q_p"], rel=1e-8))
-    assert [dl["pi_low"], dl["pi_high"]] == pytest.approx(ref["prediction_interval95"], rel=1e-9)
+    # expected.json's prediction interval is Higgins-Thompson-Spiegelhalter's (DL tau^2, t on k - 2 df), shown beside.
+    assert [dl["pi_hts_low"], dl["pi_hts_high"]] == pytest.approx(ref["prediction_interval95"], rel=1e-9)
     # statsmodels on the per-configuration effects and variances of expected.json.
     y = np.array([c["mean_difference"] for c in expected["per_config"]])
     v = np.array([c["se_difference"] ** 2 for c in expected["per_config"]])
@@ -169,8 +171,15 @@ def test_registry_pooled_numbers_equal_expected_and_statsmodels(registry_rows, e
     # REML with HKSJ: the same effects and variances through the procedure checked against metafor (test_meta.py).
     reml = meta.random_effects(y, v).iloc[0]
     p = pooled.primary
-    assert (p["estimate"], p["ci_low"], p["ci_high"], p["pi_low"], p["pi_high"], p["tau2"]) == pytest.approx(
-        (reml["estimate"], reml["ci_low"], reml["ci_high"], reml["pi_low"], reml["pi_high"], reml["tau2"]), rel=1e-9)
+    assert (p["estimate"], p["ci_low"], p["ci_high"], p["pi_hts_low"], p["pi_hts_high"], p["tau2"]) == pytest.approx(
+        (reml["estimate"], reml["ci_low"], reml["ci_high"], reml["pi_hts_low"], reml["pi_hts_high"], reml["tau2"]),
+        rel=1e-9)
+    # The reported prediction interval: the bootstrap on the same effects and variances, one for every row.
+    boot = meta.prediction_interval(y, v).iloc[0]
+    assert (pooled.methods["pi_low"].tolist(), pooled.methods["pi_high"].tolist()) == (
+        pytest.approx([boot["pi_low"]] * 3, rel=1e-9), pytest.approx([boot["pi_high"]] * 3, rel=1e-9))
+    assert (pooled.methods["pi_draws"] == meta.PI_DRAWS).all() and (pooled.methods["pi_seed"] == meta.PI_SEED).all()
+    assert p["pi_low"] < p["pi_hts_low"] and p["pi_high"] > p["pi_hts_high"]  # wider: tau^2 is uncertain with 6
     tau_ci = meta.tau2_interval(y, v).iloc[0]
     assert (p["tau2_low"], p["tau2_high"]) == pytest.approx((tau_ci["tau2_low"], tau_ci["tau2_high"]), rel=1e-9)
 

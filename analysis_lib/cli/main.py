@@ -97,7 +97,16 @@ def _dispatch_subcommand(name: str, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run the command ``argv`` names; Ctrl-C ends any of them with exit code 130 and one line (the commands that
+    write output sets say what the folder still holds; the others, caught here, just that they were interrupted)."""
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] in SUBCOMMANDS:
         return _dispatch_subcommand(argv[0], argv[1:])
     parser = build_parser()

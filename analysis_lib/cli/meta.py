@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core import output_set
 from ..core import outputs as files
 from ..core.fileio import atomic_write_csv, read_json
 from ..core.trial import InputError
@@ -88,7 +89,18 @@ def _rows(folders: list[Path], metric: str) -> tuple[pd.DataFrame, list[str], di
     frames, errors, names = [], [], {}
     for folder in folders:
         path = folder / COMPARISONS
-        if not path.is_file():
+        if (folder / files.OUTPUT_MANIFEST).exists() or (folder / files.STAGING_DIR).exists():
+            # An output set is read only when it is complete and unchanged, and only for the files it holds.
+            try:
+                manifest = output_set.check_set(folder, label=str(folder), command="meta")
+            except output_set.OutputSetError as exc:
+                errors.append(f"error: {exc}; left out")
+                continue
+            if COMPARISONS not in manifest.files:
+                errors.append(f"error: {folder}: its set ({manifest.line()}) holds no {COMPARISONS} (that analysis "
+                              "compared nothing); left out")
+                continue
+        elif not path.is_file():
             errors.append(f"error: {path}: no {COMPARISONS} (analyse the study first: python -m analysis_lib RUNS -o "
                           f"{folder}); left out")
             continue

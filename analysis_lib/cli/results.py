@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,12 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from ..bench.journal import state_dir
+from ..bench.runner import LOCK_FILE
+from ..core import output_set
 from ..core import outputs as files
 from ..core.fileio import atomic_write_text, read_json
+from ..core.lock import BUSY_EXIT_CODE, FolderBusy, busy_line
 from ..core.trial import InputError
 from ..inference import sequential as seq_mod
 from ..inference.beside_itt.estimands import beside_itt
@@ -56,6 +61,10 @@ VERDICTS = ("passed", "failed")
 
 class ResultsError(ValueError):
     """The benchmark run cannot be reported at all (one line naming the file)."""
+
+
+class RunsChanged(ResultsError):
+    """The runs folder changed (or went) while the report was made: nothing is written (one line)."""
 
 
 @dataclass
@@ -343,17 +352,26 @@ def _sequential(obj: dict, metrics: pd.DataFrame, plan: plan_mod.AnalysisPlan, p
 def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESULTS.md", plots: str | os.PathLike | None = None,
                   *, runs_dir: str | os.PathLike | None = None, plan_path: str | os.PathLike | None = None,
                   baseline: str | None = None, record: bool = True, plan_record: str | os.PathLike | None = None,
-                  workers: int | None = 1) -> ResultsOutcome:
+                  workers: int | None = 1, staged: Callable[[Path], Path] | None = None) -> ResultsOutcome:
     """Check, analyse and write RESULTS.md (and the plots) for one benchmark run; see the module docstring.
 
-    Raises :class:`ResultsError` or :class:`~analysis_lib.study.plan.PlanError` (one line) when nothing can
-    be reported. Returns exit code 0, or 1 when the accuracy analysis was refused.
+    ``staged`` maps where a file belongs to where this run writes it (the staging folder of
+    :mod:`analysis_lib.core.output_set`; default: in place). Raises :class:`ResultsError` or
+    :class:`~analysis_lib.study.plan.PlanError` (one line) when nothing can be reported, ``FolderBusy`` while a runner
+    still writes the runs folder, :class:`RunsChanged` when the runs changed while they were read. Returns exit code 0, or 1 when the
+    accuracy analysis was refused.
     """
+    at = staged or (lambda p: p)
     plan = plan_mod.load_plan(plan_path)
     obj = read_full_run(full_run)
     runs = find_runs_dir(full_run, obj, runs_dir)
+    # A run still in progress is not reported: its pending trials would read as missing verdicts.
+    busy = busy_line(state_dir(runs) / LOCK_FILE, what="runs folder", label=plan_mod.display_path(runs))
+    if busy is not None:
+        raise FolderBusy(f"{busy}; the benchmark run is not finished, so nothing was reported")
     source = plan_mod.display_path(plan_path if plan_path is not None else plan_mod.PLAN_FILE)
-    check = plan_mod.check_plan(runs, plan, source, out_dir=Path(output).parent, record_path=plan_record, record=record)
+    check = plan_mod.check_plan(runs, plan, source, out_dir=at(Path(output)).parent, record_path=plan_record,
+                                record=record)
     outcome = ResultsOutcome(0, plan_check=check)
     ev = evaluation_table(obj)
     conditions = [str(c) for c in obj.get("conditions") or []]
@@ -381,7 +399,7 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     outcome.table = table
     figures: list[tuple[str, str]] = []
     if plots is not None:
-        figures = _write_plots(table, metrics, Path(plots), simulated, outcome, Path(output))
+        figures = _write_plots(table, metrics, at(Path(plots)), simulated, outcome, at(Path(output)))
     seq_lines, outcome.sequential = _sequential(obj, metrics, plan, pairs, refused)
     text = results_report(obj, ev, table, metrics, check, simulated=simulated, baseline=pairs[0][0] if pairs else (base or "–"),
                           refused_reason=refused_reason, figures=figures, mismatches=mismatches,
@@ -391,7 +409,10 @@ def write_results(full_run: str | os.PathLike, output: str | os.PathLike = "RESU
     if pairs:
         beside = beside_itt(result, table, plan, pairs, refused=refused)
         text += "\n" + "\n".join(beside_markdown(beside, plan.bootstrap.confidence))
-    outcome.files.insert(0, atomic_write_text(output, text))
+    changed = result.inputs_changed()
+    if changed is not None:
+        raise RunsChanged(f"{changed}: {plan_mod.display_path(output)} was not written")
+    outcome.files.insert(0, atomic_write_text(at(Path(output)), text))
     outcome.messages = [f"warning: {w}" for w in check.warnings]
     if check.changed:
         outcome.messages.append(f"warning: plan changed after the plan record (recorded sha256 "
@@ -447,14 +468,56 @@ def cli(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1, help="processes for ingest (default 1)")
     args = p.parse_args(argv)
     try:
-        res = write_results(args.full_run, args.output, args.plots, runs_dir=args.runs_dir, plan_path=args.plan,
-                            baseline=args.baseline, record=not args.no_record,
-                            plan_record=args.plan_record, workers=args.workers)
-    except (ResultsError, plan_mod.PlanError) as exc:
+        res = _write(args)
+    except FolderBusy as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return BUSY_EXIT_CODE
+    except RunsChanged as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (ResultsError, plan_mod.PlanError, output_set.OutputSetError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"interrupted: nothing was written; {_left(args)}", file=sys.stderr)
+        return 130
+    except OSError as exc:  # a disk that filled up, a folder made read-only meanwhile
+        print(f"error: cannot write ({output_set.os_reason(exc)}): nothing was written; {_left(args)}", file=sys.stderr)
+        return 1
     for line in res.messages:
         print(line, file=sys.stderr)
     print(f"wrote {args.output}" + (f" and {len(res.files) - 1} figures in {args.plots}" if args.plots else "")
           + (" (accuracy analysis refused)" if res.refused else ""))
     return res.exit_code
+
+
+def _write(args: argparse.Namespace) -> ResultsOutcome:
+    """RESULTS.md alone is one atomic file; with ``--plots`` it and its figures are one output set, kept in the plots
+    folder (:mod:`analysis_lib.core.output_set`): staged, then committed together, the figures of an earlier report
+    that this one does not draw removed."""
+    options = dict(runs_dir=args.runs_dir, plan_path=args.plan, baseline=args.baseline, record=not args.no_record,
+                   plan_record=args.plan_record, workers=args.workers)
+    if not args.plots:
+        return write_results(args.full_run, args.output, None, **options)
+    output, plots = Path(args.output), Path(args.plots)
+    home_label = args.plots
+    with output_set.locked([(plots, args.plots), (output.parent, output.parent.as_posix())], "results"):
+        staging = output_set.prepare(plots, label=home_label, command="results",
+                                     base=os.path.commonpath([os.path.abspath(plots), os.path.abspath(output.parent)]),
+                                     folders=[plots, output.parent], keep=[output.parent / plan_mod.LOCK_NAME],
+                                     warn=lambda line: print(line, file=sys.stderr))
+        try:
+            staging.begin("results")
+            res = write_results(args.full_run, output, plots, staged=staging.path, **options)
+            staging.commit(steps=["results"], inputs={"full_run": plan_mod.display_path(args.full_run)})
+        finally:
+            staging.discard()
+    return res
+
+
+def _left(args: argparse.Namespace) -> str:
+    """What the report's folders hold after a run that did not write: the previous report, as it was."""
+    if not args.plots:
+        return f"{args.output} is as it was"
+    manifest = output_set.read_manifest(Path(args.plots), args.plots)
+    return f"{args.plots} still holds {manifest.line()}" if manifest else f"{args.output} and {args.plots} are as they were"

@@ -10,6 +10,7 @@ over, with a warning naming the dead holder.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import sys
@@ -81,26 +82,29 @@ def folder_lock(
     lock_file: str | os.PathLike | None = None,
     command: str = "",
     warn: Callable[[str], None] = _warn,
+    label: str | None = None,
 ) -> Iterator[LockHolder]:
     """Hold the exclusive lock of ``folder`` (created if missing) for the ``with`` block; yields this holder.
 
     ``lock_file`` defaults to ``<folder>/.lock``; the holder record is ``<lock_file>.holder.json``.
     Raises :class:`FolderBusy` at once when another process holds it. ``what`` names the folder in
-    messages ("runs folder", "output folder"); ``command`` says what the holder is doing.
+    messages ("runs folder", "output folder"), ``label`` how they name it (default: the path as given);
+    ``command`` says what the holder is doing.
     """
     root = Path(folder)
+    name = label if label is not None else str(root)
     lock_path = Path(lock_file) if lock_file is not None else root / LOCK_NAME
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(lock_path, timeout=0)
     try:
         lock.acquire()
     except Timeout:
-        raise FolderBusy(_busy_line(root, what, read_holder(lock_path))) from None
+        raise FolderBusy(_busy_line(name, what, read_holder(lock_path))) from None
     try:
         previous = read_holder(lock_path)
         if previous is not None:
             # The record is removed on every clean release: one still there was left by a holder that died.
-            warn(f"warning: {what} {root}: took over the lock left by {previous.line()}, which no longer holds it "
+            warn(f"warning: {what} {name}: took over the lock left by {previous.line()}, which no longer holds it "
                  "(it ended without releasing it)")
         me = LockHolder(os.getpid(), socket.gethostname(), datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), command)
         atomic_write_json(holder_path(lock_path), asdict(me))
@@ -112,7 +116,26 @@ def folder_lock(
         lock.release()
 
 
-def _busy_line(folder: Path, what: str, holder: LockHolder | None) -> str:
+def busy_line(lock_file: str | os.PathLike, *, what: str, label: str) -> str | None:
+    """The one-line :class:`FolderBusy` message of a lock another process holds, found without taking the lock or
+    writing anything (a runs folder is read-only input to the analysis); None when nobody holds it."""
+    try:
+        fd = os.open(lock_file, os.O_RDONLY)
+    except OSError:
+        return None  # no lock file: nobody ever held it
+    try:
+        try:
+            # filelock holds an exclusive flock: a shared one is refused exactly while it is held.
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _busy_line(label, what, read_holder(lock_file))
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _busy_line(folder: str, what: str, holder: LockHolder | None) -> str:
     if holder is None:
         return f"{what} {folder} is in use by another process (its holder record is not written yet); try again shortly"
     if holder.alive() is False:

@@ -55,6 +55,10 @@ CODECANVAS_ANALYSIS = "codecanvas_analysis.json"
 PAPER_SNIPPETS = "paper_snippets.md"
 MACROS = "macros.tex"
 
+# An output folder holds one analysis (analysis_lib.core.output_set): the manifest naming the set it holds, and the
+# staging folder a run writes into before its files replace that set.
+OUTPUT_MANIFEST = "output_manifest.json"
+STAGING_DIR = ".staging"
 # The benchmark runner's record of a run and the runs folder's own index, beside the trials it ran (what the
 # runner writes and the analysis, RESULTS.md and the notebooks read), and the plan notebook 00 writes.
 FULL_RUN = "full_run.json"

@@ -15,9 +15,11 @@ module pools those rows with a random-effects model (:mod:`analysis_lib.stats.me
   named in ``excluded``;
 * the pooled effect: REML tau^2 with the Hartung-Knapp-Sidik-Jonkman interval (primary), Paule-Mandel with HKSJ
   beside it, DerSimonian-Laird with the normal interval for comparison; one heterogeneity for all (Cochran's Q,
-  I^2 with its test-based interval, the Q-profile interval of tau^2) and the 95 % prediction interval for a new
-  configuration (t on k - 2 df). The prediction interval reaches its level only with many configurations or
-  when heterogeneity dominates: :data:`PI_NOTE` says so wherever it is shown;
+  I^2 with its test-based interval, the Q-profile interval of tau^2) and one 95 % prediction interval for a new
+  configuration, Nagashima, Noma & Furukawa's parametric bootstrap
+  (:func:`analysis_lib.stats.meta.prediction_interval`: seeded, its draws and seed recorded), with each method's
+  plug-in Higgins-Thompson-Spiegelhalter interval beside it (``pi_hts_*``, too narrow with few configurations);
+  :data:`PI_NOTE` says what holds wherever the interval is shown;
 * an exploratory meta-regression on declared moderators, only with at least :data:`MIN_REGRESSION`
   configurations.
 
@@ -50,10 +52,11 @@ SCALE_OF = {"rate": "rate_difference", "pass_rate": "rate_difference", "ratio": 
             "cost_per_success": "log_ratio", "difference": "difference"}
 # Below this many configurations a meta-regression is not run: too few to say anything about moderators.
 MIN_REGRESSION = 10
-PI_NOTE = ("the 95 % prediction interval (Higgins-Thompson-Spiegelhalter) uses the estimated tau² as if it were "
-           "known: in simulation it covered about 89 % of new configurations with 6 configurations at I² about 0.5, "
-           "85 to 92 % whenever heterogeneity was small to moderate (up to 30 configurations), and its nominal 95 % "
-           "only when heterogeneity dominated (benchmarks/meta_calibration.py)")
+PI_NOTE = ("the 95 % prediction interval is Nagashima, Noma & Furukawa's parametric bootstrap, which carries the "
+           "uncertainty of tau² (its confidence distribution from the exact distribution of Q): in simulation it covered "
+           "a new configuration's effect 95 +/- 2 % with 6 to 30 configurations wherever I² is above about 0.2, and more "
+           "than 95 % when heterogeneity is near zero; the plug-in Higgins-Thompson-Spiegelhalter interval (pi_hts_*, "
+           "beside it) covered 85 to 92 % there (benchmarks/meta_calibration.py)")
 # Intervals built on Student's t with n_pairs - 1 df (paired t, GEE's t, and the sign-flip interval that
 # approximates it): their standard error is recovered with that quantile.
 _T_INTERVALS = {INTERVALS["paired_t"], INTERVALS["gee"], INTERVALS["sign_flip"]}
@@ -61,9 +64,11 @@ _T_INTERVALS = {INTERVALS["paired_t"], INTERVALS["gee"], INTERVALS["sign_flip"]}
 METHODS = (("reml", "hksj", "REML, Hartung-Knapp-Sidik-Jonkman t interval", "primary"),
            ("pm", "hksj", "Paule-Mandel, Hartung-Knapp-Sidik-Jonkman t interval", "sensitivity"),
            ("dl", "z", "DerSimonian-Laird, normal interval", "comparison"))
+# pi_low/pi_high: the bootstrap prediction interval (one for all rows: it uses no point estimate of tau^2), drawn
+# pi_draws times from pi_seed; pi_hts_low/pi_hts_high: the row's plug-in interval, shown beside it.
 METHOD_COLUMNS = ["metric", "label", "scale", "estimand", "unit", "role", "method", "k", "estimate", "ci_low", "ci_high",
-                  "pi_low", "pi_high", "mu", "se", "df", "statistic", "p_value", "tau2", "tau2_low", "tau2_high",
-                  "I2", "I2_low", "I2_high", "Q", "Q_df", "Q_p", "confidence"]
+                  "pi_low", "pi_high", "pi_hts_low", "pi_hts_high", "pi_draws", "pi_seed", "mu", "se", "df", "statistic",
+                  "p_value", "tau2", "tau2_low", "tau2_high", "I2", "I2_low", "I2_high", "Q", "Q_df", "Q_p", "confidence"]
 EFFECT_COLUMNS = ["label", "metric", "scale", "n_pairs", "estimate", "ci_low", "ci_high", "y", "se", "se_from",
                   "weight"]
 
@@ -205,11 +210,13 @@ def _moderator_matrix(effects: pd.DataFrame, moderators: pd.DataFrame) -> tuple[
 
 
 def pool_effects(effects: pd.DataFrame, info: Mapping[str, str], *, confidence: float = 0.95,
-                 excluded: list[str] | None = None, moderators: pd.DataFrame | None = None) -> Pooled:
+                 excluded: list[str] | None = None, moderators: pd.DataFrame | None = None,
+                 pi_draws: int = meta.PI_DRAWS, pi_seed: int = meta.PI_SEED) -> Pooled:
     """Pool entries (``label, y, se`` on the pooling scale, with the rows' storage columns) into a :class:`Pooled`.
 
     ``moderators``: one row per label (index), the declared moderators (e.g. harness, model family); the
-    meta-regression runs only with at least :data:`MIN_REGRESSION` entries.
+    meta-regression runs only with at least :data:`MIN_REGRESSION` entries. ``pi_draws`` and ``pi_seed``: the
+    bootstrap prediction interval's draws and seed (recorded in the rows).
     """
     metric, scale = info["metric"], info["scale"]
     if len(effects) < 2:
@@ -219,13 +226,16 @@ def pool_effects(effects: pd.DataFrame, info: Mapping[str, str], *, confidence: 
     y, v = effects["y"].to_numpy(float), effects["se"].to_numpy(float) ** 2
     het = meta.cochran_q(y, v, confidence=confidence).iloc[0]
     tau_ci = meta.tau2_interval(y, v, confidence=confidence).iloc[0]
+    pi = meta.prediction_interval(y, v, confidence=confidence, draws=pi_draws, seed=pi_seed).iloc[0]
     rows = []
     for method, interval, name, role in METHODS:
         r = meta.random_effects(y, v, method=method, interval=interval, confidence=confidence).iloc[0]
         rows.append({**{c: info.get(c, "") for c in ("metric", "label", "scale", "estimand", "unit")}, "role": role, "method": name, "k": len(effects),
                      "estimate": _from_pooling(r["estimate"], scale), "ci_low": _from_pooling(r["ci_low"], scale),
-                     "ci_high": _from_pooling(r["ci_high"], scale), "pi_low": _from_pooling(r["pi_low"], scale),
-                     "pi_high": _from_pooling(r["pi_high"], scale), "mu": r["estimate"], "se": r["se"], "df": r["df"],
+                     "ci_high": _from_pooling(r["ci_high"], scale), "pi_low": _from_pooling(pi["pi_low"], scale),
+                     "pi_high": _from_pooling(pi["pi_high"], scale), "pi_hts_low": _from_pooling(r["pi_hts_low"], scale),
+                     "pi_hts_high": _from_pooling(r["pi_hts_high"], scale), "pi_draws": pi["draws"], "pi_seed": pi["seed"],
+                     "mu": r["estimate"], "se": r["se"], "df": r["df"],
                      "statistic": r["statistic"], "p_value": r["p_val"], "tau2": r["tau2"],
                      "tau2_low": tau_ci["tau2_low"], "tau2_high": tau_ci["tau2_high"], "I2": het["I2"],
                      "I2_low": het["I2_low"], "I2_high": het["I2_high"], "Q": het["Q"], "Q_df": het["df"],
@@ -250,11 +260,13 @@ def pool_effects(effects: pd.DataFrame, info: Mapping[str, str], *, confidence: 
 
 
 def pool_comparisons(rows: pd.DataFrame, metric: str, *, scale: str | None = None, by: str = "configuration",
-                     confidence: float = 0.95, moderators: pd.DataFrame | None = None) -> Pooled:
+                     confidence: float = 0.95, moderators: pd.DataFrame | None = None, pi_draws: int = meta.PI_DRAWS,
+                     pi_seed: int = meta.PI_SEED) -> Pooled:
     """Pool one metric's comparison rows across configurations (``by`` names each row's configuration): the
     entry point for per-configuration pooling (module docstring). Raises :class:`PoolingError` (one line)."""
     effects, info, excluded = effects_from_comparisons(rows, metric, scale=scale, by=by, confidence=confidence)
-    return pool_effects(effects, info, confidence=confidence, excluded=excluded, moderators=moderators)
+    return pool_effects(effects, info, confidence=confidence, excluded=excluded, moderators=moderators,
+                        pi_draws=pi_draws, pi_seed=pi_seed)
 
 
 def configuration_pairs(metrics: pd.DataFrame, control: str, treatment: str) -> dict[str, tuple[str, str]]:

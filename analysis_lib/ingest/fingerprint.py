@@ -1,16 +1,20 @@
-"""The fingerprint of a source: size and mtime of what it is read from, to tell that it changed.
+"""The fingerprint of a source, and of a whole runs folder: size and mtime of what it is read from, to tell that it
+changed.
 
 It covers every file the source's reader may open and the folders holding them. A folder's mtime
 changes when an entry is added, removed or renamed in it, so a file that appears late (a
 ``reward.txt`` written after the agent finished) changes the fingerprint as surely as a file
-rewritten in place.
+rewritten in place. The per-trial cache keys rows by a source's fingerprint; an analysis takes the runs
+folder's before it reads and compares it again before its outputs are committed (:func:`runs_changes`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 
-from .discover import TrialSource
+from ..core import outputs as files
+from .discover import TrialSource, discover
 
 # What a trial folder is read from (see read.read_trial_dir), relative to it ("" = the folder itself).
 TRIAL_ENTRIES = (
@@ -77,3 +81,58 @@ def _tb1_entries(path: str) -> list[str]:
         for name in trials:
             rels += [f"{task}/{name}", f"{task}/{name}/results.json"]
     return rels
+
+
+# What a runs folder is read from beside its sources: the folder itself (an entry added or removed at its top), the
+# manifest of its runs, the benchmark runner's record and its pre-registration of the plan.
+RUNS_ENTRIES = ("", files.RUN_INDEX, files.FULL_RUN, files.PLAN_RECORD)
+
+
+def runs_fingerprint(runs_dir: str | os.PathLike, sources: list[TrialSource],
+                     known: dict[tuple[str, str], str] | None = None) -> dict[str, str]:
+    """The fingerprint of a whole runs folder: each source's (:func:`fingerprint`, or as ``known`` by kind and path,
+    taken by whoever read it), keyed by its kind and its path relative to the runs folder, and the folder's own files
+    (:data:`RUNS_ENTRIES`)."""
+    root = os.fspath(runs_dir)
+    folder = root if os.path.isdir(root) else os.path.dirname(root)
+    known = known or {}
+    out = {f"{s.kind}:{os.path.relpath(s.path, folder)}": known.get((s.kind, s.path)) or fingerprint(s) for s in sources}
+    for rel in RUNS_ENTRIES if os.path.isdir(root) else ("",):
+        path = os.path.join(root, rel) if rel else root
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        out[f"runs:{rel or '.'}"] = f"{st.st_size}:{st.st_mtime_ns}"
+    return out
+
+
+def runs_fingerprint_sha256(fp: dict[str, str]) -> str:
+    """One hash of a runs folder's fingerprint (for a manifest: the runs an output set was made from)."""
+    h = hashlib.sha256()
+    for key in sorted(fp):
+        h.update(f"{key}\t{fp[key]}\n".encode())
+    return h.hexdigest()
+
+
+def runs_changes(runs_dir: str | os.PathLike, before: dict[str, str], label: str) -> str | None:
+    """How the runs folder changed since ``before`` was taken, in one line naming the folder as ``label``; None when
+    it did not. Discovery runs again, so that trials added since are seen too."""
+    root = os.fspath(runs_dir)
+    if not os.path.exists(root):
+        return f"the runs folder {label} is gone"
+    sources, _ = discover(root)
+    now = runs_fingerprint(root, sources)
+    added = sorted(set(now) - set(before))
+    removed = sorted(set(before) - set(now))
+    changed = sorted(k for k in before.keys() & now.keys() if before[k] != now[k])
+    if not (added or removed or changed):
+        return None
+    parts = [f"{len(keys)} {what} (first: {_shown(keys[0])})"
+             for what, keys in (("changed", changed), ("added", added), ("removed", removed)) if keys]
+    return f"the runs folder {label} changed while it was analysed: {', '.join(parts)}"
+
+
+def _shown(key: str) -> str:
+    kind, rel = key.split(":", 1)
+    return "the folder's own entries" if kind == "runs" and rel == "." else rel

@@ -76,6 +76,9 @@ class Layer2Options:
     seed: int = 0
     simulated: bool = False
     baseline: str | None = None
+    # The (A, B) arm pairs the study compares (Study.pairs: each configuration's treatment against its control); the
+    # judge's contrasts follow them. None: every arm against ``baseline``.
+    pairs: list[tuple[str, str]] | None = None
     mcp_tools: list[str] | None = None
     cache_dir: str | None = None  # LLM response cache (default: the shared one, see cache.default_cache_dir)
     judge_temperature: float = 0.0  # every one of the K samples is drawn at this temperature
@@ -611,14 +614,19 @@ def contrasts_md(records: dict[str, list[dict]], human: dict[tuple[str, str], st
         profiles = sorted({r["profile"] for r in recs})
         if len(profiles) < 2:
             continue
-        if opts.baseline is None:
+        if opts.baseline is None and not opts.pairs:
             raise ValueError("judge contrasts need the study's baseline: none was given")
-        if opts.baseline not in profiles:
-            parts.append(f"## {analysis} ({LABEL_FIELDS[analysis]})\n\nNo judged trial of the baseline arm "
-                         f"{opts.baseline}: no contrast.\n")
-            continue
-        table = arm_contrasts(contrast_frame(recs, LABEL_FIELDS[analysis], human, analysis), opts.baseline)
-        parts.append(f"## {analysis} ({LABEL_FIELDS[analysis]})\n\n{format_contrasts_md(table)}\n")
+        frame = contrast_frame(recs, LABEL_FIELDS[analysis], human, analysis)
+        tables, missing = [], []
+        for base, arms in _contrast_groups(profiles, opts):
+            if base not in profiles:
+                missing.append(base)
+            elif arms:
+                tables.append(arm_contrasts(frame[frame["arm"].isin([base, *arms])], base))
+        text = format_contrasts_md(pd.concat(tables, ignore_index=True)) if tables else ""
+        if missing:
+            text += ("\n\n" if text else "") + f"No judged trial of the baseline arm {', '.join(missing)}: no contrast."
+        parts.append(f"## {analysis} ({LABEL_FIELDS[analysis]})\n\n{text}\n")
     if not parts:
         return None
     head = [
@@ -631,6 +639,14 @@ def contrasts_md(records: dict[str, list[dict]], human: dict[tuple[str, str], st
         "(at least 2 trials); '-' where there is none. Failed judgements are left out of both.\n",
     ]
     return "\n".join(head + parts)
+
+
+def _contrast_groups(profiles: list[str], opts: Layer2Options) -> list[tuple[str, list[str]]]:
+    """(baseline arm, the arms contrasted with it): the study's pairs when it has them, else every arm against the
+    baseline."""
+    if opts.pairs:
+        return [(a, [b]) for a, b in opts.pairs if a in profiles or b in profiles]
+    return [(str(opts.baseline), [p for p in profiles if p != opts.baseline])]
 
 
 def load_layer2_outputs(out_dir: str | Path) -> dict:

@@ -11,6 +11,7 @@ divergence table never reads the runs a second time
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ import orjson
 from ..core.tools import DEFAULT_MCP_TOOLS, call_effects, categorize, shell_command
 from ..core.trial import Trajectory
 
-__all__ = ["Action", "actions", "encode_actions", "parse_actions"]
+__all__ = ["Action", "TrialActions", "actions", "encode_actions", "parse_actions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +77,29 @@ def parse_actions(value: Any) -> list[Action] | None:
         return None
     items = orjson.loads(value) if isinstance(value, str) else value
     return [Action(str(n), str(t), bool(m)) for n, t, m in items]
+
+
+class TrialActions(Mapping[str, "list[Action] | None"]):
+    """Each trial's action sequence by trial path, kept as :func:`encode_actions`' text and decoded when looked up:
+    only the divergence table reads them, and a study is opened by many commands that do not."""
+
+    def __init__(self, encoded: Mapping[str, Any] | None = None) -> None:
+        self._encoded = dict(encoded or {})  # path -> JSON text, its parsed lists, or None (no trajectory)
+
+    def __getitem__(self, path: str) -> list[Action] | None:
+        return parse_actions(self._encoded[path])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._encoded)
+
+    def __len__(self) -> int:
+        return len(self._encoded)
+
+    def to_json(self) -> bytes:
+        """The JSON object of ``trial_actions.json``: one trial per line, sorted by path, ``[name, target, mcp]``
+        lists as encoded (nothing decoded to be written again)."""
+        def value(v: Any) -> bytes:
+            return b"null" if v is None or (isinstance(v, float) and v != v) else v.encode() if isinstance(v, str) \
+                else orjson.dumps(v)
+        lines = [b"  " + orjson.dumps(p) + b": " + value(self._encoded[p]) for p in sorted(self._encoded)]
+        return b"{\n" + b",\n".join(lines) + (b"\n}\n" if lines else b"}\n")

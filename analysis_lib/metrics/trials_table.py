@@ -41,7 +41,7 @@ from ..core.parent_death import die_with_parent
 from ..core.trial import IngestError, Trial, trial_record
 from ..core.version import __version__
 from ..ingest.discover import TrialSource, discover
-from ..ingest.fingerprint import fingerprint
+from ..ingest.fingerprint import fingerprint, runs_fingerprint
 from ..ingest.load import repetition_numbers
 from ..ingest.provenance import is_simulated
 from ..ingest.read import read_source
@@ -72,6 +72,8 @@ class TrialsTable:
     # Trials of one arm, task and repetition run more than once, and which were kept, as the placement listed them
     # (trial paths relative to the runs folder); empty without a placement.
     reruns: list[dict[str, Any]] = field(default_factory=list)
+    # The runs folder's fingerprint, taken before reading (ingest.fingerprint.runs_fingerprint).
+    inputs: dict[str, str] = field(default_factory=dict)
 
 
 def trial_row(trial: Trial, config: MetricsConfig = DEFAULT_CONFIG) -> dict[str, Any]:
@@ -156,7 +158,9 @@ def trials_table(
     placed = place is not None
     selected = _select(sources, None if placed else tasks, None if placed else profiles, outcome,
                        None if placed else limit, seed)
-    results, hits = _read_sources(selected, config, cache, workers, progress)
+    results, hits, taken = _read_sources(selected, config, cache, workers, progress)
+    # Each source's taken before it was read: the analysis compares the whole again before it commits its outputs.
+    inputs = runs_fingerprint(runs_dir, sources, known=taken)
     rows = [row for rows_of_source, _ in results for row in rows_of_source]
     errors += [e for _, errs in results for e in errs]
     reruns: list[dict[str, Any]] = []
@@ -182,7 +186,7 @@ def trials_table(
     df = df.reset_index(drop=True)
     simulated = is_simulated(runs_dir, [s.path for s in sources if s.kind == "trial_dir"])
     df["simulated"] = simulated  # every table made from simulated runs says so, row by row
-    return TrialsTable(df, errors, len(selected), hits, simulated, reruns)
+    return TrialsTable(df, errors, len(selected), hits, simulated, reruns, inputs)
 
 
 def table_of_rows(rows: list[dict[str, Any]], root_dir: str | None = None) -> pd.DataFrame:
@@ -215,30 +219,42 @@ def _select(sources: list[TrialSource], tasks, profiles, outcome, limit, seed) -
 
 
 def _read_sources(sources: list[TrialSource], config: MetricsConfig, cache: TrialCache | None, workers: int | None,
-                  progress: bool) -> tuple[list[Rows], int]:
-    """The rows and errors of every source, in order, from the cache or read; and the number of cache hits."""
+                  progress: bool) -> tuple[list[Rows], int, dict[tuple[str, str], str]]:
+    """The rows and errors of every source, in order, from the cache or read; the number of cache hits; and each
+    source's fingerprint (by kind and path), taken before it was read."""
     results: list[Rows | None] = [None] * len(sources)
-    fingerprints: list[str] = []
+    taken: dict[tuple[str, str], str] = {}
     if cache is not None:
-        # Taken before reading: a file changed while it is read leaves a fingerprint that no longer matches.
-        fingerprints = [fingerprint(s) for s in sources]
-        results = [cache.get(source_key(s), fp) for s, fp in zip(sources, fingerprints, strict=True)]
+        # Only what the cache holds is fingerprinted here; the others are fingerprinted by their reader, in parallel.
+        for i, s in enumerate(sources):
+            key = source_key(s)
+            if key in cache.entries:
+                taken[s.kind, s.path] = fp = fingerprint(s)
+                results[i] = cache.get(key, fp)
     todo = [i for i, res in enumerate(results) if res is None]
-    for i, res in zip(todo, _read_all([sources[i] for i in todo], config, workers, progress), strict=True):
+    for i, (fp, res) in zip(todo, _read_all([sources[i] for i in todo], config, workers, progress), strict=True):
         results[i] = res
+        taken[sources[i].kind, sources[i].path] = fp
         if cache is not None:
-            cache.put(source_key(sources[i]), fingerprints[i], res)
-    return [res for res in results if res is not None], len(sources) - len(todo)
+            cache.put(source_key(sources[i]), fp, res)
+    return [res for res in results if res is not None], len(sources) - len(todo), taken
 
 
-def _read_all(sources: list[TrialSource], config: MetricsConfig, workers: int | None, progress: bool) -> list[Rows]:
-    """:func:`source_rows` of every source, in order: in this process, or in a process pool when there are enough.
+def _read_one(src: TrialSource, config: MetricsConfig) -> tuple[str, Rows]:
+    """:func:`source_rows` of ``src`` with its fingerprint, taken before reading (a file changed while it is read
+    leaves a fingerprint that no longer matches)."""
+    return fingerprint(src), source_rows(src, config)
+
+
+def _read_all(sources: list[TrialSource], config: MetricsConfig, workers: int | None, progress: bool
+              ) -> list[tuple[str, Rows]]:
+    """:func:`_read_one` of every source, in order: in this process, or in a process pool when there are enough.
 
     A worker that dies (killed, out of memory) costs time, not trials: what it left is read here.
     """
     n_workers = workers if workers is not None else (os.cpu_count() or 1)
-    read = functools.partial(source_rows, config=config)
-    out: list[Rows] = []
+    read = functools.partial(_read_one, config=config)
+    out: list[tuple[str, Rows]] = []
     if n_workers <= 1 or len(sources) < MIN_PARALLEL:
         return _collect(map(read, sources), len(sources), progress, out)
     n_workers = min(n_workers, len(sources))
@@ -250,7 +266,7 @@ def _read_all(sources: list[TrialSource], config: MetricsConfig, workers: int | 
     gc.freeze()
     try:
         # Workers die with this process, even when it is killed (kill -9): none is left reading for minutes.
-        with ProcessPoolExecutor(n_workers, initializer=die_with_parent, initargs=(signal.SIGKILL, os.getpid())) as pool:
+        with ProcessPoolExecutor(n_workers, initializer=_reader_worker, initargs=(os.getpid(),)) as pool:
             # map() starts the workers before the progress bar starts its thread (forking a threaded process is unsafe).
             return _collect(pool.map(read, sources, chunksize=chunksize), len(sources), progress, out)
     except BrokenProcessPool as exc:
@@ -261,7 +277,16 @@ def _read_all(sources: list[TrialSource], config: MetricsConfig, workers: int | 
         gc.unfreeze()
 
 
-def _collect(results: Iterable[Rows], total: int, progress: bool, out: list[Rows]) -> list[Rows]:
+def _reader_worker(parent_pid: int) -> None:
+    """Set up a reader worker: it dies with the analysis, even by kill -9, and leaves Ctrl-C to it. A terminal's
+    Ctrl-C reaches every process of the group; a worker interrupted inside the pool's protocol left the analysis
+    waiting for it forever, while the analysis, interrupted alone, lets the workers end their chunk and stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(signal.SIGKILL, parent_pid)
+
+
+def _collect(results: Iterable[tuple[str, Rows]], total: int, progress: bool, out: list[tuple[str, Rows]]
+             ) -> list[tuple[str, Rows]]:
     """Append ``results`` to ``out`` as they come, with a progress bar when asked and worth it."""
     bar = None
     if progress and total >= 2:

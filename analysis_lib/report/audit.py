@@ -16,7 +16,7 @@ from ..core.times import parse_time
 from ..metrics.tokens import TOKEN_SOURCE_LABELS
 from ..study.audit import DesignAudit
 from . import numbers as fmt
-from .latex import escape_tex
+from .latex import column, escape_tex
 from .markdown import table as md_table
 
 __all__ = ["audit_frames", "read_audit", "audit_grid", "audit_markdown", "audit_tex", "data_banner", "check_name"]
@@ -163,7 +163,7 @@ def audit_tex(arms: pd.DataFrame, findings: pd.DataFrame, caption: str) -> str:
     """The audit as a booktabs table (arms as columns) with the findings as an itemised list below it."""
     head, rows = audit_grid(arms)
     # Columns and their gaps (4 pt each side) fit the text width: 0.24 + 0.70 of it, plus the gaps.
-    spec = "@{}p{0.24\\textwidth}" + "".join(f"p{{{0.70 / max(1, len(head) - 1):.3f}\\textwidth}}" for _ in head[1:]) + "@{}"
+    spec = "@{}" + column(0.24) + "".join(column(0.70 / max(1, len(head) - 1)) for _ in head[1:]) + "@{}"
     body = [" & ".join(escape_tex(c) for c in head) + r" \\", r"\midrule"]
     body += [" & ".join(escape_tex(c) for c in row) + r" \\" for row in rows]
     lines = [r"\begin{table*}[tbp]", r"\centering", r"\footnotesize\setlength{\tabcolsep}{4pt}", f"\\caption{{{escape_tex(caption)}}}",

@@ -282,6 +282,13 @@ def _tex_text(text: str) -> str:
     return latex.escape_tex(text).replace(fmt.MINUS, "$-$")
 
 
+def _name_columns(frame: pd.DataFrame, metric_width: float, arm_width: float) -> str:
+    """The metric and arm columns: as wide as their names, or wrapped within the given share of the page when the
+    names are long (a study with configurations names each arm ``<configuration> / <arm>``)."""
+    long = max((len(str(v)) for v in frame.get("profile_b", pd.Series(dtype=object))), default=0) > 24
+    return latex.column(metric_width) + latex.column(arm_width) if long else "ll"
+
+
 def beside_tex(frames: dict[str, pd.DataFrame], simulated: bool) -> str:
     """Two small tables for the paper: ITT and CACE with the share of users; the infrastructure bounds."""
     parts = []
@@ -298,7 +305,8 @@ def beside_tex(frames: dict[str, pd.DataFrame], simulated: bool) -> str:
         parts.append(
             "\\begin{table*}[tbp]\n\\centering\n\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
             "\\caption{Effect of offering MCP (ITT) and among trials that used it (CACE)"
-            + (" (simulated data)" if simulated else "") + "}\n\\label{tab:cace}\n\\begin{tabular}{lllll}\n\\toprule\n"
+            + (" (simulated data)" if simulated else "") + "}\n\\label{tab:cace}\n"
+            "\\begin{tabular}{" + _name_columns(comp, 0.2, 0.22) + "lll}\n\\toprule\n"
             "Metric & B & ITT [95\\% CI] & Used MCP & CACE [95\\% CI] \\\\\n\\midrule\n" + "\n".join(rows)
             + "\n\\bottomrule\n\\end{tabular}\n\\par\\smallskip\\parbox{\\linewidth}{\\footnotesize "
             + _tex_text(f"ITT: {ESTIMANDS['itt_mean']}. CACE: ITT / share of B's trials that called an MCP tool "
@@ -313,7 +321,8 @@ def beside_tex(frames: dict[str, pd.DataFrame], simulated: bool) -> str:
         parts.append(
             "\\begin{table*}[tbp]\n\\centering\n\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
             "\\caption{Primary comparisons with bounds for the trials lost to infrastructure failures"
-            + (" (simulated data)" if simulated else "") + "}\n\\label{tab:infra-bounds}\n\\begin{tabular}{llllll}\n"
+            + (" (simulated data)" if simulated else "") + "}\n\\label{tab:infra-bounds}\n"
+            "\\begin{tabular}{" + _name_columns(bounds, 0.14, 0.18) + "llll}\n"
             "\\toprule\nMetric & B & Planned [95\\% CI] & Lost A/B & Lower bound & Upper bound \\\\\n\\midrule\n"
             + "\n".join(rows) + "\n\\bottomrule\n\\end{tabular}\n\\par\\smallskip\\parbox{\\linewidth}{\\footnotesize "
             "Lost: trials with an infrastructure error or whose agent never reached a model, per arm. Bounds: their "

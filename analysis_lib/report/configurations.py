@@ -324,8 +324,8 @@ def configuration_audit_tex(table: pd.DataFrame, findings: pd.DataFrame, control
     lines = [r"\begin{table*}[tbp]", r"\centering", r"\footnotesize\setlength{\tabcolsep}{4pt}",
              f"\\caption{{{latex.escape_tex(caption)}}}", r"\label{tab:design-audit}",
              # Widths fit the text width with the column gaps (8 pt each).
-             r"\begin{tabular}{@{}p{0.22\textwidth}p{0.07\textwidth}p{0.05\textwidth}p{0.05\textwidth}p{0.07\textwidth}"
-             r"p{0.08\textwidth}p{0.14\textwidth}p{0.16\textwidth}@{}}", r"\toprule", *body,
+             "\\begin{tabular}{@{}" + "".join(latex.column(w) for w in (0.21, 0.07, 0.05, 0.05, 0.08, 0.08, 0.14, 0.16))
+             + "@{}}", r"\toprule", *body,
              r"\bottomrule", r"\end{tabular}",
              f"\\par\\smallskip\\parbox{{\\linewidth}}{{\\footnotesize A = {latex.texttt(control)}, B = {latex.texttt(treatment)}. "
              "Pairs: tasks with a usable trial in both arms of the configuration (the comparisons use only these). "
@@ -365,6 +365,7 @@ def configurations_tex(comparisons: pd.DataFrame, tables: PoolingTables | None, 
     p), then the pooled estimates and the prediction interval of the metrics pooled. Label ``tab:comparisons``."""
     control, treatment = _arms(comparisons)
     rows: list[list[str]] = []
+    places: list[int] = []
     tier = None
     shown = comparisons[comparisons["estimate"].notna() & (comparisons["tier"] != "exploratory")]
     for (t, metric, test), sub in shown.groupby(["tier", "metric", "test"], sort=False):
@@ -380,6 +381,7 @@ def configurations_tex(comparisons: pd.DataFrame, tables: PoolingTables | None, 
         d_ab = 1 if first.scale in POINT_SCALES else max(fmt.decimals(metric), 0)
         for r in sub.itertuples():
             e = fmt.estimate_digits(r)
+            places.append(e)
             rows.append([f"\\quad {latex.escape_tex(str(r.configuration))}", str(int(r.n_pairs)), _s(k_ab * r.a_value, d_ab),
                          _s(k_ab * r.b_value, d_ab), _s(fmt.scaled(r, r.estimate), e, True), _s(fmt.scaled(r, r.ci_low), e, True),
                          _s(fmt.scaled(r, r.ci_high), e, True), _p_cell(r.p_value), _p_cell(r.p_adjusted)])
@@ -397,8 +399,9 @@ def configurations_tex(comparisons: pd.DataFrame, tables: PoolingTables | None, 
                          _s(k * p["pi_high"], d, True), "{}", "{}"])
     head = ["Metric; configuration", "Pairs", "{A}", "{B}", "{Change}", "\\multicolumn{2}{c}{95\\% CI}", "{$p$}",
             "{$p_\\mathrm{adj}$}"]
-    spec = ("lr S[table-format=7.3] S[table-format=7.3] S[table-format=+4.1] S[table-format=+4.1] S[table-format=+4.1] "
-            "S[table-format=1.3] S[table-format=1.3]")
+    # The change columns hold as many decimals as their most precise row (a mean reward's 3, a rate's 1).
+    change = f"S[table-format=+4.{max([1, *places])}]"
+    spec = f"lr S[table-format=7.3] S[table-format=7.3] {change} {change} {change} S[table-format=1.3] S[table-format=1.3]"
     note = (f"A = {latex.texttt(control)}, B = {latex.texttt(treatment)}, within each configuration, on the tasks both ran "
             "(rates in \\%). Each configuration's change carries its planned interval and test; $p_\\mathrm{adj}$: the "
             "plan's correction over its tier, every configuration's rows together. Pooled: a random-effects model over the "
@@ -428,8 +431,8 @@ def forest_captions(tables: PoolingTables | None) -> dict[str, str]:
         out[forest_stem(metric)] = (
             f"{latex.escape_tex(str(p['label']))}: each configuration's change with its 95\\% interval (marker area by its "
             "REML weight), the pooled estimate (diamond: REML, Hartung-Knapp-Sidik-Jonkman interval) and the 95\\% "
-            "prediction interval for a new configuration (bar), with the heterogeneity under the axis. The prediction "
-            "interval covers fewer new configurations than its level unless heterogeneity dominates.")
+            "prediction interval for a new configuration (bar: a parametric bootstrap over the uncertainty of $\\tau^2$), "
+            "with the heterogeneity under the axis.")
     return out
 
 
@@ -514,8 +517,8 @@ def pooled_sentence(tables: PoolingTables | None, metric: str, names: set[str], 
     text += "."
     if key + "PILow" in names:
         text += (f" A new configuration's difference would be expected between \\{key}PILow{{}} and \\{key}PIHigh{{}} "
-                 "(95\\% prediction interval; it treats the estimated $\\tau^2$ as known and, in simulation, covered fewer "
-                 "new configurations than 95\\% unless heterogeneity dominated).")
+                 "(95\\% prediction interval, a parametric bootstrap that carries the uncertainty of $\\tau^2$; in "
+                 "simulation it covered 93 to 96\\% of new configurations wherever the effect varied between them).")
     return text
 
 
@@ -543,8 +546,8 @@ def heterogeneity_tex(tables: PoolingTables | None, control: str, treatment: str
             f"{latex.texttt(treatment)} against {latex.texttt(control)} may differ from one configuration to the next, "
             "and the data say by how much: "
             + latex.series(parts) + ". The pooled estimate is an average over these configurations, not the effect in any "
-            "one of them; the prediction interval says where a new configuration's effect may fall, and it covers fewer "
-            f"new configurations than its level: {_tex(PI_NOTE)}.")
+            "one of them; the prediction interval says where a new configuration's effect may fall: "
+            f"{_tex(PI_NOTE)}.")
     if reg:
         text += " Moderators: " + _tex(reg[0]) + "."
     return text

@@ -64,6 +64,11 @@ def texttt(name) -> str:
     return f"\\texttt{{{escape_tex(str(name))}}}"
 
 
+def column(width: float) -> str:
+    """A tabular column ``width`` of the text width, set ragged right (narrow justified cells stretch their spaces)."""
+    return f">{{\\raggedright\\arraybackslash}}p{{{width:.3f}\\textwidth}}"
+
+
 def series(items: list[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``: a list as prose says it."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

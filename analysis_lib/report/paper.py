@@ -332,7 +332,8 @@ def rates_tex(rates: pd.DataFrame, simulated: bool, token_policy: str = "") -> s
             for r in rates.itertuples()]
     head = ["Profile", "Trials", "{Pass rate per trial}", "\\multicolumn{2}{c}{95\\% CI}", "Tasks", "{Resolve rate per task}",
             "\\multicolumn{2}{c}{95\\% CI}", "{Cost/success}"]
-    spec = "lr S[table-format=2.1] S[table-format=2.1] S[table-format=3.1] c S[table-format=2.1] " \
+    # Profile names of studies with configurations are long: the first column wraps, ragged, within a fifth of the page.
+    spec = latex.column(0.2) + "r S[table-format=2.1] S[table-format=2.1] S[table-format=3.1] c S[table-format=2.1] " \
            "S[table-format=2.1] S[table-format=3.1] S[table-format=1.3]"
     note = ("Pass rate: successful trials / trials with an outcome (\\%), Wilson interval at the design-effective "
             "size (repetitions of a task clustered). Resolve rate: tasks passed by the majority of their repetitions "
@@ -675,6 +676,8 @@ def _mean_reward_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
             [f"{n('mean reward', p)} under {latex.texttt(p)} (95\\% CI {n('mean reward low', p)} to {n('mean reward high', p)})"
              for p in profiles]) + ".")
     comp = inputs.comparisons
+    if inputs.configurations is not None:
+        return _configuration_reward_sentences(inputs, names)
     for (a, b), g in comp[comp["tier"] == PARTIAL_TIER].groupby(["profile_a", "profile_b"], sort=False):
         clauses = []
         for r in g.itertuples():
@@ -688,6 +691,24 @@ def _mean_reward_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
                        f"{latex.texttt(a)} by \\{k}Est{{}} ({'; '.join(clauses)}; described beside pass/fail, not part of "
                        "the plan's claim).")
     return out
+
+
+def _configuration_reward_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
+    """Under partial credit, in a study with configurations: the range of the paired mean-reward differences over the
+    configurations (each in Table~\\ref{tab:comparisons}), not one sentence per configuration."""
+    cfg, comp = inputs.configurations, inputs.comparisons
+    assert cfg is not None and comp is not None
+    first = [g.iloc[0] for _, g in comp[comp["tier"] == PARTIAL_TIER].groupby(["profile_a", "profile_b"], sort=False)]
+    shown = [r for r in first if _key(r) + "Est" in names and not fmt.missing(r["estimate"])]
+    if not shown:
+        return []
+    lo, hi = min(shown, key=lambda r: r["estimate"]), max(shown, key=lambda r: r["estimate"])
+    test = latex.escape_tex(str(lo["test"]))
+    return [f"The rewards score partial credit. Paired within each configuration on the tasks both arms ran, the mean "
+            f"reward of {latex.texttt(cfg.treatment)} differed from {latex.texttt(cfg.control)} by between "
+            f"\\{_key(lo)}Est{{}} ({latex.escape_tex(str(lo['configuration']))}) and \\{_key(hi)}Est{{}} "
+            f"({latex.escape_tex(str(hi['configuration']))}; {test}; Table~\\ref{{tab:comparisons}}; described beside "
+            "pass/fail, not part of the plan's claim)."]
 
 
 def _sequential_lines(inputs: PaperInputs) -> list[str]:

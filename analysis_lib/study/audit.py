@@ -142,9 +142,18 @@ def _stamp(v: Any) -> pd.Timestamp | None:
     return None if pd.isna(t) else t
 
 
+# The columns of the trials table the audit reads: it works on these alone, so that each per-arm selection copies a
+# handful of columns, not all hundred (tests/test_one_study.py checks the audit of the whole table is the same).
+READS = ("profile", "arm", "configuration", "task_id", "task_name", "trial_path", "trial_name", "run_id", "repetition",
+         "started_at", "source_format", "agent_name", "model_name", "run_config", "dataset_version", "infra_error",
+         "exception", "never_reached_model", "mcp_exposed", "mcp_tool_calls", "mcp_used", "token_source",
+         "other_token_source", "total_input_tokens", "other_input_tokens", "instruction_chars", "agent_timeout_sec")
+
+
 def design_audit(metrics: pd.DataFrame, *, baseline: str | None, design: StudyDesign | None = None,
                  reruns: pd.DataFrame | None = None, errors: pd.DataFrame | None = None) -> DesignAudit:
     """Audit the trials table ``metrics`` (one row per trial, ``profile`` = arm) against ``baseline``."""
+    metrics = metrics[[c for c in metrics.columns if c in READS]]
     arms = sorted(metrics["profile"].dropna().astype(str).unique()) if len(metrics) else []
     reruns = reruns if reruns is not None else pd.DataFrame(columns=["arm", "kept", "rule"])
     pairs = task_pairs(metrics, baseline) if baseline in arms else pd.DataFrame(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,12 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from ..core import outputs as files
-from ..core.fileio import atomic_write_csv, atomic_write_json, read_json
+from ..core.fileio import atomic_write_bytes, atomic_write_csv, atomic_write_json, read_json
 from ..core.success import DEFAULT_SUCCESS
 from ..core.trial import IngestError, InputError, Trial
+from ..ingest.fingerprint import runs_changes, runs_fingerprint_sha256
 from ..ingest.provenance import is_simulated
-from ..metrics.actions import Action, parse_actions
+from ..metrics.actions import Action, TrialActions
 from ..metrics.summary import aggregate_metrics, summary_frame
 from ..metrics.tokens import TOKEN_COLUMNS, untrusted_tokens
 from ..metrics.trial_metrics import DEFAULT_CONFIG, MetricsConfig
@@ -100,12 +102,15 @@ class Study:
     n_sources: int = 0
     cache_hits: int = 0
     # Trial path -> its action sequence (None: no trajectory), for the divergence of discordant trials.
-    actions: dict[str, list[Action] | None] = field(default_factory=dict)
+    actions: Mapping[str, list[Action] | None] = field(default_factory=TrialActions)
     # Why no baseline could be chosen (a declared baseline that is not an arm), else None.
     baseline_error: str | None = None
     files: list[Path] = field(default_factory=list)
     # Where the runs were read from by this process (not saved: a loaded study finds them by ``runs_dir``).
     runs_location: Path | None = None
+    # The runs folder's fingerprint when this process read it (ingest.fingerprint.runs_fingerprint); not saved (it
+    # holds file times): the command that opened the study checks it again before committing its outputs.
+    inputs: dict[str, str] | None = None
 
     # ----------------------------------------------------------------- what the study is
 
@@ -216,6 +221,16 @@ class Study:
             return list(self.configuration_pairs().values())
         return profile_pairs(self.arms, baseline=self.require_baseline())
 
+    def untestable(self) -> str | None:
+        """Why no arm pair the plan could test remains (the design audit names a problem for every pair), else None."""
+        problems = self.audit.problems() if self.audit is not None else []
+        if self.baseline.name is None:
+            return None
+        pairs = self.pairs()
+        if not pairs:
+            return problems[0].message if problems else "no pair of arms to compare"
+        return problems[0].message if len(problems) >= len(pairs) else None
+
     def line(self) -> str:
         """One line for a command's or notebook's header: what was analysed, under which design and baseline."""
         origin = f"study file {self.design_path}" if self.design_path else "the readers' default profiles"
@@ -223,6 +238,18 @@ class Study:
         within = f" in {len(self.configurations)} configurations" if self.configurations else ""
         return (f"{self.runs_dir} ({kind}): {len(self.metrics)} trials, {len(self.arms)} arms{within} ({origin}), "
                 f"success: {self.success_rule}; {self.baseline.line()}")
+
+    def inputs_changed(self) -> str | None:
+        """One line saying how the runs folder changed since this process read it (gone, sources added, removed or
+        changed), else None; None too for a study that was not read from runs here (loaded, or built in memory)."""
+        if self.inputs is None or self.runs_location is None:
+            return None
+        return runs_changes(self.runs_location, self.inputs, self.runs_dir)
+
+    @property
+    def inputs_sha256(self) -> str | None:
+        """One hash of the runs folder's fingerprint when it was read (for an output set's manifest)."""
+        return runs_fingerprint_sha256(self.inputs) if self.inputs is not None else None
 
     # ----------------------------------------------------------------- reading the trials again
 
@@ -278,8 +305,7 @@ class Study:
             atomic_write_csv(out / files.METRICS_DETAIL, self.metrics.drop(columns=[ACTIONS_COLUMN], errors="ignore")),
             atomic_write_csv(out / files.ERRORS, self.errors),
             atomic_write_csv(out / files.RERUNS, self.reruns),
-            atomic_write_json(out / files.ACTIONS, {p: None if a is None else [[x.name, x.target, x.mcp] for x in a]
-                                                    for p, a in sorted(self.actions.items())}),
+            atomic_write_bytes(out / files.ACTIONS, _actions_json(self.actions)),
         ]
         audit = self.audit
         findings = pd.DataFrame([(f.severity, f.check, f.message) for f in audit.findings] if audit else [],
@@ -324,9 +350,7 @@ class Study:
                 audit.baselines = baseline_profiles(metrics, design)
                 audit.configurations = (pd.read_csv(table, dtype={"configuration": "object"}) if table.exists() else
                                         pd.DataFrame(columns=CONFIGURATION_AUDIT_COLUMNS))
-        actions: dict[str, list[Action] | None] = {}
-        if (out / files.ACTIONS).exists():
-            actions = {p: parse_actions(a) for p, a in read_json(out / files.ACTIONS, stage="study").items()}
+        actions = TrialActions(read_json(out / files.ACTIONS, stage="study") if (out / files.ACTIONS).exists() else None)
         return cls(rec.runs_dir, metrics, errors, baseline, audit, design, rec.study_file,
                    PlanCheck.from_json(rec.plan) if rec.plan is not None else None, reruns, rec.simulated, rec.seed,
                    rec.n_sources, rec.cache_hits, actions, None if rec.baseline is not None else rec.baseline_source)
@@ -397,7 +421,8 @@ def open_study(
                           columns=ERROR_COLUMNS)
     result = Study(runs_label or display_path(runs_dir), table.frame, errors, design=design, design_path=design_path,
                    reruns=pd.DataFrame(table.reruns, columns=RERUN_COLUMNS), simulated=table.simulated, seed=seed,
-                   n_sources=table.n_sources, cache_hits=table.cache_hits, runs_location=Path(runs_dir))
+                   n_sources=table.n_sources, cache_hits=table.cache_hits, runs_location=Path(runs_dir),
+                   inputs=table.inputs)
     return _resolve(result, runs_dir, out_dir, plan, plan_check, baseline)
 
 
@@ -438,7 +463,7 @@ def _resolve(result: Study, runs_dir: str | os.PathLike, out_dir: str | os.PathL
     """What a study decides once its table is built: simulated or not, the plan check, the baseline, the audit."""
     df = result.metrics
     if ACTIONS_COLUMN in df:
-        result.actions = {str(p): parse_actions(a) for p, a in zip(df["trial_path"], df.pop(ACTIONS_COLUMN), strict=True)}
+        result.actions = TrialActions(dict(zip(map(str, df["trial_path"]), df.pop(ACTIONS_COLUMN), strict=True)))
     result.simulated = result.simulated or bool(result.design is not None and result.design.simulated)
     df["simulated"] = result.simulated
     result.plan_check = plan_check if plan_check is not None else _plan_check(runs_dir, out_dir, plan)
@@ -461,6 +486,13 @@ def _audit(study: Study) -> DesignAudit:
         return configuration_audit(study.metrics, design=study.design, reruns=study.reruns, errors=study.errors)
     return design_audit(study.metrics, baseline=study.baseline.name, design=study.design, reruns=study.reruns,
                         errors=study.errors)
+
+
+def _actions_json(actions: Mapping[str, list[Action] | None]) -> bytes:
+    """``trial_actions.json`` of a study's actions, whether kept encoded or given as sequences."""
+    if not isinstance(actions, TrialActions):
+        actions = TrialActions({p: None if a is None else [[x.name, x.target, x.mcp] for x in a] for p, a in actions.items()})
+    return actions.to_json()
 
 
 def _error_path(path: str, runs_dir: str | os.PathLike) -> str:
