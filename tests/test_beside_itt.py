@@ -126,16 +126,21 @@ def test_results_md_shows_the_same_section(tmp_path):
 
 def test_paper_gets_a_table_and_macros_from_the_csvs(sample_runs, tmp_path, run_cli):
     out = tmp_path / "out"
-    assert run_cli(sample_runs, "--no-llm", "-q", "-o", out, "--plan", _plan_file(tmp_path)).returncode == 0
+    # tokens get a declared support (the per-trial budget); cost none, so its bounds are unbounded
+    plan = _plan_file(tmp_path, support={"total_tokens": {"high": 2_000_000}})
+    assert run_cli(sample_runs, "--no-llm", "-q", "-o", out, "--plan", plan).returncode == 0
     beside = read_beside(out)
     inputs = paper.PaperInputs(metrics=pd.read_csv(out / "metrics_detail.csv"), comparisons=pd.read_csv(out / "comparisons.csv"),
                                simulated=True, beside=beside, sources={"beside": "results/sample/comparisons"})
     written = paper.write_paper_snippets(inputs, tmp_path / "paper", tmp_path / "figures")
     tex = written["beside_itt"].read_text()
     assert "\\label{tab:cace}" in tex and "\\label{tab:infra-bounds}" in tex and "\u2212" not in tex
+    cost = beside["bounds"].query("metric == 'total_cost_usd' and profile_b == 'codegraph'").iloc[0]
+    assert cost["note"].startswith("unbounded: no support declared") and "& unbounded & unbounded" in tex
     macros = (tmp_path / "paper" / "snippets" / "macros.tex").read_text()
     row = beside["compliance"].query("metric == 'success' and estimand == 'cace' and profile_b == 'codecanvas'").iloc[0]
     assert f"\\newcommand{{\\CaceSuccessCodecanvasVsTextEst}}{{\\num{{{fmt.tex_number(100 * row.estimate, 1, sign=True)}}}" \
            "\\,pp}" in macros
     assert "\\InfraBoundTotalTokensCodegraphVsTextLow" in macros and "results/sample/comparisons/infra_bounds.csv" in macros
+    assert "\\InfraBoundTotalCostUsdCodegraphVsTextLow" not in macros  # no number for an unbounded bound
     assert "## Beside intention to treat" in (tmp_path / "paper" / "paper_snippets.md").read_text()

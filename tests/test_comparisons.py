@@ -270,6 +270,40 @@ def test_rows_say_where_interval_and_test_disagree_and_where_an_interval_is_open
     assert "the estimate is 0 (most differences are 0)" in C.interval_note(zeros, 0.05)
 
 
+def test_open_interval_ends_print_open_wherever_they_are():
+    """A Hodges-Lehmann end in a gap between Walsh averages is left out of the interval whatever its value (the
+    Wilcoxon test rejects there); it prints with a parenthesis, as an infinite end does."""
+    from types import SimpleNamespace
+
+    from analysis_lib.report import numbers as fmt
+
+    d = P.load_plan().model_dump(mode="json")
+    d["bootstrap"]["n_resamples"] = 100
+    d["tiers"]["primary"]["metrics"] = [{"id": "tool_calls_count", "test": "wilcoxon_signed_rank"}]
+    d["tiers"]["secondary"]["metrics"] = [{"id": "elapsed_sec", "test": "wilcoxon_signed_rank"}]
+    rng = np.random.default_rng(0)
+    rows = []
+    for t in range(12):  # tied small counts: the normal approximation, whose accepted shifts end in gaps
+        base = int(rng.integers(5, 20))
+        for prof, v in (("A", base), ("B", base + int(rng.integers(-3, 3)))):
+            rows.append({"profile": prof, "task_id": f"t{t}", "repetition": 1, "tool_calls_count": float(v), "success": True})
+    r = C.compare(pd.DataFrame(rows), P.parse_plan(d), [("A", "B")]).iloc[0]
+    assert r["ci_open"] == "low and high" and r["ci_low"] < 0 < r["ci_high"]
+    assert fmt.interval(r) == f"({fmt.number(r['ci_low'], 1, sign=True)}, {fmt.number(r['ci_high'], 1, sign=True)})"
+    assert fmt.interval(r).startswith("(−24.4, ")  # it printed [−24.4, +8.1] while it leaves both ends out
+    ray = SimpleNamespace(scale="ratio", unit="%", metric="total_tokens", ci_low=-12.34, ci_high=math.inf, ci_open=None)
+    assert fmt.interval(ray) == "[−12.3, +∞)"
+    # McNemar's exact odds ratio when no task passed only under A: its upper end is infinite, so the end is open.
+    from analysis_lib.report.comparison_report import mcnemar_lines
+
+    wins = [{"profile": prof, "task_id": f"t{t}", "repetition": 1, "success": prof == "B" or t < 2}
+            for t in range(6) for prof in ("A", "B")]
+    d["tiers"]["primary"]["metrics"] = [{"id": "success", "test": "mcnemar_exact"}]
+    r = C.compare(pd.DataFrame(wins), P.parse_plan(d), [("A", "B")]).iloc[0]
+    assert (r["n_a_only"], r["n_b_only"]) == (0, 4) and r["odds_ratio_high"] == math.inf
+    assert re.search(r"exact 95% CI \[\d\.\d\d, ∞\) \(McNemar exact", mcnemar_lines(pd.DataFrame([r]))[0])
+
+
 def _two_endpoint_frame(cost_of_tokens) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Six tasks, two repetitions each, under text and mcp; cost from tokens by ``cost_of_tokens``."""
     tokens = {"text": [[1000, 1200], [5000, 5400], [800, 800], [20000, 18000], [3000, 3300], [700, 900]],

@@ -169,3 +169,59 @@ def test_the_cace_interval_covers_the_effect_among_compliers_in_simulation():
     cover = float(np.mean(hits))
     assert 0.91 <= cover <= 0.985, cover  # 95 % +- 3.3 Monte-Carlo standard errors (SE 1.26 points at 300)
     assert np.mean(naive) < truth - 0.02  # users are the harder trials: the naive effect is too small
+
+
+def _weak_uptake_trials(metric: str) -> pd.DataFrame:
+    """Eight tasks, three trials per arm: B does better on every task, but only 2 of its 24 trials call an MCP tool,
+    so the share of users is not significantly above 0 (t = 1.53 on 7 df)."""
+    b_wins = [1, 1, 2, 1, 1, 1, 2, 1]  # B's successes of 3 (A never succeeds)
+    b_users = [0, 0, 0, 1, 0, 0, 1, 0]
+    rows = []
+    for t, (wins, users) in enumerate(zip(b_wins, b_users, strict=True)):
+        for rep in range(3):
+            rows.append({"profile": "A", "task_id": f"t{t}", "repetition": rep + 1, "success": False, "mcp_used": None,
+                         "total_tokens": 100_000.0, "infra_error": False})
+            rows.append({"profile": "B", "task_id": f"t{t}", "repetition": rep + 1, "success": rep < wins,
+                         "mcp_used": rep < users, "total_tokens": 100_000.0 * (0.5 if rep < wins else 0.8),
+                         "infra_error": False})
+    return pd.DataFrame(rows)
+
+
+def test_an_unbounded_fieller_set_is_two_rays_that_can_exclude_zero():
+    from types import SimpleNamespace
+
+    from analysis_lib.report import beside_itt as BR
+
+    d = np.array([1, 1, 2, 1, 1, 1, 2, 1]) / 3
+    u = np.array([0, 0, 0, 1, 0, 0, 1, 0]) / 3
+    r = CO.ratio_of_means(d, u)
+    assert r["interval"].startswith("Fieller") and r["ci_set"] == "two rays"
+    # Independent: the theta where scipy's one-sample t test of d - theta u does not reject at 0.05.
+    keep = lambda theta: sps.ttest_1samp(d - theta * u, 0.0).pvalue >= 0.05  # noqa: E731
+    lo, hi = r["ci_gap_low"], r["ci_gap_high"]
+    assert optimize.brentq(lambda th: sps.ttest_1samp(d - th * u, 0.0).pvalue - 0.05, lo - 1, lo + 0.5) == \
+        pytest.approx(lo, abs=1e-7)
+    assert lo < 0 < hi < r["estimate"] and not keep(0.0) and keep(lo - 1e-3) and keep(hi + 1e-3)
+    assert all(keep(th) == (th <= lo or th >= hi) for th in np.linspace(-20, 20, 401) if min(abs(th - lo), abs(th - hi)) > 1e-6)
+    # In the table: the union as it is, saying it excludes 0, the reason beside it, the estimate flagged (+500 pp).
+    comp = CO.compliance_table(_weak_uptake_trials("success"), [("A", "B")], ["success", "total_tokens"],
+                               {"A": False, "B": True})
+    cace = comp[comp["estimand"] == "cace"].set_index("metric")
+    s = cace.loc["success"]
+    assert s["ci_set"] == "two rays" and s["estimate"] == pytest.approx(5.0) and s["outside_parameter_space"]
+    assert "two rays (it excludes 0)" in s["note"] and s["note"].startswith("outside the parameter space")
+    md = "\n".join(BR.compliance_markdown(comp))
+    row = SimpleNamespace(**{**s.to_dict(), "metric": "success"})
+    assert BR.confidence_set(row) == (f"(−∞, {100 * s['ci_gap_low']:+.1f}] ∪ [{100 * s['ci_gap_high']:+.1f}, +∞), "
+                                      "excludes 0").replace("-", "−")
+    assert BR.confidence_set(row) in md and "(outside the parameter space)" in md
+    assert "Fieller, t (tasks): two rays, the share of users is not significantly above 0" in md
+    # A ratio metric never goes below -100 %: the left ray starts there, open.
+    t = cace.loc["total_tokens"]
+    assert t["ci_set"] == "two rays" and t["ci_low"] == -100.0 and t["estimate"] > -100
+    assert BR.confidence_set(SimpleNamespace(**{**t.to_dict(), "metric": "total_tokens"})).startswith("(−100.0, ")
+    macros = {m.name: m.text for m in BR.beside_macros({"compliance": comp}, "results")}
+    assert "CaceSuccessBVsASet" in macros and "CaceSuccessBVsALow" not in macros and "\\cup" in macros["CaceSuccessBVsASet"]
+    # The whole line when even a large effect is not distinguishable from none.
+    assert CO.fieller_set(0.1, 0.05, 0.04, 0.01, 0.0, 2.0).kind == "whole line"
+    assert CO.fieller_set(14.0, 7.0, 1.5, 4 / 6, 0.0, 2.228).kind == "interval"

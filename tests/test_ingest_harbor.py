@@ -98,3 +98,51 @@ def test_every_real_run_fixture_ingests_without_error(real_fixtures):
         m = trial_metrics(t)
         assert m["profile"] and m["task_id"]
         assert m["total_tokens"] is None or m["total_tokens"] >= 0
+
+
+LOST = {"id": "0b7d", "task_name": "task-lost", "started_at": "2026-01-02T10:00:00Z", "finished_at": "2026-01-02T10:00:04Z",
+        "exception_info": {"exception_type": "DaytonaError", "exception_message": "sandbox never started",
+                           "exception_traceback": "...", "occurred_at": "2026-01-02T10:00:04"}}
+
+
+def test_a_folder_with_only_a_result_json_is_its_arms_infrastructure_error(tmp_path, run_cli):
+    """What Harbor leaves when the sandbox never started (a result.json with exception_info, nothing else) is a
+    trial of its arm lost to an infrastructure error, in the run layout and in a Harbor job folder alike; a
+    result.json that is neither a trial's nor a job's is a warning row naming it."""
+    from builders import agent_step, harbor_trial, small_runs, trajectory, write_trial
+
+    runs = small_runs(tmp_path / "runs", 3)
+    write_trial(runs, "2026-01-01__10-00-00__base", "task-lost", traj=trajectory([agent_step(1)]))
+    lost = runs / "2026-01-02__10-00-00__mcp" / "task-lost"
+    lost.mkdir()
+    (lost / "result.json").write_text(json.dumps(LOST))
+    odd = runs / "2026-01-02__10-00-00__mcp" / "task-odd"
+    odd.mkdir()
+    (odd / "result.json").write_text(json.dumps({"note": "written by some other tool"}))
+    trials, errors = load_trials(runs)
+    got = {(t.profile, t.task_id): t for t in trials}
+    assert len(trials) == 8 and ("mcp", "task-lost") in got
+    m = trial_metrics(got[("mcp", "task-lost")])
+    assert m["infra_error"] is True and m["success"] is None
+    assert got[("mcp", "task-lost")].exception == "DaytonaError: sandbox never started"
+    warned = [e for e in errors if e.path == str(odd / "result.json")]
+    assert len(warned) == 1 and warned[0].severity == "warning" and "neither a trial's result" in warned[0].message
+    # The command line's summary counts the trial and the warning; the design audit counts the lost trial in its arm.
+    res = run_cli(runs, "--no-llm", "-o", tmp_path / "out", "-q")
+    assert "analysed 8 trials (2 profiles, 4 tasks)" in res.stderr and "1 warnings" in res.stderr
+    audit = (tmp_path / "out" / "design_audit.csv").read_text()
+    assert "infra" in audit
+
+    # A Harbor job folder: the same trial, beside two complete ones.
+    job = tmp_path / "jobs"
+    for i in range(2):
+        harbor_trial(job, "2026-03-01__10-00-00", f"t{i}__abc{i}", f"t{i}")
+    (job / "2026-03-01__10-00-00" / "result.json").write_text(json.dumps({"id": "job", "n_total_trials": 3, "stats": {}}))
+    lost = job / "2026-03-01__10-00-00" / "t2__abc2"
+    lost.mkdir()
+    (lost / "result.json").write_text(json.dumps({**LOST, "task_name": "t2", "config": {
+        "agent": {"name": "claude-code", "model_name": "anthropic/claude-sonnet-4-5"}}}))
+    trials, errors = load_trials(job)
+    got = {t.task_id: t for t in trials}
+    assert sorted(got) == ["t0", "t1", "t2"] and not [e for e in errors if e.severity == "error"]
+    assert got["t2"].profile == got["t0"].profile and trial_metrics(got["t2"])["infra_error"] is True

@@ -161,6 +161,35 @@ def test_futility_bound_stops_a_run_where_mcp_does_not_help(bench, monkeypatch):
     assert "stopped at look 1 of 3 (4 of 12 tasks): every primary hypothesis crossed its futility bound" in text
 
 
+@pytest.mark.slow  # 14 scripted trials (real agent and evaluator processes) and three looks: ~8 s
+def test_a_final_look_forced_by_the_budget_is_held_at_the_fraction_it_reached(bench, monkeypatch):
+    """Twelve tasks planned at four looks (3, 6, 9, 12); every pair costs $0.50 and the guardrail ($3.78 of $4.20)
+    stops the run after 7 tasks: the final look is at 7/12 of the information, not 1, and its boundary spends the
+    alpha left at that fraction, with the correlation of the looks that happened (0.25, 0.5, 0.583)."""
+    import numpy as np
+    from scipy import stats as sps
+
+    from analysis_lib.stats import group_sequential as gs
+
+    monkeypatch.delenv("FAKE_CLAUDE_ONLY_MCP_SOLVES")  # both solve every task: nothing is rejected early
+    d = dict(SEQ_PLAN, sequential={**SEQ_PLAN["sequential"], "looks": 4})
+    bench["plan"].write_text(yaml.safe_dump(d))
+    m = write_manifest(bench, manifest_obj(bench, TASKS))
+    res = run_full(m, 1, 3, 4.2, output=bench["tmp"] / "full_run.json", runs_dir=bench["tmp"] / "runs",
+                   analysis_plan=bench["plan"], quiet=True)
+    seq = res["sequential"]
+    assert res["status"] == "budget_stop" and res["budget"]["spent_usd"] == pytest.approx(3.5)
+    assert seq["look_tasks"] == [3, 6, 9, 12] and [lk["tasks"] for lk in seq["looks"]] == [3, 6, 7]
+    assert [lk["fraction"] for lk in seq["looks"]] == pytest.approx([0.25, 0.5, 7 / 12])
+    last = seq["looks"][-1]
+    assert last["decision"] == "budget" and "information fraction 0.583" in last["reason"]
+    tok = next(h for h in last["hypotheses"] if h["metric"] == "total_tokens")
+    c = gs.efficacy_bounds(np.array([0.25, 0.5, 7 / 12]), tok["level"], "pocock", final=True)
+    assert tok["nominal_p"] == pytest.approx(2 * sps.norm.sf(c[-1]), rel=1e-9)
+    up, lo = gs.crossing_probabilities(c, -c, np.array([0.25, 0.5, 7 / 12]))
+    assert up.sum() + lo.sum() == pytest.approx(tok["level"], abs=1e-6)  # all of the row's alpha, no more
+
+
 def test_dry_run_prints_the_looks_and_boundaries(run_cli, tmp_path):
     plan = ROOT / "params" / "analysis_plan_sequential.yaml"
     out = tmp_path / "plan.json"
@@ -171,7 +200,7 @@ def test_dry_run_prints_the_looks_and_boundaries(run_cli, tmp_path):
     assert code == 0, stderr
     # three tasks: looks after 1, 2, 3 and 3 tasks collapse to 1, 2, 3; the bound of one hypothesis at 0.05/2
     assert "sequential design: 3 looks (tasks), obrien-fleming alpha spending" in stdout
-    lines = [ln for ln in stdout.splitlines() if " tasks " in ln and ln.strip()[:1].isdigit()]
+    lines = [ln for ln in stdout.splitlines() if re.match(r" +\d +\d+ tasks? ", ln)]
     assert len(lines) == 3 and "success: exact boundaries at each look" in stdout
     obj = json.loads(out.read_text())
     assert obj["sequential"]["look_tasks"] == [1, 2, 3] and obj["sequential"]["family"] == 2
@@ -180,11 +209,40 @@ def test_dry_run_prints_the_looks_and_boundaries(run_cli, tmp_path):
     assert "expected tasks and spend (one hypothesis at 0.025" in stdout
     assert [ln.split()[0] for ln in stdout.splitlines() if re.match(r"(fixed|sequential) +\d", ln)] == ["fixed", "sequential"]
     assert fixed["n_max"] == sq["n_max"] == 3 and fixed["spend_max_median"] == pytest.approx(27.0)
-    assert sq["power"] == pytest.approx(0.8, abs=1e-6) and sq["expected_n_effect"] < sq["expected_n_null"] <= 3
-    assert sq["expected_spend_effect"] == pytest.approx(9.0 * sq["expected_n_effect"], abs=1e-5)
+    # No planned test can reject with 3 tasks (sign-flip and exact Wilcoxon: smallest p 2/2^3 = 0.25, above every
+    # boundary): the design's real power is 0 and it runs every task, where normal theory alone promised 80 % power
+    # and 2.6 tasks.
+    assert sq["power"] == fixed["power"] == 0 and sq["cannot_reject"] == [1, 2, 3] and fixed["cannot_reject"] == [1]
+    assert sq["nominal_power"] == pytest.approx(0.8, abs=1e-6) and sq["expected_n_effect"] == sq["expected_n_null"] == 3
+    assert sq["expected_spend_effect"] == pytest.approx(27.0)
+    assert "look 3 (3 tasks) cannot reject success (sign_flip: smallest p 0.25), total_tokens (wilcoxon_signed_rank: " \
+        "smallest p 0.25)" in stdout and "power 0: no look of that design can reject" in stdout
     # the sequential schedule: each task's pairs back to back
     tasks = [e["task_id"] for e in obj["schedule"]]
     assert all(tasks[i] == tasks[i + 1] or tasks[i] not in tasks[i + 1:] for i in range(len(tasks) - 1))
+
+
+def test_dry_run_with_looks_by_spend_prints_its_looks(run_cli, tmp_path):
+    """``timing: spend`` on the example manifest (three tasks): shares of the guardrail that find no new task done
+    add no look (before, the repeated look crashed the dry run), and the schedule's end is the final look."""
+    d = yaml.safe_load((ROOT / "params" / "analysis_plan_sequential.yaml").read_text())
+    d["sequential"]["timing"] = "spend"
+    plan = tmp_path / "spend.yaml"
+    plan.write_text(yaml.safe_dump(d))
+    args = ["bench", "full", "--manifest", ROOT / "params" / "example_manifest.json", "--runs-per-condition", "3",
+            "--seed", "7", "--dry-run", "--analysis-plan", plan, "--output", tmp_path / "plan.json"]
+    # A guardrail of $27 (budget $30, the whole schedule's $27): looks at $13.50 and $20.25 spent, then the end.
+    res = run_cli(*args, "--phase-budget-usd", "30")
+    assert res.returncode == 0, res.stderr
+    looks = [ln.split() for ln in res.stdout.splitlines() if re.match(r" +\d +(\$|schedule)", ln)]
+    assert "sequential design: 3 looks (spend)" in res.stdout
+    assert [x[1] for x in looks] == ["$13.50", "$20.25", "schedule"] and [x[3] for x in looks] == ["0.333", "0.667", "1.000"]
+    obj = json.loads((tmp_path / "plan.json").read_text())["sequential"]
+    assert obj["look_spend_usd"] == [6.75, 13.5, 20.25, 27.0] and [b["tasks"] for b in obj["boundaries"]] == [1, 2, 3]
+    # A guardrail of $1,080: every share lies beyond the schedule's $27, so the one look is the end of the schedule.
+    res = run_cli(*args, "--phase-budget-usd", "1200")
+    assert res.returncode == 0, res.stderr
+    assert "sequential design: 1 look (spend)" in res.stdout and re.search(r"\n +1 +schedule end +1\.000", res.stdout)
 
 
 def test_plan_sequential_section_is_validated():

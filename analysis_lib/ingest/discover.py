@@ -28,7 +28,7 @@ from ..core.fileio import read_json
 from ..core.trial import IngestError, InputError
 from .claude_code import parent_session
 from .convert import detect_transcript_kind, is_subagent_transcript
-from .harbor import is_trial_result
+from .harbor import is_job_result, is_trial_result
 from .inspect_log import is_inspect_log
 from .mcpbr import is_mcpbr_results
 from .results_table import is_results_csv, is_skillsbench_registry
@@ -42,6 +42,8 @@ _MINI_FORMAT = re.compile(rb'"trajectory_format"\s*:\s*"mini-swe-agent')
 _SWE_TURNS = re.compile(rb'"trajectory"\s*:\s*\[\s*(\]|\{)')
 _RUN_DIR = re.compile(r"^(?P<ts>\d{4}-\d{2}-\d{2}(?:__|T|_)\d{2}[-:]\d{2}[-:]\d{2})__(?P<profile>.+)$")
 _JOB_LEVEL = {files.RUN_INDEX, "config.json", "result.json", "lock.json"}
+# What a trial folder holds beside its result.json when nothing else was written (Harbor: the sandbox never started).
+_TRIAL_SIDE_FILES = {"result.json", "config.json", "trial.log", "exception.txt"}
 
 
 @dataclass(slots=True)
@@ -60,17 +62,30 @@ class TrialSource:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def _is_trial_dir(path: str, names: set[str]) -> bool:
+def _is_trial_dir(path: str, names: set[str]) -> bool | str:
+    """Whether a folder is a trial: True, False, or the reason its ``result.json`` makes it none (a warning row).
+
+    A folder with an ``agent`` or ``verifier`` folder is a trial. So is one whose ``result.json`` is a trial's
+    result: a TrialResult, or any result carrying ``exception_info`` (what Harbor leaves when the sandbox never
+    started: a trial of its arm lost to an infrastructure error), or one that cannot be read while nothing else is
+    in the folder (read as a trial, its error row says why). A job's ``result.json`` is no trial; any other one is
+    named in a warning row.
+    """
     if "agent" in names or "verifier" in names:
         return True
-    if "result.json" in names:
-        # An errored Harbor trial may hold only result.json/config.json; a job folder also has them.
-        try:
-            obj = read_json(os.path.join(path, "result.json"), "discover")
-        except InputError:
-            return "trial.log" in names or "exception.txt" in names
-        return is_trial_result(obj)
-    return False
+    if "result.json" not in names:
+        return False
+    try:
+        obj = read_json(os.path.join(path, "result.json"), "discover")
+    except InputError:
+        # An errored Harbor trial may hold only result.json/config.json, with its log beside them.
+        return "trial.log" in names or "exception.txt" in names or not (names - _TRIAL_SIDE_FILES)
+    if is_trial_result(obj) or (isinstance(obj, dict) and "exception_info" in obj):
+        return True
+    if is_job_result(obj):
+        return False
+    return ("result.json is neither a trial's result (trial_name, agent_result, verifier_result or exception_info) "
+            "nor a job's; the folder is not read as a trial")
 
 
 def _read_index(root: str, errors: list[IngestError]) -> dict[str, dict]:
@@ -308,9 +323,12 @@ def _walk(root: str, path: str, index: dict, sources: list, errors: list, visite
         errors.append(IngestError(path, "discover", f"cannot list folder ({exc.strerror or exc})"))
         return
     names = {e.name for e in entries}
-    if path != root and _is_trial_dir(path, names):
+    trial = _is_trial_dir(path, names) if path != root else False
+    if trial is True:
         sources.append(_trial_dir_source(root, path, index))
         return
+    if isinstance(trial, str):
+        errors.append(IngestError(os.path.join(path, "result.json"), "discover", trial, "warning"))
     # A TB1 run may have lost its run_metadata.json and kept only run-level results files (results[]),
     # results.json or <timestamp>_results.json.
     run_results = any(n == "results.json" or n.endswith("_results.json") for n in names)

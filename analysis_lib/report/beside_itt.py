@@ -6,11 +6,13 @@ comparison report, RESULTS.md, notebook 02 and the paper show the same numbers.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
 
 from ..core.fileio import atomic_write_csv
+from ..inference.beside_itt.bounds import is_unbounded
 from ..inference.beside_itt.compliance import ASSUMPTIONS, ESTIMANDS, SCHEMA_COST_METRICS, TOKEN_CAVEAT
 from ..inference.beside_itt.divergence import divergence_table
 from ..inference.beside_itt.mediation import ASSUMPTIONS as MEDIATION_ASSUMPTIONS
@@ -20,7 +22,7 @@ from . import numbers as fmt
 from .markdown import table as md_table
 
 __all__ = ["ITT_LINE", "write_beside", "read_beside", "beside_markdown", "compliance_markdown", "bounds_markdown",
-           "divergence_markdown", "mediation_markdown", "beside_tex", "beside_macros"]
+           "divergence_markdown", "mediation_markdown", "beside_tex", "beside_macros", "confidence_set"]
 
 ITT_LINE = ("The planned comparisons are by assignment (intention to treat): every trial counts in the arm it was "
             "assigned to, whatever its agent did, and no trial is dropped for not calling the tools. The estimands "
@@ -55,11 +57,47 @@ def _pct(x) -> str:
     return fmt.DASH if fmt.missing(x) else fmt.number(100 * float(x), 1) + " %"
 
 
+def _set_kind(r) -> str:
+    kind = getattr(r, "ci_set", None)
+    return kind if isinstance(kind, str) else "interval"
+
+
+def _excludes_zero(r) -> bool:
+    return _set_kind(r) == "two rays" and float(r.ci_gap_low) < 0 < float(r.ci_gap_high)
+
+
+def confidence_set(r) -> str:
+    """A compliance row's confidence set as it is: ``[a, b]``; two rays as a union, saying when it excludes 0
+    (``(−∞, −2.3] ∪ [+0.5, +∞), excludes 0``); the whole line. On a % scale −∞ is −100 %, an end not attained."""
+    kind = _set_kind(r)
+    floor = fmt.number(-100.0, 1, sign=True) if r.scale == "ratio" else fmt.MINUS + "∞"
+    if kind == "whole line":
+        return f"({floor}, +∞)"
+    if kind == "two rays":
+        d = fmt.estimate_digits(r)
+        text = (f"({floor}, {fmt.number(fmt.scaled(r, r.ci_gap_low), d, sign=True)}] ∪ "
+                f"[{fmt.number(fmt.scaled(r, r.ci_gap_high), d, sign=True)}, +∞)")
+        return text + (", excludes 0" if _excludes_zero(r) else "")
+    low_open = r.scale == "ratio" and not fmt.missing(r.ci_low) and float(r.ci_low) <= -100.0
+    return fmt.interval(r, opened="low" if low_open else "")
+
+
 def _est(r) -> str:
-    """Estimate and interval of a compliance or bounds row on its printed scale."""
+    """Estimate and interval (a confidence set: Fieller's may be unbounded) of a compliance or bounds row on its
+    printed scale, flagged when the estimate lies outside the parameter space."""
     if fmt.missing(r.estimate):
         return r.note if isinstance(getattr(r, "note", None), str) else fmt.DASH
-    return f"{fmt.estimate(r)} {fmt.interval(r)}"
+    flag = " (outside the parameter space)" if getattr(r, "outside_parameter_space", False) is True else ""
+    return f"{fmt.estimate(r)} {confidence_set(r) if hasattr(r, 'ci_set') else fmt.interval(r)}{flag}"
+
+
+def _why_unbounded(r) -> str:
+    """The interval's method, and for an unbounded Fieller set why (the reason beside the number)."""
+    method = r.interval if isinstance(r.interval, str) else fmt.DASH
+    kind = _set_kind(r)
+    if kind in ("two rays", "whole line"):
+        return f"{method}: {kind}, the share of users is not significantly above 0"
+    return method
 
 
 def _pair(r) -> str:
@@ -78,8 +116,8 @@ def compliance_markdown(comp: pd.DataFrame, confidence: float = 0.95) -> list[st
         itt, share, cace, nv = by["itt_mean"], by["share_used"], by["cace"], by["naive_users"]
         used = f"{_pct(share.estimate)} [{fmt.number(100 * share.ci_low, 1)}, {fmt.number(100 * share.ci_high, 1)}] " \
                f"({share.n_used} of {share.n_trials_b})" if not fmt.missing(share.estimate) else fmt.DASH
-        rows.append([_pair(itt), f"{itt.label}, `{metric}`", _est(itt), used, _est(cace),
-                     cace.interval if isinstance(cace.interval, str) else fmt.DASH, str(itt.n_tasks)])
+        rows.append([_pair(itt), f"{itt.label}, `{metric}`", _est(itt), used, _est(cace), _why_unbounded(cace),
+                     str(itt.n_tasks)])
         naive.append([_pair(nv), f"{nv.label}, `{metric}`", _est(nv), str(nv.n_tasks)])
     out += ["CACE = effect of offering MCP (`itt_mean`) / share of the MCP arm's trials that called an MCP tool "
             "(`share_used`), per task pair (`compliance.csv`).", "",
@@ -107,21 +145,28 @@ def bounds_markdown(bounds: pd.DataFrame, confidence: float = 0.95) -> list[str]
         reasons = "; ".join(f"{p}: {why}" for p, why in ((r.profile_a, r.reasons_a), (r.profile_b, r.reasons_b))
                             if isinstance(why, str) and why)
         unit = fmt.comparison_unit(r.scale, r.unit)
+        unbounded = is_unbounded(r)
         low = f"{fmt.number(fmt.scaled(r, r.bound_low), fmt.estimate_digits(r), sign=True)} {unit} " \
-              f"{fmt.interval(r, 'bound_low_ci_low', 'bound_low_ci_high')}" if not fmt.missing(r.bound_low) else fmt.DASH
+              f"{fmt.interval(r, 'bound_low_ci_low', 'bound_low_ci_high')}" if not fmt.missing(r.bound_low) else \
+            ("unbounded" if unbounded else fmt.DASH)
         high = f"{fmt.number(fmt.scaled(r, r.bound_high), fmt.estimate_digits(r), sign=True)} {unit} " \
-               f"{fmt.interval(r, 'bound_high_ci_low', 'bound_high_ci_high')}" if not fmt.missing(r.bound_high) else fmt.DASH
+               f"{fmt.interval(r, 'bound_high_ci_low', 'bound_high_ci_high')}" if not fmt.missing(r.bound_high) else \
+            ("unbounded" if unbounded else fmt.DASH)
         worst = {"low": "lower", "high": "upper"}.get(str(r.worst_case), fmt.DASH)
+        support = r.support if isinstance(getattr(r, "support", None), str) else \
+            ("pass or fail" if r.scale in fmt.POINT_SCALES else "none declared")
         rows.append([f"{r.label}, `{r.metric}`", _pair(r), f"{fmt.estimate(r)} {fmt.interval(r)}", lost,
-                     str(r.n_tasks_affected), reasons or fmt.DASH, low, high, worst])
+                     str(r.n_tasks_affected), reasons or fmt.DASH, support, low, high, worst])
         if isinstance(r.note, str) and r.note and r.n_affected_a + r.n_affected_b:
             notes.append(f"- {r.label}, {_pair(r)}: {r.note}.")
     out += ["The planned estimate leaves infrastructure errors out and counts trials whose agent never reached a "
-            "model as the source scored them. The bounds impute the outcomes of those trials both ways and rerun the "
-            "planned test: pass/fail as fail in B and pass in A (lower) and the reverse (upper); continuous metrics "
-            "at each arm's observed extremes (`infra_bounds.csv`).", "",
+            "model as the source scored them. The bounds impute the outcomes of those trials at both ends of what they "
+            "could have been and rerun the planned test: pass/fail as fail in B and pass in A (lower) and the reverse "
+            "(upper); continuous metrics at the ends of the support the plan declares for them (`beside_itt.support`), "
+            "per task; without a declared support a continuous bound is unbounded: a lost trial could have had any "
+            "value (`infra_bounds.csv`).", "",
             md_table(["metric", "pair", f"planned estimate [{c} CI]", "trials lost (A / B)", "tasks affected", "why",
-                      f"lower bound [{c} CI]", f"upper bound [{c} CI]", "worst case for B"], rows), ""]
+                      "support", f"lower bound [{c} CI]", f"upper bound [{c} CI]", "worst case for B"], rows), ""]
     if notes:
         out += ["**Where the lost trials decide:**", "", *notes, ""]
     return out
@@ -211,11 +256,25 @@ def _tex_est(r, low: str = "ci_low", high: str = "ci_high", value: str = "estima
     d = fmt.estimate_digits(r)
     v, lo, hi = getattr(r, value), getattr(r, low), getattr(r, high)
     if fmt.missing(v):
-        return "--"
+        return "unbounded" if value.startswith("bound") and is_unbounded(r) else "--"
     unit = fmt.tex_unit(u) if (u := fmt.comparison_unit(r.scale, r.unit)) in ("%", fmt.RATE_DIFFERENCE_UNIT) else ""
-    ends = "" if fmt.missing(lo) else f" [{fmt.tex_number(fmt.scaled(r, lo), d, sign=True)}, " \
-                                      f"{fmt.tex_number(fmt.scaled(r, hi), d, sign=True)}]"
+    if value == "estimate" and hasattr(r, "ci_set") and _set_kind(r) != "interval":
+        return f"{fmt.tex_number(fmt.scaled(r, v), d, sign=True)}{unit} {_tex_set(r)}"
+    ends = "" if fmt.missing(lo) else f" {'(' if math.isinf(float(lo)) else '['}" \
+                                      f"{fmt.tex_number(fmt.scaled(r, lo), d, sign=True)}, " \
+                                      f"{fmt.tex_number(fmt.scaled(r, hi), d, sign=True)}{')' if math.isinf(float(hi)) else ']'}"
     return f"{fmt.tex_number(fmt.scaled(r, v), d, sign=True)}{unit}{ends}"
+
+
+def _tex_set(r) -> str:
+    """An unbounded Fieller set in TeX: two rays as a union (saying when it excludes 0), or the whole line."""
+    d = fmt.estimate_digits(r)
+    floor = "$-100$" if r.scale == "ratio" else "$-\\infty$"
+    if _set_kind(r) == "whole line":
+        return f"({floor}, $\\infty$)"
+    return (f"({floor}, {fmt.tex_number(fmt.scaled(r, r.ci_gap_low), d, sign=True)}] $\\cup$ "
+            f"[{fmt.tex_number(fmt.scaled(r, r.ci_gap_high), d, sign=True)}, $\\infty$)"
+            + (", excludes 0" if _excludes_zero(r) else ""))
 
 
 def _tex_text(text: str) -> str:
@@ -267,8 +326,9 @@ def beside_tex(frames: dict[str, pd.DataFrame], simulated: bool) -> str:
             "\\toprule\nMetric & B & Planned [95\\% CI] & Lost A/B & Lower bound & Upper bound \\\\\n\\midrule\n"
             + "\n".join(rows) + "\n\\bottomrule\n\\end{tabular}\n\\par\\smallskip\\parbox{\\linewidth}{\\footnotesize "
             "Lost: trials with an infrastructure error or whose agent never reached a model, per arm. Bounds: their "
-            "outcomes imputed both ways (pass/fail: fail in B and pass in A, and the reverse; continuous: each arm's "
-            "observed extremes), the planned test rerun.}\n\\end{table*}")
+            "outcomes imputed at both ends of what they could have been (pass/fail: fail in B and pass in A, and the "
+            "reverse; continuous: the ends of the support the analysis plan declares, per task; unbounded without "
+            "one), the planned test rerun.}\n\\end{table*}")
     return "\n\n".join(parts) if parts else "% nothing reported beside intention to treat"
 
 
@@ -292,9 +352,16 @@ def beside_macros(frames: dict[str, pd.DataFrame], folder: str) -> list[latex.Ma
                 out.append(latex.Macro(stem, f"\\num{{{fmt.tex_number(100 * r.estimate, 1)}}}\\,\\%", r.metric, source, what))
                 continue
             d, unit = fmt.estimate_digits(r), fmt.tex_unit(u) if (u := fmt.comparison_unit(r.scale, r.unit)) in ("%", fmt.RATE_DIFFERENCE_UNIT) else ""
+            bounded = _set_kind(r) == "interval"
             for suffix, v in (("Est", r.estimate), ("Low", r.ci_low), ("High", r.ci_high)):
+                if suffix != "Est" and not bounded:
+                    continue  # an unbounded set has no two ends: the Set macro says what it is
                 out.append(latex.Macro(stem + suffix, _tex_value(fmt.scaled(r, v), d, unit), r.metric, source,
                                        f"{what}; {suffix.lower()}"))
+            if not bounded:
+                out.append(latex.Macro(stem + "Set", _tex_set(r), r.metric, source,
+                                       f"{what}; Fieller's confidence set, unbounded: the share of users is not "
+                                       "significantly above 0"))
     bounds = frames.get("bounds")
     source = f"{folder.rstrip('/')}/{FILES['bounds']}"
     if bounds is not None and len(bounds):

@@ -181,7 +181,7 @@ def hypotheses_table(hyp: pd.DataFrame) -> str:
                            f"{fmt.number(r.margin_high, 1, sign=True)} %, symmetric on the log scale") + ")"),
              f"{100 * r.confidence:g} %",
              "–" if fmt.missing(r.estimate) else f"{fmt.number(r.estimate, 1, sign=True)} {r.unit} "
-             f"[{fmt.number(r.ci_low, 1, sign=True)}, {fmt.number(r.ci_high, 1, sign=True)}]",
+             f"{fmt.ends(r.ci_low, r.ci_high, 1, sign=True)}",
              f"**{r.result}**" if r.result == "holds" else r.result, r.reason] for r in hyp.itertuples()]
     return md_table(["pair", "step", "metric", "claim", "interval", "estimate [interval]", "result", "why"], rows)
 
@@ -205,7 +205,7 @@ def mcnemar_lines(comparisons: pd.DataFrame, confidence: float = 0.95) -> list[s
             f"- {r.label}, {r.profile_b} vs {r.profile_a}: of {fmt.plural(r.n_pairs, 'task')}, "
             f"{fmt.plural(int(r.n_b_only), 'task')} passed only under {r.profile_b} and "
             f"{fmt.plural(int(r.n_a_only), 'task')} only under {r.profile_a}; discordant-pair odds ratio "
-            f"{fmt.number(r.odds_ratio, 2)}, exact {conf_text}CI [{fmt.number(r.odds_ratio_low, 2)}, {fmt.number(r.odds_ratio_high, 2)}]"
+            f"{fmt.number(r.odds_ratio, 2)}, exact {conf_text}CI {fmt.ends(r.odds_ratio_low, r.odds_ratio_high, 2)}"
             f" ({r.test}, {fmt.p_value(r.p_value, prefix=True)})."
         )
     return out

@@ -16,7 +16,7 @@ from ..inference.comparisons import POINT_SCALES, RATE_DIFFERENCE_UNIT, scale_un
 
 __all__ = [
     "MINUS", "RATE_DIFFERENCE_UNIT", "missing", "number", "value", "difference", "estimate", "interval",
-    "open_at_zero",
+    "ends", "open_at_zero",
     "p_value", "plural", "decimals", "tex_number", "tex_quantity", "tex_unit", "comparison_unit", "scaled",
     "estimate_digits"
 ]
@@ -101,25 +101,37 @@ def estimate(row, *, unit: bool = True) -> str:
 
 
 def open_at_zero(row) -> tuple[bool, bool]:
-    """Whether the comparison's interval is open at a low or high end that is 0 (the test rejects at 0 itself)."""
+    """Whether the comparison's interval is open at a low or high end that is 0 (the test rejects at 0 itself: the
+    interval excludes 0 although 0 is its end)."""
     ci_open = getattr(row, "ci_open", None)
     if not isinstance(ci_open, str):
         return False, False
     return "low" in ci_open and row.ci_low == 0, "high" in ci_open and row.ci_high == 0
 
 
-def interval(row, low: str = "ci_low", high: str = "ci_high", *, unit: bool = False) -> str:
-    """``[low, high]`` of a comparison, signed, on its estimate's scale; ``(0, ...`` / ``..., 0)`` where the
-    interval is open at 0 (its inverted test rejects at 0 itself, so 0 is outside although it is the end)."""
+def interval(row, low: str = "ci_low", high: str = "ci_high", *, unit: bool = False, opened: str | None = None) -> str:
+    """``[low, high]`` of a comparison, signed, on its estimate's scale, with ``(`` / ``)`` at an end the interval
+    leaves out: an end its inverted test rejects (``ci_open``, or ``opened`` for other columns: the Hodges-Lehmann
+    interval's ends in a gap between Walsh averages, whatever their value), and an infinite end."""
     lo, hi = getattr(row, low), getattr(row, high)
     if missing(lo) or missing(hi):
         return DASH
     u = comparison_unit(row.scale, row.unit)
     d = estimate_digits(row)
-    left, right = open_at_zero(row) if low == "ci_low" else (False, False)
-    text = (f"{'(' if left else '['}{number(scaled(row, lo), d, sign=True)}, "
-            f"{number(scaled(row, hi), d, sign=True)}{')' if right else ']'}")
+    left_out = opened if opened is not None else (getattr(row, "ci_open", None) if low == "ci_low" else None)
+    text = ends(scaled(row, lo), scaled(row, hi), d, sign=True, opened=left_out if isinstance(left_out, str) else "")
     return text + (f" {u}" if unit and u else "")
+
+
+def ends(lo, hi, digits: int, *, sign: bool = False, opened: str = "") -> str:
+    """``[lo, hi]`` with ``(`` / ``)`` at an end the interval leaves out: one ``opened`` names (``low``, ``high``)
+    and an infinite one; ``–`` when either end is unknown."""
+    if missing(lo) or missing(hi):
+        return DASH
+    left = "low" in opened or math.isinf(float(lo))
+    right = "high" in opened or math.isinf(float(hi))
+    return (f"{'(' if left else '['}{number(lo, digits, sign=sign)}, "
+            f"{number(hi, digits, sign=sign)}{')' if right else ']'}")
 
 
 def p_value(p, *, prefix: bool = False) -> str:

@@ -596,8 +596,9 @@ def _mcp_use_sentences(inputs: PaperInputs, names: set[str]) -> list[str]:
             k = latex.macro_name("cace", m.replace("__", " "), b, "vs", a)
             label = registry.metric(m).label if r.scale == "ratio" else r.label  # a % change: the label without its unit
             if k + "Est" in names:
-                cace.append(f"{latex.escape_tex(label)} of {latex.texttt(b)} \\{k}Est{{}} "
-                            f"(95\\% CI \\{k}Low{{}} to \\{k}High{{}})")
+                # An unbounded Fieller set has no two ends: its Set macro gives it whole.
+                ci = f"95\\% confidence set \\{k}Set{{}}" if k + "Set" in names else f"95\\% CI \\{k}Low{{}} to \\{k}High{{}}"
+                cace.append(f"{latex.escape_tex(label)} of {latex.texttt(b)} \\{k}Est{{}} ({ci})")
     lines = [f"An MCP tool was called in {latex.series(out)} (uptake: mean over tasks of the per-task share; "
              "Table~\\ref{tab:cace})."] if out else []
     if cace:

@@ -17,7 +17,8 @@ from . import latex
 from . import numbers as fmt
 from .markdown import table as md_table
 
-__all__ = ["design_sentence", "design_lines", "looks_table", "adjusted_table", "planning_table", "sequential_macros",
+__all__ = ["design_sentence", "design_lines", "looks_table", "adjusted_table", "repeated_interval_text", "planning_table",
+           "sequential_macros",
            "paper_paragraph", "adjusted_key", "write_outputs", "read_outputs", "SEQUENTIAL_JSON", "SEQUENTIAL_CSV"]
 
 DECISIONS = {"efficacy": "every primary hypothesis crossed its efficacy boundary",
@@ -69,7 +70,8 @@ def _num(x, d: int = 4) -> str:
     return f"{x:.{d}g}"
 
 
-def _est(r: pd.Series | object, est, lo, hi) -> str:
+def _est(r: pd.Series | object, est, lo, hi, opened: str | None = None) -> str:
+    """An estimate and its interval on the row's printed scale (pp, %), ends left out printed open."""
     scale, unit = r.scale, r.unit
     if est is None or pd.isna(est):
         return "–"
@@ -84,21 +86,47 @@ def _est(r: pd.Series | object, est, lo, hi) -> str:
             return "−∞" if x < 0 else "+∞"
         return fmt.number(k * x, digits, sign=True)
 
-    return f"{f(est)} {u} [{f(lo)}, {f(hi)}]".replace("  ", " ")
+    ends = opened if isinstance(opened, str) else ""
+    left = "(" if "low" in ends or (lo is not None and not pd.isna(lo) and math.isinf(lo)) else "["
+    right = ")" if "high" in ends or (hi is not None and not pd.isna(hi) and math.isinf(hi)) else "]"
+    return f"{f(est)} {u} {left}{f(lo)}, {f(hi)}{right}".replace("  ", " ")
+
+
+def _odds(x) -> str:
+    if x is None or pd.isna(x):
+        return "–"
+    return "+∞" if math.isinf(x) else f"{x:.2f}"
+
+
+def repeated_interval_text(r) -> str:
+    """A row's repeated interval as it is: on McNemar's discordant-pair odds ratio (the effect its exact test
+    is exact for) or on the row's own scale, its open ends printed open, with its simultaneous confidence."""
+    conf = getattr(r, "rci_confidence", None)
+    level = f" (simultaneous {fmt.number(100 * conf, 1)} %)" if conf is not None and not pd.isna(conf) else ""
+    opened = r.rci_open if isinstance(getattr(r, "rci_open", None), str) else ""
+    if getattr(r, "rci_scale", None) == "odds_ratio":
+        return (f"odds ratio {_odds(r.rci_estimate)} {'(' if 'low' in opened else '['}{_odds(r.rci_low)}, "
+                f"{_odds(r.rci_high)}{')' if 'high' in opened or math.isinf(r.rci_high) else ']'}" + level)
+    return _est(r, r.naive_estimate, r.rci_low, r.rci_high, opened) + level
 
 
 def adjusted_table(adj: pd.DataFrame, confidence: float) -> str:
-    """Per primary row: the fixed-sample estimate (labelled, not adjusted), the RCI and the median-unbiased estimate."""
+    """Per primary row: the fixed-sample estimate (labelled, not adjusted), and on the design that ran: the
+    row's decision and level, the repeated interval and the median-unbiased estimate."""
     c = f"{confidence:.0%}"
     rows = []
     for r in adj.itertuples():
+        decision = getattr(r, "decision", None)
+        level = getattr(r, "level", None)
         rows.append([f"`{r.metric}` {r.profile_b} vs {r.profile_a}", str(r.look), str(r.n_pairs),
-                     _est(r, r.naive_estimate, r.naive_ci_low, r.naive_ci_high),
-                     _est(r, r.naive_estimate, r.rci_low, r.rci_high) + f" (at {1 - r.rci_level:.4g})",
+                     _est(r, r.naive_estimate, r.naive_ci_low, r.naive_ci_high, getattr(r, "naive_ci_open", None)),
+                     (decision if isinstance(decision, str) else "–")
+                     + (f" (tested at {fmt.number(level, 4)})" if level is not None and not pd.isna(level) else ""),
+                     repeated_interval_text(r),
                      _est(r, r.mue, r.mue_ci_low, r.mue_ci_high) + f" (look {r.mue_look})"])
     return md_table(["primary hypothesis", "stop look", "tasks", f"fixed-sample estimate [{c} CI], not adjusted",
-                     f"repeated {c} confidence interval (nominal level)",
-                     f"median-unbiased estimate [{c} stage-wise interval]"], rows)
+                     "decision", "repeated confidence interval (at the decision's look)",
+                     "median-unbiased estimate [stage-wise interval at the row's level]"], rows)
 
 
 def design_lines(seq: dict, adj: pd.DataFrame | None, confidence: float, mismatch: list[str]) -> list[str]:
@@ -119,10 +147,16 @@ def design_lines(seq: dict, adj: pd.DataFrame | None, confidence: float, mismatc
     if adj is not None and len(adj):
         out += ["### Primary estimates adjusted for the sequential stop", "",
                 "The fixed-sample columns treat the tasks at the stop as if their number had been fixed in advance: "
-                "they are shown for reference only, labelled **fixed-sample, not adjusted**. The repeated confidence "
-                "interval holds its level whatever the stopping (Jennison & Turnbull 1989); the median-unbiased "
-                "estimate and its interval follow the stage-wise ordering at the look where the row crossed its "
-                "boundary monitored alone (else the stop), by the normal approximation on the estimand's scale.", "",
+                "they are shown for reference only, labelled **fixed-sample, not adjusted**. The adjusted numbers use "
+                "what made each decision: the row's p-values and its boundaries at the level it was tested at (alpha "
+                "shared by Holm's procedure and passed on by rejections), the final look at the information it reached. "
+                "A rejected row's inference ends at the look its test crossed; a row never rejected ends at the study's "
+                "stop, and the decision column says why the study stopped there. The repeated confidence interval holds "
+                "its simultaneous level whatever the stopping (Jennison & Turnbull 1989) and is the set of effects the "
+                "look's own rule does not reject, so it leaves the null out exactly when the row was rejected (McNemar's "
+                "exact test: on the discordant-pair odds ratio, the effect that test is exact for). The median-unbiased "
+                "estimate and its interval follow the stage-wise ordering against the same boundaries, by the normal "
+                "approximation on the estimand's scale.", "",
                 adjusted_table(adj, confidence), ""]
     return out
 
@@ -172,10 +206,15 @@ def sequential_macros(seq: dict, adj: pd.DataFrame | None, source: str = files.F
         for r in adj.itertuples():
             key = adjusted_key(r)
             unit, d = fmt.comparison_unit(r.scale, r.unit), fmt.estimate_digits(r)
+            odds = getattr(r, "rci_scale", None) == "odds_ratio"
             for suffix, v, what in (("Mue", r.mue, "median-unbiased estimate"), ("MueLow", r.mue_ci_low, "stage-wise CI low"),
                                     ("MueHigh", r.mue_ci_high, "stage-wise CI high"), ("RciLow", r.rci_low, "repeated CI low"),
                                     ("RciHigh", r.rci_high, "repeated CI high")):
-                text = "--" if fmt.missing(v) or not math.isfinite(v) else fmt.tex_quantity(fmt.scaled(r, v), d, unit, sign=True)
+                if odds and suffix.startswith("Rci"):  # McNemar's: the discordant-pair odds ratio, no unit
+                    text = "--" if fmt.missing(v) or not math.isfinite(v) else f"\\num{{{v:.2f}}}"
+                    what += " (discordant-pair odds ratio)"
+                else:
+                    text = "--" if fmt.missing(v) or not math.isfinite(v) else fmt.tex_quantity(fmt.scaled(r, v), d, unit, sign=True)
                 out.append(latex.Macro(key + suffix, text, r.metric, source, f"{what}; {r.profile_b} vs {r.profile_a}"))
     return out
 
@@ -195,7 +234,10 @@ def paper_paragraph(seq: dict, adj: pd.DataFrame | None, confidence: float) -> s
         k = adjusted_key(r)
         who = (f"{latex.escape_tex(r.label)} of \\texttt{{{latex.escape_tex(r.profile_b)}}} against "
                f"\\texttt{{{latex.escape_tex(r.profile_a)}}}")
-        rci = f"the repeated {c} confidence interval \\{k}RciLow{{}} to \\{k}RciHigh{{}}"
+        conf = getattr(r, "rci_confidence", None)
+        rc = c if conf is None or pd.isna(conf) else f"{fmt.number(100 * conf, 1)}\\%"
+        of = " of the discordant-pair odds ratio" if getattr(r, "rci_scale", None) == "odds_ratio" else ""
+        rci = f"the repeated {rc} confidence interval{of} \\{k}RciLow{{}} to \\{k}RciHigh{{}}"
         if fmt.missing(r.mue):  # the stage-wise ordering needs an interval with spread at the stop
             text.append(f"Adjusted for it, {who} has {rci} (no median-unbiased estimate: the fixed-sample interval at the "
                         "stop has no spread).")

@@ -28,6 +28,8 @@ class Imperfections:
     with the same uniform as without MCP (coupled potential outcomes), tokens times ``token_ratio_users``.
     A trial is lost to an infrastructure failure with probability ``expit(logit(infra_rate_<arm>) +
     infra_selection (1 - its success))``: failures hit B more and hit failing trials more (not at random).
+    ``token_cap``: the per-trial token budget at which the runner stops an agent (tokens never exceed it; a plan
+    can then declare it as the support of ``total_tokens``); None for no cap.
     """
 
     baseline_success_mean: float = 0.55
@@ -44,6 +46,7 @@ class Imperfections:
     infra_rate_a: float = 0.0
     infra_rate_b: float = 0.0
     infra_selection: float = 0.0
+    token_cap: float | None = None
 
 
 def _imperfect_draws(rng: np.random.Generator, n_tasks: int, repetitions: int, imp: Imperfections) -> dict[str, np.ndarray]:
@@ -81,6 +84,8 @@ def simulate_imperfect(seed: int, n_tasks: int = 24, repetitions: int = 3, imp: 
     treated = arm_b & d["complier"]
     success = np.where(treated, d["y1"], d["y0"])
     tokens = np.rint(np.exp(d["log_tok0"] + np.where(treated, np.log(imp.token_ratio_users), 0.0)))
+    if imp.token_cap is not None:
+        tokens = np.minimum(tokens, imp.token_cap)
     rate = np.where(arm_b, imp.infra_rate_b, imp.infra_rate_a)
     with np.errstate(divide="ignore"):
         logit_rate = np.log(rate) - np.log1p(-rate)

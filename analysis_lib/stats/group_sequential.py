@@ -23,6 +23,15 @@ spent never exceeds the function's value.
 Futility bounds are non-binding: the efficacy boundaries ignore them, so stopping or not stopping for
 futility never inflates the type-I error. They spend the type-II error beta under the drift at which the
 design has power ``1 - beta`` (rpact's beta spending with non-binding futility).
+
+A final look that comes before the planned end (the budget ran out) keeps the information fraction it
+reached and spends all the error left (``final=True``): the boundaries of the earlier looks are unchanged, and
+the last one is computed with the correlation of the looks that actually happened (Lan & DeMets 1983: the
+spending function is evaluated at the observed information; the final analysis spends what remains).
+
+Repeated confidence intervals of the exact tests (:func:`sign_flip_repeated_interval`,
+:func:`binomial_repeated_interval`) are the effects the look's own rule does not reject (p above the look's
+nominal level), so a look that rejects 0 has an interval without 0, and one that does not has 0 inside.
 """
 
 from __future__ import annotations
@@ -37,11 +46,15 @@ from scipy.optimize import brentq
 from scipy.special import ndtr
 
 __all__ = ["SPENDING", "spending", "crossing_probabilities", "efficacy_bounds", "classical_bounds", "Design",
-           "design", "futility_bounds", "stopping", "mcnemar_bounds", "sign_flip_bounds", "stagewise"]
+           "design", "futility_bounds", "stopping", "mcnemar_bounds", "sign_flip_bounds", "stagewise",
+           "cumulative_spent", "smallest_p", "sign_flip_repeated_interval", "binomial_repeated_interval", "TIE"]
 
 SPENDING = ("obrien_fleming", "pocock")
 GRID = 201  # Simpson points per look: boundaries agree with published tables to 1e-7 (tests)
 SPAN = 9.0  # the grid covers the drift's mean +/- SPAN standard deviations
+# A p-value within this relative distance of a nominal boundary counts as on it (and rejects): two exact
+# computations of one tail probability (the walk's, an inversion's) differ only by rounding.
+TIE = 1e-12
 
 
 def spending(kind: str, alpha: float, t) -> np.ndarray:
@@ -140,17 +153,28 @@ def _solve_upper(walk: _Walk, k: int, target: float, symmetric: bool) -> float:
     return float(brentq(excess, lo, 40.0, xtol=1e-10))
 
 
+def cumulative_spent(t: Sequence[float], alpha: float, kind: str, *, final: bool = False) -> np.ndarray:
+    """Error to have spent by each look (``alpha`` in all, over both sides); with ``final`` the last look spends
+    all that is left whatever its fraction (a final analysis before the planned end)."""
+    cum = np.asarray(spending(kind, alpha, t), dtype=float).copy()
+    if final and cum.size:
+        cum[-1] = alpha
+    return cum
+
+
 def efficacy_bounds(t: Sequence[float], alpha: float, kind: str = "obrien_fleming", *, sided: int = 2,
-                    cumulative: Sequence[float] | None = None) -> np.ndarray:
+                    cumulative: Sequence[float] | None = None, final: bool = False) -> np.ndarray:
     """Critical values ``c_k`` on the Z scale: reject at look k when ``|Z_k| >= c_k`` (``Z_k >= c_k`` one-sided).
 
     Each side spends ``spending(kind, alpha / sided, t)``; ``cumulative`` replaces that by the error to have
-    spent per side by each look (rpact's ``asUser``). An infinite value means the look cannot reject.
+    spent per side by each look (rpact's ``asUser``); ``final``: the last look spends all that is left, at the
+    fraction ``t`` gives it. An infinite value means the look cannot reject.
     """
     if sided not in (1, 2):
         raise ValueError(f"sided must be 1 or 2, got {sided}")
     t = np.asarray(t, dtype=float)
-    cum = np.asarray(cumulative, dtype=float) if cumulative is not None else spending(kind, alpha / sided, t)
+    cum = np.asarray(cumulative, dtype=float) if cumulative is not None else \
+        cumulative_spent(t, alpha / sided, kind, final=final)
     walk = _Walk(t)
     c = np.zeros(len(t))
     for k in range(len(t)):
@@ -277,8 +301,21 @@ def _harm(d: Design, drift: float) -> np.ndarray:
 # --------------------------------------------------------------------------- exact, discrete tests
 
 
-def _cumulative_two_sided(t: Sequence[float], alpha: float, kind: str) -> np.ndarray:
-    return 2.0 * spending(kind, alpha / 2, t)
+def _cumulative_two_sided(t: Sequence[float], alpha: float, kind: str, final: bool = False) -> np.ndarray:
+    return 2.0 * cumulative_spent(t, alpha / 2, kind, final=final)
+
+
+def smallest_p(test: str, n: int) -> float:
+    """The smallest two-sided p-value ``test`` can give with ``n`` paired tasks (every task as extreme as can be,
+    in one direction): ``2 / 2^n`` for the exact sign-based tests (McNemar's exact, the sign-flip, the exact
+    Wilcoxon signed-rank), 0 for the t test from 2 tasks on, 1 below that. A look whose boundary is below it
+    cannot reject, whatever the data."""
+    if n < 1:
+        return 1.0
+    if test in ("mcnemar_exact", "sign_flip", "wilcoxon_signed_rank", "mcnemar_midp"):
+        # mid-p halves the most extreme outcome's probability; the others count it whole.
+        return min(1.0, (1.0 if test == "mcnemar_midp" else 2.0) * 0.5 ** n)
+    return 0.0 if n >= 2 else 1.0
 
 
 def _choose(dist: np.ndarray, dev: np.ndarray, budget: float) -> float:
@@ -293,7 +330,8 @@ def _choose(dist: np.ndarray, dev: np.ndarray, budget: float) -> float:
     return best
 
 
-def mcnemar_bounds(discordant: Sequence[int], t: Sequence[float], alpha: float, kind: str) -> list[dict]:
+def mcnemar_bounds(discordant: Sequence[int], t: Sequence[float], alpha: float, kind: str, *,
+                   final: bool = False) -> list[dict]:
     """Exact two-sided boundaries of McNemar's test at each look, given the discordant tasks at each look.
 
     Under the null, each discordant task favours B with chance 1/2 whatever the others do, so given the
@@ -303,9 +341,10 @@ def mcnemar_bounds(discordant: Sequence[int], t: Sequence[float], alpha: float, 
     spent is never more than the spending function's value). ``nominal_p`` is the chance of that region
     alone, the exact McNemar p-value at or below which look k rejects.
 
-    Returns per look ``{"distance", "nominal_p", "spent"}`` (spent: exact cumulative error by that look).
+    Returns per look ``{"distance", "nominal_p", "spent"}`` (spent: exact cumulative error by that look);
+    ``final``: the last look spends all the error left.
     """
-    cum = _cumulative_two_sided(t, alpha, kind)
+    cum = _cumulative_two_sided(t, alpha, kind, final)
     dist = np.array([1.0])
     m_prev, spent, out = 0, 0.0, []
     for k, m in enumerate(int(x) for x in discordant):
@@ -341,7 +380,8 @@ def lattice(values: np.ndarray, max_denominator: int = 60) -> int | None:
     return scale
 
 
-def sign_flip_bounds(abs_diffs: Sequence[np.ndarray], t: Sequence[float], alpha: float, kind: str) -> list[dict] | None:
+def sign_flip_bounds(abs_diffs: Sequence[np.ndarray], t: Sequence[float], alpha: float, kind: str, *,
+                     final: bool = False) -> list[dict] | None:
     """Exact two-sided boundaries of the sign-flip test on the sum of per-task differences, at each look.
 
     ``abs_diffs[k]`` are the absolute differences of the tasks added at look k. Under the null each sign is
@@ -349,7 +389,8 @@ def sign_flip_bounds(abs_diffs: Sequence[np.ndarray], t: Sequence[float], alpha:
     a lattice; enumerating it gives at each look the threshold ``e_k`` on ``|S_k|`` and its nominal p (the
     exact sign-flip p-value at or below which look k rejects). Returns None when the values lie on no
     small lattice (then the normal boundaries serve). Per look: ``{"threshold", "nominal_p", "spent",
-    "scale"}``; ``threshold`` is on the scale of the sum of differences.
+    "scale"}``; ``threshold`` is on the scale of the sum of differences. ``final``: the last look spends all
+    the error left.
     """
     allv = np.concatenate([np.asarray(a, dtype=float) for a in abs_diffs]) if abs_diffs else np.array([])
     scale = lattice(allv) if allv.size else 1
@@ -359,7 +400,7 @@ def sign_flip_bounds(abs_diffs: Sequence[np.ndarray], t: Sequence[float], alpha:
     total = int(sum(int(a.sum()) for a in ints))
     if 2 * total + 1 > LATTICE_MAX:
         return None
-    cum = _cumulative_two_sided(t, alpha, kind)
+    cum = _cumulative_two_sided(t, alpha, kind, final)
     size = 2 * total + 1
     alive = np.zeros(size)
     alive[total] = 1.0
@@ -398,6 +439,99 @@ def _p_function(marginal: np.ndarray, dev: np.ndarray, scale: int):
         return float(min(tail[i], 1.0)) if i < len(tail) else 0.0
 
     return p_of
+
+
+def _flip_states(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The null distribution of a sign pattern as (tasks flipped ``k``, sum of the flipped values ``s``), for
+    integer values: each task flips with chance 1/2. Returns the states with mass: ``k, s, mass``."""
+    v = np.asarray(values, dtype=np.int64)
+    n = v.size
+    off = int(-v[v < 0].sum())
+    width = off + int(v[v > 0].sum()) + 1
+    dist = np.zeros((n + 1, width))
+    dist[0, off] = 1.0
+    for i, x in enumerate(v):
+        new = 0.5 * dist
+        x = int(x)
+        rows = slice(1, i + 2)  # at most i + 1 tasks are flipped after task i
+        if x >= 0:
+            new[rows, x:] += 0.5 * dist[: i + 1, : width - x]
+        else:
+            new[rows, : width + x] += 0.5 * dist[: i + 1, -x:]
+        dist = new
+    k, s = np.nonzero(dist > 0)
+    return k, s - off, dist[k, s]
+
+
+def sign_flip_repeated_interval(d: Sequence[float], nominal: float) -> dict[str, float] | None:
+    """The shifts delta the exact sign-flip test of ``d - delta`` does not reject at ``nominal``: p(delta) > nominal.
+
+    The rule that rejects at a look (p <= the look's nominal p) inverted exactly, whatever the number of tasks,
+    when the differences lie on a small lattice (pass-rate differences of repetitions always do): the sign
+    patterns are counted by their number of flipped tasks and the sum of what they flip (a walk on the
+    lattice), and each pattern is as extreme as the data on the closed interval of shifts between the mean of
+    the flipped differences and the mean of the others (as :func:`analysis_lib.stats.nonparametric.sign_flip`
+    uses). p(delta) falls monotonically on either side of the mean, so the set is a closed interval; it excludes
+    0 exactly when p(0) <= nominal. Returns ``ci_low, ci_high, p_value`` (p at 0), or None without a lattice.
+    """
+    x = np.asarray(d, dtype=float)
+    x = x[np.isfinite(x)]
+    n = x.size
+    if n == 0:
+        return None
+    scale = lattice(x)
+    if scale is None or 2 * int(np.sum(np.rint(np.abs(x) * scale))) + 1 > LATTICE_MAX:
+        return None
+    v = np.rint(x * scale).astype(np.int64)
+    total = int(v.sum())
+    k, s, mass = _flip_states(v)
+    trivial = (k == 0) | (k == n)
+    # Hit at 0 (the test's own p): |total - 2 s| >= |total|, i.e. s (s - total) >= 0, in integers.
+    p0 = float(min(mass[trivial | (s * (s - total) >= 0)].sum(), 1.0))
+    threshold = nominal * (1 + TIE)
+    always = float(mass[trivial].sum())
+    if always > threshold:
+        return {"ci_low": -math.inf, "ci_high": math.inf, "p_value": p0}
+    kk, ss, mm = k[~trivial].astype(float), s[~trivial].astype(float), mass[~trivial]
+    mean_f, mean_rest = ss / kk, (total - ss) / (n - kk)
+    lo, hi = np.minimum(mean_f, mean_rest), np.maximum(mean_f, mean_rest)
+
+    def end(edges: np.ndarray, ascending: bool) -> float:
+        # p at a shift below the mean counts the patterns whose set starts at or below it (and above: ends at
+        # or above it); the end is the first edge at which that count passes the threshold.
+        order = np.argsort(edges if ascending else -edges, kind="stable")
+        e, cum = edges[order], always + np.cumsum(mm[order])
+        last_of_tie = np.r_[e[1:] != e[:-1], True]
+        ok = np.nonzero(last_of_tie & (cum > threshold))[0]
+        return float(e[ok[0]]) / scale if ok.size else float(x.mean())
+
+    return {"ci_low": end(lo, True), "ci_high": end(hi, False), "p_value": p0}
+
+
+def binomial_repeated_interval(n10: int, n01: int, nominal: float) -> dict[str, float]:
+    """The discordant-pair odds ratios ``n01 / n10`` McNemar's exact test does not reject at ``nominal``.
+
+    Given the ``m`` discordant tasks, ``n01 ~ Bin(m, pi)`` with odds ratio ``pi / (1 - pi)``; the exact test of
+    ``pi`` rejects when twice its smaller tail is at most ``nominal``, so the set is the Clopper-Pearson interval
+    at level ``1 - nominal`` with its ends left out (open), mapped to the odds scale; it excludes 1 exactly when
+    McNemar's exact p is at most ``nominal``. Returns ``odds_ratio, ci_low, ci_high, low_open, high_open``.
+    """
+    n10, n01 = int(n10), int(n01)
+    m = n10 + n01
+    est = math.nan if m == 0 else (math.inf if n10 == 0 else n01 / n10)
+    if m == 0 or nominal <= 0:
+        return {"odds_ratio": est, "ci_low": 0.0, "ci_high": math.inf, "low_open": False, "high_open": False}
+    a = nominal / 2
+    p_lo = 0.0 if n01 == 0 else float(sps.beta.ppf(a, n01, m - n01 + 1))
+    p_hi = 1.0 if n01 == m else float(sps.beta.ppf(1 - a, n01 + 1, m - n01))
+    lo, hi = p_lo / (1 - p_lo), (math.inf if p_hi >= 1 else p_hi / (1 - p_hi))
+    # McNemar's p equal to the nominal level (a tie the test rejects) puts an end at 1 up to the rounding of the
+    # beta quantile: that end is 1 itself, left out.
+    p1 = float(min(1.0, 2 * sps.binom.cdf(min(n10, n01), m, 0.5)))
+    if p1 <= nominal * (1 + TIE):
+        lo = 1.0 if abs(lo - 1) < 1e-6 else lo
+        hi = 1.0 if abs(hi - 1) < 1e-6 else hi
+    return {"odds_ratio": est, "ci_low": lo, "ci_high": hi, "low_open": n01 > 0, "high_open": n01 < m}
 
 
 # --------------------------------------------------------------------------- estimation after stopping

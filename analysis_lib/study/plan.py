@@ -203,13 +203,43 @@ def _plain_metric(where: str, metric_id: str) -> str:
     return kind
 
 
+class Support(_Strict):
+    """The values a continuous metric can take in one trial, for bounding trials lost to infrastructure failures.
+
+    ``low`` (default 0) and one upper end: ``high``, a number the metric cannot exceed (the per-trial token or cost
+    cap the runner enforces, the agent timeout for time), or ``high_times_task_max``, that many times the largest
+    value observed on the same task (either arm): an assumption the plan states before the data.
+    """
+
+    low: float = Field(default=0.0, ge=0)
+    high: float | None = Field(default=None, gt=0)
+    high_times_task_max: float | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_high(self) -> Support:
+        if (self.high is None) == (self.high_times_task_max is None):
+            raise ValueError("give one upper end: high (a cap, e.g. the per-trial budget or the timeout) or "
+                             "high_times_task_max (a multiple of the largest value seen on the same task)")
+        if self.high is not None and self.high <= self.low:
+            raise ValueError(f"high ({self.high:g}) must be above low ({self.low:g})")
+        return self
+
+    def describe(self, metric_id: str) -> str:
+        """The support in words: ``[0, 2,000,000]`` or ``[0, 3 x the task's largest observed value]``."""
+        # Up to 15 significant digits: a cap of 5,000,000 tokens reads as such, not as 5e+06.
+        top = f"{self.high:,.15g}" if self.high is not None else f"{self.high_times_task_max:g} x the task's largest observed value"
+        return f"{metric_id} in [{self.low:,.15g}, {top}]"
+
+
 class BesideItt(_Strict):
     """Estimands reported beside the planned comparisons by assignment (docs/analysis-plan.md).
 
     ``compliance``: the effect among trials that used MCP (CACE) and the naive users-vs-baseline
     comparison, for ``compliance_metrics`` (default: the primary tier's per-trial metrics);
     ``infrastructure_bounds``: worst- and best-case bounds of every primary comparison for the
-    trials lost to infrastructure failures; ``divergence`` (exploratory): where the trajectories of
+    trials lost to infrastructure failures; ``support``: per continuous metric, the values a lost trial could
+    have taken (:class:`Support`); without one, that metric's bounds are unbounded; ``divergence`` (exploratory):
+    where the trajectories of
     discordant pairs first part ways; ``mediation`` (exploratory): the success and token effects
     decomposed through ``mediators``.
     """
@@ -221,12 +251,18 @@ class BesideItt(_Strict):
     compliance_metrics: list[str] | None = None
     mediators: list[str] = Field(default_factory=lambda: list(MEDIATORS))
     mediation_outcomes: list[str] = Field(default_factory=lambda: list(MEDIATION_OUTCOMES))
+    # Absent (None): no metric has a declared support, and the plan's hash is that of a plan without the key.
+    support: dict[str, Support] | None = None
 
     @model_validator(mode="after")
     def _metrics_known(self) -> BesideItt:
         for key in ("compliance_metrics", "mediators", "mediation_outcomes"):
             for i, metric_id in enumerate(getattr(self, key) or []):
                 _plain_metric(f"{key}[{i}]", metric_id)
+        for metric_id in self.support or {}:
+            if _plain_metric(f"support.{metric_id}", metric_id) == "binary":
+                raise ValueError(f"support.{metric_id}: a pass/fail metric needs no support (a lost trial is bounded "
+                                 "by failing and by passing)")
         for i, metric_id in enumerate(self.mediation_outcomes):
             if metric_kind(metric_id) == "continuous" and registry.metric(metric_id).scale not in ("ratio", "difference"):
                 raise ValueError(f"mediation_outcomes[{i}]: {metric_id} has no comparison scale")

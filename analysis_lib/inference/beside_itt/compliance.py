@@ -13,10 +13,14 @@ On the paired design, per task t: ``d_t`` = mean of the metric over B's trials �
 (log values for ratio-scale metrics), ``u_t`` = share of B's trials that used MCP. ``itt_mean`` =
 mean(d), ``share_used`` = mean(u), ``cace`` = mean(d) / mean(u), tasks being the independent units.
 Interval: the delta method, SE = sd(d − CACE u) / (sqrt(n) mean(u)), with Student's t on n − 1
-degrees of freedom; Fieller's interval (the values θ where the paired t test of d − θ u = 0 does not
+degrees of freedom; Fieller's confidence set (the values θ where the paired t test of d − θ u = 0 does not
 reject) when Fieller's g = t² var(mean u) / mean(u)² is 0.05 or more (Finney 1978, *Statistical Method
-in Biological Assay*, 3rd ed.: below it the delta interval is adequate). Fieller's interval is
-unbounded when the share of users is not significantly above 0.
+in Biological Assay*, 3rd ed.: below it the delta interval is adequate). Fieller's set is what it is: a
+bounded interval when the share of users is significantly above 0; otherwise two rays (−∞, a] ∪ [b, +∞),
+which still exclude 0 when a < 0 < b, or the whole line (``ci_set``; the rays' gap in ``ci_gap_low`` /
+``ci_gap_high``; ``ci_low`` / ``ci_high`` hold the set's hull). On a ratio metric's % scale −∞ is −100 %
+(a change below −100 % does not exist). An estimate outside the parameter space (a difference of pass rates
+beyond ±100 pp, possible when the share of users is small) is flagged in the row's note.
 
 Beside it, and named apart: ``naive_users``, the trials that used MCP against the baseline (a
 per-protocol comparison). Users select themselves (an agent may reach for the tools on the tasks
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -37,11 +42,14 @@ from ...core import registry
 from ...core.success import used_mcp
 from ..comparisons import scale_unit, usable_trials
 
-__all__ = ["COLUMNS", "ESTIMANDS", "ASSUMPTIONS", "TOKEN_CAVEAT", "FINNEY_G", "mcp_use", "mcp_arms", "fieller_interval",
-           "ratio_of_means", "compliance_rows", "compliance_table"]
+__all__ = ["COLUMNS", "SETS", "ESTIMANDS", "ASSUMPTIONS", "TOKEN_CAVEAT", "FINNEY_G", "mcp_use", "mcp_arms",
+           "FiellerSet", "fieller_set", "fieller_interval", "ratio_of_means", "compliance_rows", "compliance_table"]
 
 COLUMNS = ["profile_a", "profile_b", "metric", "label", "scale", "unit", "estimand", "definition", "estimate", "ci_low",
-           "ci_high", "interval", "n_tasks", "n_trials_a", "n_trials_b", "n_used", "fieller_g", "note"]
+           "ci_high", "ci_set", "ci_gap_low", "ci_gap_high", "interval", "n_tasks", "n_trials_a", "n_trials_b", "n_used",
+           "fieller_g", "outside_parameter_space", "note"]
+# The shapes a confidence set takes: Fieller's can be unbounded in two ways.
+SETS = ("interval", "two rays", "whole line")
 ESTIMANDS = {
     "itt_mean": "effect of offering MCP (intention to treat): mean over paired tasks of the per-task difference of "
                 "trial means, B − A",
@@ -97,18 +105,57 @@ def mcp_arms(audit_arms: pd.DataFrame | None, metrics: pd.DataFrame | None = Non
 # --------------------------------------------------------------------------- the ratio of two means
 
 
-def fieller_interval(a: float, b: float, var_a: float, var_b: float, cov_ab: float, q: float) -> tuple[float, float]:
-    """Fieller's interval for the ratio of the expectations of two estimates ``a / b`` (Fieller 1954, JRSS B
-    16:175-185): the θ with (a − θ b)² ≤ q² (var_a − 2 θ cov_ab + θ² var_b), ``q`` the t (or normal)
-    quantile. ``(-inf, inf)`` when ``b`` is not significantly different from 0 (the set is then unbounded)."""
+@dataclass(frozen=True)
+class FiellerSet:
+    """Fieller's confidence set: ``kind`` ``interval`` ([low, high], possibly a ray with one infinite end),
+    ``two rays`` ((-inf, low] and [high, +inf), the open gap (low, high) left out) or ``whole line``."""
+
+    kind: str
+    low: float
+    high: float
+
+    def hull(self) -> tuple[float, float]:
+        """The smallest interval holding the set."""
+        return (self.low, self.high) if self.kind == "interval" else (-math.inf, math.inf)
+
+    def contains(self, theta: float) -> bool:
+        if self.kind == "whole line":
+            return True
+        if self.kind == "two rays":
+            return theta <= self.low or theta >= self.high
+        return self.low <= theta <= self.high
+
+
+def fieller_set(a: float, b: float, var_a: float, var_b: float, cov_ab: float, q: float) -> FiellerSet:
+    """Fieller's set for the ratio of the expectations of two estimates ``a / b`` (Fieller 1954, JRSS B
+    16:175-185): the θ with (a − θ b)² ≤ q² (var_a − 2 θ cov_ab + θ² var_b), ``q`` the t (or normal) quantile.
+
+    With ``qa = b² − q² var_b`` (> 0 exactly when ``b`` is significantly different from 0) the inequality is
+    ``qa θ² − 2 qb θ + qc ≤ 0``: a bounded interval when qa > 0; when qa < 0, the two rays outside the roots
+    if there are two, else every θ; when qa = 0, one ray (or every θ).
+    """
     qa = b * b - q * q * var_b
     qb = a * b - q * q * cov_ab
     qc = a * a - q * q * var_a
-    if qa <= 0:
-        return -math.inf, math.inf
-    disc = max(qb * qb - qa * qc, 0.0)  # >= 0 when qa > 0: the quadratic is <= 0 at a / b
+    disc = qb * qb - qa * qc
+    if qa > 0:
+        root = math.sqrt(max(disc, 0.0))  # >= 0 when qa > 0: the quadratic is <= 0 at a / b
+        return FiellerSet("interval", (qb - root) / qa, (qb + root) / qa)
+    if qa == 0:
+        if qb == 0:
+            return FiellerSet("whole line", -math.inf, math.inf)
+        edge = qc / (2 * qb)
+        return FiellerSet("interval", edge, math.inf) if qb > 0 else FiellerSet("interval", -math.inf, edge)
+    if disc <= 0:
+        return FiellerSet("whole line", -math.inf, math.inf)
     root = math.sqrt(disc)
-    return (qb - root) / qa, (qb + root) / qa
+    return FiellerSet("two rays", (qb + root) / qa, (qb - root) / qa)
+
+
+def fieller_interval(a: float, b: float, var_a: float, var_b: float, cov_ab: float, q: float) -> tuple[float, float]:
+    """The hull of :func:`fieller_set`: its ends when it is an interval, ``(-inf, inf)`` when it is unbounded on
+    both sides (two rays, or the whole line)."""
+    return fieller_set(a, b, var_a, var_b, cov_ab, q).hull()
 
 
 def ratio_of_means(num: Iterable[float], den: Iterable[float], *, confidence: float = 0.95) -> dict:
@@ -117,13 +164,15 @@ def ratio_of_means(num: Iterable[float], den: Iterable[float], *, confidence: fl
     Delta method: SE = sd(num − θ den) / (sqrt(n) |mean(den)|), Student's t on n − 1 df; Fieller's
     interval (:func:`fieller_interval` with the sample covariance of the two means) when Fieller's
     g = t² var(mean den) / mean(den)² >= :data:`FINNEY_G`. Returns ``estimate, se, ci_low, ci_high,
-    interval, g, n``.
+    ci_set, ci_gap_low, ci_gap_high, interval, g, n`` (``ci_low`` / ``ci_high``: the set's hull; the gap: what two
+    rays leave out).
     """
     x, u = np.asarray(list(num), dtype=float), np.asarray(list(den), dtype=float)
     ok = np.isfinite(x) & np.isfinite(u)
     x, u = x[ok], u[ok]
     n = x.size
-    out = {"estimate": np.nan, "se": np.nan, "ci_low": np.nan, "ci_high": np.nan, "interval": None, "g": np.nan, "n": n}
+    out = {"estimate": np.nan, "se": np.nan, "ci_low": np.nan, "ci_high": np.nan, "ci_set": None, "ci_gap_low": np.nan,
+           "ci_gap_high": np.nan, "interval": None, "g": np.nan, "n": n}
     if n == 0 or u.mean() == 0:
         return out
     theta = float(x.mean() / u.mean())
@@ -136,10 +185,13 @@ def ratio_of_means(num: Iterable[float], den: Iterable[float], *, confidence: fl
     g = float(q * q * cov[1, 1] / u.mean() ** 2)
     out.update(se=se, g=g)
     if g < FINNEY_G:
-        out.update(ci_low=theta - q * se, ci_high=theta + q * se, interval="delta method, t (tasks)")
+        out.update(ci_low=theta - q * se, ci_high=theta + q * se, ci_set="interval", interval="delta method, t (tasks)")
     else:
-        lo, hi = fieller_interval(float(x.mean()), float(u.mean()), float(cov[0, 0]), float(cov[1, 1]), float(cov[0, 1]), q)
-        out.update(ci_low=lo, ci_high=hi, interval="Fieller, t (tasks)")
+        fs = fieller_set(float(x.mean()), float(u.mean()), float(cov[0, 0]), float(cov[1, 1]), float(cov[0, 1]), q)
+        lo, hi = fs.hull()
+        out.update(ci_low=lo, ci_high=hi, ci_set=fs.kind, interval="Fieller, t (tasks)")
+        if fs.kind == "two rays":
+            out.update(ci_gap_low=fs.low, ci_gap_high=fs.high)
     return out
 
 
@@ -184,8 +236,14 @@ def _per_task(trials: pd.DataFrame, metric: str, a: str, b: str) -> tuple[pd.Dat
 
 
 def _display(scale: str, x: float) -> float:
-    """A log-scale effect as a % change; the others as they are."""
-    return 100.0 * math.expm1(x) if scale == "ratio" and math.isfinite(x) else x
+    """A log-scale effect as a % change (−∞ is −100 %: no change goes below it); the others as they are."""
+    if scale == "ratio" and not math.isnan(x):
+        return -100.0 if x == -math.inf else (100.0 * math.expm1(x) if math.isfinite(x) else x)
+    return x
+
+
+# Where each scale's effect can lie: a difference of two rates within ±1 (±100 pp); a % change above −100 %.
+PARAMETER_SPACE = {"pass_rate": (-1.0, 1.0), "ratio": (-100.0, math.inf)}
 
 
 def compliance_rows(trials: pd.DataFrame, metric: str, a: str, b: str, *, confidence: float = 0.95) -> list[dict]:
@@ -206,8 +264,17 @@ def compliance_rows(trials: pd.DataFrame, metric: str, a: str, b: str, *, confid
 
     def add(estimand: str, est, lo, hi, interval, note=None, g=np.nan, **extra) -> None:
         to = (lambda x: x) if estimand == "share_used" else (lambda x: _display(scale, x))  # noqa: E731
+        gap = {k: to(extra.pop(k)) for k in ("ci_gap_low", "ci_gap_high") if k in extra}
         row = {**base, "estimand": estimand, "definition": ESTIMANDS[estimand], "estimate": to(est), "ci_low": to(lo),
-               "ci_high": to(hi), "interval": interval, "fieller_g": g, "note": note, **extra}
+               "ci_high": to(hi), "ci_set": extra.pop("ci_set", "interval" if pd.notna(lo) else None), **gap,
+               "interval": interval, "fieller_g": g, "note": note, **extra}
+        space = PARAMETER_SPACE.get(row["scale"])
+        v = row["estimate"]
+        row["outside_parameter_space"] = bool(space is not None and pd.notna(v) and not space[0] <= v <= space[1])
+        if row["outside_parameter_space"]:
+            unit = "±100 pp (a difference of two pass rates)" if row["scale"] == "pass_rate" else "above −100 %"
+            row["note"] = "; ".join(x for x in (f"outside the parameter space: the effect lies within {unit}; the "
+                                                "share of users is small or imprecise", row["note"]) if x)
         if estimand == "share_used":
             row.update(scale="share", unit="share")
         rows.append(row)
@@ -229,9 +296,13 @@ def compliance_rows(trials: pd.DataFrame, metric: str, a: str, b: str, *, confid
         add("cace", np.nan, np.nan, np.nan, None, f"undefined: no trial of {b} called an MCP tool on the paired tasks")
     else:
         r = ratio_of_means(d, u, confidence=confidence)
-        note = "; ".join(x for x in (caveat, "the share of users is not significantly above 0: Fieller's interval "
-                                     "is unbounded" if math.isinf(r["ci_low"]) else None) if x) or None
-        add("cace", r["estimate"], r["ci_low"], r["ci_high"], r["interval"], note, g=r["g"])
+        why = {"two rays": "the share of users is not significantly above 0: Fieller's confidence set is two rays"
+                           + (" (it excludes 0)" if r["ci_gap_low"] < 0 < r["ci_gap_high"] else ""),
+               "whole line": "the share of users is not significantly above 0: Fieller's confidence set is the whole "
+                             "line"}.get(r["ci_set"])
+        note = "; ".join(x for x in (why, caveat) if x) or None
+        add("cace", r["estimate"], r["ci_low"], r["ci_high"], r["interval"], note, g=r["g"], ci_set=r["ci_set"],
+            ci_gap_low=r["ci_gap_low"], ci_gap_high=r["ci_gap_high"])
     users = per[per["yb_users"].notna()]
     if users.empty:
         add("naive_users", np.nan, np.nan, np.nan, None, f"no trial of {b} called an MCP tool on the paired tasks")
@@ -264,6 +335,6 @@ def compliance_table(metrics: pd.DataFrame, pairs: list[tuple[str, str]], metric
                 continue
             rows.extend(compliance_rows(trials, metric, a, b, confidence=confidence))
     out = pd.DataFrame(rows, columns=COLUMNS)
-    for c in ("estimate", "ci_low", "ci_high", "fieller_g"):
+    for c in ("estimate", "ci_low", "ci_high", "ci_gap_low", "ci_gap_high", "fieller_g"):
         out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
     return out
