@@ -144,3 +144,15 @@ def test_paper_gets_a_table_and_macros_from_the_csvs(sample_runs, tmp_path, run_
     assert "\\InfraBoundTotalTokensCodegraphVsTextLow" in macros and "results/sample/comparisons/infra_bounds.csv" in macros
     assert "\\InfraBoundTotalCostUsdCodegraphVsTextLow" not in macros  # no number for an unbounded bound
     assert "## Beside intention to treat" in (tmp_path / "paper" / "paper_snippets.md").read_text()
+
+
+def test_the_paper_shows_bounds_only_when_a_trial_was_lost(sample_runs, tmp_path, run_cli):
+    """A bounds table whose every row lost nothing repeats the planned estimates as both bounds: it is left out."""
+    from analysis_lib.report.beside_itt import beside_tex, lost_any
+
+    out = tmp_path / "out"
+    assert run_cli(sample_runs, "--no-llm", "-q", "-o", out).returncode == 0
+    beside = read_beside(out)
+    assert lost_any(beside["bounds"]) and "\\label{tab:infra-bounds}" in beside_tex(beside, True)
+    nothing_lost = {**beside, "bounds": beside["bounds"].assign(n_affected_a=0, n_affected_b=0)}
+    assert not lost_any(nothing_lost["bounds"]) and "tab:infra-bounds" not in beside_tex(nothing_lost, True)

@@ -312,7 +312,7 @@ def beside_tex(frames: dict[str, pd.DataFrame], simulated: bool) -> str:
             + _tex_text(f"ITT: {ESTIMANDS['itt_mean']}. CACE: ITT / share of B's trials that called an MCP tool "
                         f"(secondary estimand). {ASSUMPTIONS}") + "}\n\\end{table*}")
     bounds = frames.get("bounds")
-    if bounds is not None and len(bounds):
+    if lost_any(bounds):
         rows = [" & ".join([_tex_text(r.label), _tex_text(r.profile_b), _tex_est(r),
                             f"{r.n_affected_a}/{r.n_affected_b}",
                             _tex_est(r, "bound_low_ci_low", "bound_low_ci_high", "bound_low"),
@@ -330,6 +330,15 @@ def beside_tex(frames: dict[str, pd.DataFrame], simulated: bool) -> str:
             "reverse; continuous: the ends of the support the analysis plan declares, per task; unbounded without "
             "one), the planned test rerun.}\n\\end{table*}")
     return "\n\n".join(parts) if parts else "% nothing reported beside intention to treat"
+
+
+def lost_any(bounds: pd.DataFrame | None) -> bool:
+    """Whether any primary comparison lost a trial to infrastructure: the paper's bounds table is shown only then (a
+    table of planned estimates repeated as both bounds says nothing)."""
+    if bounds is None or not len(bounds) or not {"n_affected_a", "n_affected_b"} <= set(bounds.columns):
+        return False
+    return bool((pd.to_numeric(bounds["n_affected_a"], errors="coerce").fillna(0)
+                 + pd.to_numeric(bounds["n_affected_b"], errors="coerce").fillna(0)).gt(0).any())
 
 
 def _tex_value(x, digits: int, unit_tex: str) -> str:

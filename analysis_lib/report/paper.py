@@ -27,7 +27,7 @@ from ..study.study import Study
 from . import latex, markdown, tables
 from . import numbers as fmt
 from .audit import audit_markdown, audit_tex, data_banner
-from .beside_itt import beside_macros, beside_markdown, beside_tex
+from .beside_itt import beside_macros, beside_markdown, beside_tex, lost_any
 from .comparison_report import mcnemar_lines, rates_table, tier_table, tier_title
 from .configurations import (
     ConfigurationInputs,
@@ -866,7 +866,7 @@ def write_paper_snippets(inputs: PaperInputs, paper_dir: str | Path, figures_dir
     arms = inputs.audit[0] if inputs.audit is not None else None
     beside = inputs.beside or {}
     limitations = limitations_tex(simulated=sim, data_source=inputs.data_source, arms=arms, correlations=inputs.correlations,
-                                  comparisons=inputs.comparisons, has_bounds="bounds" in beside and len(beside["bounds"]) > 0,
+                                  comparisons=inputs.comparisons, has_bounds=lost_any(beside.get("bounds")),
                                   has_cace="compliance" in beside and len(beside["compliance"]) > 0)
     if configs is not None:
         limitations += "\n" + heterogeneity_tex(configs.pooling, configs.control, configs.treatment, configs.configurations)
