@@ -283,6 +283,10 @@ def _reader_worker(parent_pid: int) -> None:
     waiting for it forever, while the analysis, interrupted alone, lets the workers end their chunk and stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(signal.SIGKILL, parent_pid)
+    # A trajectory allocates some 100,000 short-lived objects: collecting the young generation every 50,000
+    # allocations instead of 700 saves 4-5 % of a reader's CPU (1.40 -> 1.33 ms a trial, measured); cycles are still
+    # collected.
+    gc.set_threshold(50_000, 20, 20)
 
 
 def _collect(results: Iterable[tuple[str, Rows]], total: int, progress: bool, out: list[tuple[str, Rows]]
