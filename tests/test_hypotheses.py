@@ -83,3 +83,19 @@ def test_ratio_margins_are_symmetric_on_the_log_scale():
     inv = lambda pct: 100 * (1 / (1 + pct / 100) - 1)  # noqa: E731
     assert inv(upper) == pytest.approx(lower) and inv(lower) == pytest.approx(upper)
     assert hypotheses._bounds(P.Hypothesis(id="success", claim="noninferior", margin=0.05), "pass_rate") == (-0.05, 0.05)
+
+
+def test_an_open_end_of_the_engines_interval_prints_open_in_the_sequence_table():
+    """The step carries the ends its comparison's interval leaves out (a Hodges-Lehmann end in a gap of the Walsh
+    averages), and the report prints them with a parenthesis, as the comparisons table does."""
+    from analysis_lib.report.comparison_report import hypotheses_table
+
+    trials = _trials()
+    plan = _plan([{"id": "total_cost_usd", "claim": "superior"}])
+    out = hypotheses.test_sequence(trials, plan, [("a", "b")])
+    ref = comparisons.estimate(trials, "total_cost_usd", "a", "b", plan, confidence=0.95)
+    want = ref.get("ci_open") if isinstance(ref.get("ci_open"), str) else None
+    assert out["ci_open"].iloc[0] == want or (want is None and pd.isna(out["ci_open"].iloc[0]))
+    opened = out.assign(ci_open="low", ci_low=-30.0, ci_high=-10.0)
+    closed = out.assign(ci_open=None, ci_low=-30.0, ci_high=-10.0)
+    assert "(−30.0, −10.0]" in hypotheses_table(opened) and "[−30.0, −10.0]" in hypotheses_table(closed)

@@ -42,6 +42,7 @@ COLUMNS = [
     "estimate",
     "ci_low",
     "ci_high",
+    "ci_open",
     "result",
     "reason",
 ]
@@ -106,6 +107,9 @@ def test_sequence(metrics: pd.DataFrame, plan: AnalysisPlan, pairs: list[tuple[s
                 estimate=row.get("estimate"),
                 ci_low=row.get("ci_low"),
                 ci_high=row.get("ci_high"),
+                # The ends the interval leaves out (a Hodges-Lehmann end in a gap of the Walsh averages), as the
+                # comparison row names them.
+                ci_open=row.get("ci_open") if isinstance(row.get("ci_open"), str) else None,
             )
             if row["scale"] in POINT_SCALES:  # shown in points, like the comparisons
                 base.update({k: 100.0 * base[k] for k in ("estimate", "ci_low", "ci_high") if base[k] is not None})

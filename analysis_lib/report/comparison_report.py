@@ -181,9 +181,15 @@ def hypotheses_table(hyp: pd.DataFrame) -> str:
                            f"{fmt.number(r.margin_high, 1, sign=True)} %, symmetric on the log scale") + ")"),
              f"{100 * r.confidence:g} %",
              "–" if fmt.missing(r.estimate) else f"{fmt.number(r.estimate, 1, sign=True)} {r.unit} "
-             f"{fmt.ends(r.ci_low, r.ci_high, 1, sign=True)}",
+             f"{fmt.ends(r.ci_low, r.ci_high, 1, sign=True, opened=_opened(r))}",
              f"**{r.result}**" if r.result == "holds" else r.result, r.reason] for r in hyp.itertuples()]
     return md_table(["pair", "step", "metric", "claim", "interval", "estimate [interval]", "result", "why"], rows)
+
+
+def _opened(row) -> str:
+    """The ends a row's interval leaves out (``ci_open``: "low", "high", "low and high"), "" when none or not recorded."""
+    value = getattr(row, "ci_open", None)
+    return value if isinstance(value, str) else ""
 
 
 def subgroups_table(subgroups: pd.DataFrame, group: str = "group", pull: bool = True) -> str:
