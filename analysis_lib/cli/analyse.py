@@ -67,7 +67,7 @@ def run_cli(args: argparse.Namespace) -> int:
         status, _ = _analysis(args, None)
         return status
     home, label = Path(args.output), args.output
-    kept = lambda: _holds(home, label)  # noqa: E731  (read when the run ends, after any commit)
+    kept = lambda: output_set.holds(home, label)  # noqa: E731  (read when the run ends, after any commit)
     try:
         with output_set.locked([(home, label)], f"analysis of {args.runs_dir}"):
             previous = output_set.read_manifest(home, label)
@@ -172,15 +172,6 @@ def analysis_inputs(study: Study, args: argparse.Namespace | None = None) -> dic
         inputs["selection"] = {k: getattr(args, k) for k in ("tasks", "profiles", "succeeded", "failed", "limit", "seed",
                                                              "compare", "mcp_tools")}
     return inputs
-
-
-def _holds(home: Path, label: str) -> str:
-    """What the output folder holds now, in words, for the line that ends a run that did not commit."""
-    try:
-        manifest = output_set.read_manifest(home, label)
-    except output_set.OutputSetError:
-        manifest = None
-    return f"{label} still holds {manifest.line()}" if manifest else f"{label} holds no complete output set"
 
 
 def _note(line: str) -> None:

@@ -330,15 +330,15 @@ def run_pipeline(params_file: str | Path, root: str | Path = ".", out_dir: str |
         except KeyboardInterrupt:
             staging.fail("interrupted", status="interrupted")
             where = f" during {staging.record.step}" if staging.record.step else ""
-            raise Interrupted(f"interrupted{where}: nothing was committed; {_holds(home, home_label)}") from None
+            raise Interrupted(f"interrupted{where}: nothing was committed; {output_set.holds(home, home_label)}") from None
         except NotebookFailed as exc:
             staging.fail(f"{exc.ename}: {exc.evalue}")
-            exc.kept = _holds(home, home_label)
+            exc.kept = output_set.holds(home, home_label)
             raise
         except (RuntimeError, OSError) as exc:
             line = f"cannot write ({output_set.os_reason(exc)})" if isinstance(exc, OSError) else str(exc)
             staging.fail(line)
-            ended = f"{line}: nothing was committed; {_holds(home, home_label)}"
+            ended = f"{line}: nothing was committed; {output_set.holds(home, home_label)}"
             raise (OSError(ended) if isinstance(exc, OSError) else
                    type(exc)(ended) if type(exc) in (InputsChanged, RuntimeError, output_set.OutputSetError) else
                    RuntimeError(ended)) from None
@@ -386,14 +386,6 @@ def check_partial(previous: output_set.Manifest | None, inputs: dict[str, Any], 
             if was.get(key) != now.get(key):
                 raise output_set.OutputSetError(f"--only {' '.join(selected)}: {what} since {where} was made; run the "
                                                 "whole pipeline")
-
-
-def _holds(home: Path, label: str) -> str:
-    try:
-        manifest = output_set.read_manifest(home, label)
-    except output_set.OutputSetError:
-        manifest = None
-    return f"{label} still holds {manifest.line()}" if manifest else f"{label} holds no complete output set"
 
 
 def _note(line: str) -> None:

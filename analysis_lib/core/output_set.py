@@ -253,6 +253,15 @@ def read_manifest(home: Path, label: str | None = None) -> Manifest | None:
         raise OutputSetError(f"{where}: not an output manifest ({str(exc).splitlines()[0]})") from None
 
 
+def holds(home: Path, label: str) -> str:
+    """What the output folder holds now, in words, for the line that ends a run that did not commit."""
+    try:
+        manifest = read_manifest(home, label)
+    except OutputSetError:
+        manifest = None
+    return f"{label} still holds {manifest.line()}" if manifest else f"{label} holds no complete output set"
+
+
 def read_run_record(home: Path) -> RunRecord | None:
     """The record of the run that left a staging folder in ``home``; None when there is none or it is unreadable."""
     path = home / files.STAGING_DIR / RUN_RECORD

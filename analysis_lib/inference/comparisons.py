@@ -364,9 +364,7 @@ def _pass_rate_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str,
         row.update(p_value=float(res["p_val"]), statistic=float(res["t"]), a_value=float(np.nanmean(y[~is_b])),
                    b_value=float(np.nanmean(y[is_b])), p_min=0.0)
     elif r.test == "sign_flip":
-        res = stats.sign_flip(d, confidence=boot.confidence, seed=boot.seed).iloc[0]
-        mc = None if res["exact"] else f"Monte-Carlo p, standard error {res['mc_se']:.4f}"
-        row.update(p_value=float(res["p_val"]), note=_join(mc, why), p_min=_sign_flip_floor(d, boot))
+        res = _sign_flip(d, boot, row, why)
     else:
         res = stats.paired_t(d, confidence=boot.confidence).iloc[0]
         if r.test == "paired_t":
@@ -374,6 +372,14 @@ def _pass_rate_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str,
     row.update(estimate=float(res["estimate"]), ci_low=float(res["ci_low"]), ci_high=float(res["ci_high"]))
     row["note"] = _join(interval_note(row, 1 - boot.confidence), row.get("note"))
     return row
+
+
+def _sign_flip(d: np.ndarray, boot: Bootstrap, row: dict, why: str | None) -> pd.Series:
+    """The sign-flip test of the paired differences ``d`` into ``row`` (p, its floor, a Monte-Carlo note); its result."""
+    res = stats.sign_flip(d, confidence=boot.confidence, seed=boot.seed).iloc[0]
+    mc = None if res["exact"] else f"Monte-Carlo p, standard error {res['mc_se']:.4f}"
+    row.update(p_value=float(res["p_val"]), note=_join(mc, why), p_min=_sign_flip_floor(d, boot))
+    return res
 
 
 def _mean_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: str, boot: Bootstrap) -> dict:
@@ -388,9 +394,7 @@ def _mean_row(metrics: pd.DataFrame, trials: pd.DataFrame, r: Rule, a: str, b: s
     d = pairs["b"].to_numpy(float) - pairs["a"].to_numpy(float)
     row.update(a_value=float(pairs["a"].mean()), b_value=float(pairs["b"].mean()))
     if r.test == "sign_flip":
-        res = stats.sign_flip(d, confidence=boot.confidence, seed=boot.seed).iloc[0]
-        mc = None if res["exact"] else f"Monte-Carlo p, standard error {res['mc_se']:.4f}"
-        row.update(p_value=float(res["p_val"]), note=_join(mc, why), p_min=_sign_flip_floor(d, boot))
+        res = _sign_flip(d, boot, row, why)
     else:
         res = stats.paired_t(d, confidence=boot.confidence).iloc[0]
         row.update(p_value=float(res["p_val"]), statistic=float(res["statistic"]), p_min=0.0)
